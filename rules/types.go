@@ -1,0 +1,110 @@
+package rules
+
+import (
+	"net/netip"
+	"time"
+)
+
+// KeyKind says what a rule charges a request to (DESIGN.md, "Keys").
+type KeyKind int
+
+// Key kinds.
+const (
+	KeyIP          KeyKind = iota // address; IPv6 by ipv6_prefix ("2001:db8:1:2::/64")
+	KeyPrefix                     // ipv4_prefix / ipv6_prefix ("203.0.113.0/24")
+	KeyUser                       // "user:NAME"
+	KeyUserAgent                  // "ua:TEXT"
+	KeyIPUserAgent                // "ADDRESS|ua:TEXT"
+	KeyRange                      // a range with group: true, "range:NAME"
+)
+
+// LimitKind is the form of a limit (DESIGN.md, "Windows and limits").
+type LimitKind int
+
+// Limit forms.
+const (
+	LimitRate          LimitKind = iota // "20 per second", "5 per 10s": over when count in (t-Window, t] > N
+	LimitCPUShare                       // "7% cpu over 15s": CPU seconds in (t-Window, t] / Window > N (N = 0.07, already divided by cores for "of machine")
+	LimitDurationShare                  // "7% duration over 15s": same with wall time (duration)
+	LimitTokenBucket                    // "10/s burst 20": N tokens per second, Burst capacity; over when a request finds < 1 token
+	LimitLastN                          // "last 10 within 2s": over when the last N requests span less than Window
+)
+
+// Limit is one compiled limit of a rule.
+type Limit struct {
+	Text      string // as written in the config, for reasons and reports
+	Kind      LimitKind
+	N         float64       // count (rate, last N), share as a fraction (cpu, duration) or tokens per second (bucket)
+	Window    time.Duration // period (rate, share) or span (last N); for a token bucket, Burst/N
+	Burst     float64       // token bucket capacity
+	OfMachine bool          // "of machine": N was divided by the core count
+}
+
+// Combine says how several limits of a rule combine.
+type Combine int
+
+// Combine modes.
+const (
+	CombineAny Combine = iota // over when any limit is over
+	CombineAll                // over when every limit is over
+)
+
+// Throttle is the Perlbal ladder's throttle step. A rule without one bans on
+// the first entry over its limits.
+type Throttle struct {
+	InitialDelay time.Duration
+	MaxDelay     time.Duration
+	Quiet        time.Duration
+}
+
+// Ban is a rule's ban step.
+type Ban struct {
+	After    int           // violations (while throttled) that must be exceeded before a ban
+	For      time.Duration // first ban's length
+	Factor   float64       // each earlier ban of the key by this rule multiplies For by Factor
+	Max      time.Duration // cap on a ban's length; 0: no cap
+	Remember time.Duration // how long earlier bans count (default 30 days)
+}
+
+// Rule is one compiled rule, or a range with limits (named "range:NAME").
+type Rule struct {
+	Name     string
+	Index    int // position in Config.Rules (ordinary and range rules together)
+	Key      KeyKind
+	Limits   []Limit
+	Combine  Combine
+	Throttle *Throttle // nil: no throttle step
+	Ban      Ban
+	LogOnly  bool
+}
+
+// Charge is one request charged to one key by one rule.
+type Charge struct {
+	Rule *Rule
+	Key  string     // canonical key string
+	Addr netip.Addr // the client address (the address a ban on a non-address key blocks)
+	// CPU is the cost `% cpu` limits weigh: the entry's CPU seconds, or its
+	// duration under cpu_fallback: duration, else 0.
+	CPU float64
+	// Duration is the cost `% duration` limits weigh: the entry's duration in seconds, or 0.
+	Duration float64
+}
+
+// Verdict says how the lists and ranges treated an entry.
+type Verdict int
+
+// Verdicts.
+const (
+	VerdictCharged Verdict = iota // the entry was charged to zero or more rules
+	VerdictAllowed                // allow list, own address or trusted proxy: charged to nothing
+	VerdictExempt                 // a range with limits: none
+	VerdictDenied                 // deny list or a `banned` range: already banned, charged to nothing
+)
+
+// StaticBan is a ban that comes from the configuration rather than from traffic:
+// a deny-list entry or a range with limits: banned. It lasts until removed from the config.
+type StaticBan struct {
+	Key    netip.Prefix // the denied CIDR (a single address is a /32 or /128)
+	Origin string       // "deny" or "range"
+	Reason string       // "deny list" or "range NAME banned"
+}
