@@ -1,0 +1,413 @@
+package parser
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Options says how to read a source's lines. Exactly one of Format,
+// LogFormat, ApacheFormat, FPMFormat, JSONFields is set (Format "" with
+// nothing else set means "combined").
+type Options struct {
+	Format         string            // preset: common, combined, nginx_timing, apache_timing, phpfpm, caddy, traefik_json, traefik_clf (not "auto": use Detect first)
+	LogFormat      string            // nginx log_format string
+	ApacheFormat   string            // Apache LogFormat string
+	FPMFormat      string            // PHP-FPM access.format string
+	JSONFields     map[string]string // Entry field name -> dotted JSON path (JSON lines)
+	CPUField       string            // name of a field holding CPU seconds ("upstream_http_x_cpu_time"), optional
+	Location       *time.Location    // zone for zone-less times; nil means time.Local
+	TrustedProxies []netip.Prefix    // X-Forwarded-For is believed only from these
+}
+
+// Parser reads lines of one format. It is immutable after New and safe for
+// concurrent use by many goroutines.
+type Parser struct {
+	name    string
+	items   []item      // line formats
+	json    *jsonFormat // JSON lines
+	tr      timeReader
+	trusted []netip.Prefix
+	nFields int // named fields a line may carry, to size Entry.Fields
+	fpmCPU  bool
+}
+
+// Error is a line that cannot yield a client address and a time.
+type Error struct {
+	Line   int    // 1-based line number, as given to Parse
+	Field  string // "ip", "time" or "line"
+	Reason string // why, quoting the offending text
+}
+
+// Error returns a message like `line 12: time: "32/Foo/2020": cannot parse`.
+func (e *Error) Error() string {
+	return fmt.Sprintf("line %d: %s: %s", e.Line, e.Field, e.Reason)
+}
+
+// preset names, most specific first (the order Detect prefers on a tie).
+var presetOrder = [...]string{"traefik_clf", "apache_timing", "nginx_timing", "combined", "common", "phpfpm", "caddy", "traefik_json"}
+
+// Presets returns the names of the preset formats.
+func Presets() []string {
+	out := make([]string, len(presetOrder))
+	copy(out, presetOrder[:])
+	sort.Strings(out)
+	return out
+}
+
+const (
+	commonFormat   = `%h %l %u %t "%r" %>s %b`
+	combinedFormat = commonFormat + ` "%{Referer}i" "%{User-Agent}i"`
+	phpfpmFormat   = `%R - %u %t "%m %r%Q%q" %s %f %{mili}d %{kilo}M %C%%`
+)
+
+// presetItems returns the items of a line preset.
+func presetItems(name string) ([]item, bool) {
+	must := func(items []item, err error) []item {
+		if err != nil {
+			panic("parser: bad preset " + name + ": " + err.Error())
+		}
+		return items
+	}
+	switch name {
+	case "common":
+		return must(compileApache(commonFormat)), true
+	case "combined":
+		return must(compileApache(combinedFormat)), true
+	case "nginx_timing":
+		items := must(compileApache(combinedFormat))
+		rt := field(kDuration, "request_time")
+		rt.scale = 1
+		return append(items, lit(" "), rt), true
+	case "apache_timing":
+		return must(compileApache(combinedFormat + " %D")), true
+	case "traefik_clf":
+		items := must(compileApache(combinedFormat))
+		return append(items, lit(" "), field(kField, "request_count"), lit(` "`), field(kField, "router_name"),
+			lit(`" "`), field(kField, "server_url"), lit(`" `), field(kDurMS, "duration")), true
+	case "phpfpm":
+		return must(compileFPM(phpfpmFormat)), true
+	}
+	return nil, false
+}
+
+// jsonPreset returns the field mapping of a JSON preset.
+func jsonPreset(name string) (map[string][]jsonPath, bool) {
+	p := func(paths ...string) []jsonPath {
+		out := make([]jsonPath, len(paths))
+		for i, s := range paths {
+			out[i] = jsonPath{path: s}
+		}
+		return out
+	}
+	switch name {
+	case "caddy":
+		return map[string][]jsonPath{
+			// client_ip is Caddy's own reading of its trusted_proxies; remote_ip the peer.
+			"ip":         p("request.client_ip", "request.remote_ip"),
+			"time":       p("ts"),
+			"method":     p("request.method"),
+			"path":       p("request.uri"),
+			"protocol":   p("request.proto"),
+			"status":     p("status"),
+			"bytes":      p("size"),
+			"referer":    p("request.headers.Referer"),
+			"user_agent": p("request.headers.User-Agent"),
+			"user":       p("user_id"),
+			"host":       p("request.host"),
+			"duration":   p("duration"),
+		}, true
+	case "traefik_json":
+		return map[string][]jsonPath{
+			"ip":              p("ClientHost", "ClientAddr"),
+			"time":            p("StartLocal", "StartUTC", "time"),
+			"method":          p("RequestMethod"),
+			"path":            p("RequestPath"),
+			"protocol":        p("RequestProtocol"),
+			"status":          p("DownstreamStatus", "OriginStatus"),
+			"bytes":           p("DownstreamContentSize"),
+			"referer":         p("request_Referer"),
+			"user_agent":      p("request_User-Agent"),
+			"user":            p("ClientUsername"),
+			"host":            p("RequestHost", "RequestAddr"),
+			"duration":        {{path: "Duration", scale: 1e-9}},
+			"x_forwarded_for": p("request_X-Forwarded-For"),
+			"router_name":     p("RouterName", "FrontendName"),
+		}, true
+	}
+	return nil, false
+}
+
+// New compiles a format once. A bad format string is an error naming the
+// offending directive.
+func New(o Options) (*Parser, error) {
+	set := 0
+	for _, b := range []bool{o.Format != "", o.LogFormat != "", o.ApacheFormat != "", o.FPMFormat != "", len(o.JSONFields) > 0} {
+		if b {
+			set++
+		}
+	}
+	if set > 1 {
+		return nil, fmt.Errorf("parser: more than one of format, log_format, apache_format, fpm_format and json_fields is set")
+	}
+	loc := o.Location
+	if loc == nil {
+		loc = time.Local
+	}
+	p := &Parser{tr: timeReader{zones: new(zoneCache), loc: loc}}
+	for _, pr := range o.TrustedProxies {
+		p.trusted = append(p.trusted, pr.Masked())
+	}
+	var items []item
+	var err error
+	switch {
+	case o.LogFormat != "":
+		p.name = "nginx log_format"
+		items, err = compileNginx(o.LogFormat)
+	case o.ApacheFormat != "":
+		p.name = "apache LogFormat"
+		items, err = compileApache(o.ApacheFormat)
+	case o.FPMFormat != "":
+		p.name = "php-fpm access.format"
+		items, err = compileFPM(o.FPMFormat)
+	case len(o.JSONFields) > 0:
+		p.name = "json"
+		m := make(map[string][]jsonPath, len(o.JSONFields))
+		for k, v := range o.JSONFields {
+			m[k] = []jsonPath{{path: v}}
+		}
+		p.json, err = compileJSON(m, o.CPUField)
+	default:
+		name := o.Format
+		if name == "" {
+			name = "combined"
+		}
+		p.name = name
+		if name == "auto" {
+			return nil, fmt.Errorf("parser: format auto: call Detect on the first lines and use the preset it returns")
+		}
+		if m, ok := jsonPreset(name); ok {
+			p.json, err = compileJSON(m, o.CPUField)
+			break
+		}
+		var ok bool
+		if items, ok = presetItems(name); !ok {
+			return nil, fmt.Errorf("parser: unknown format %q (presets: %s)", name, strings.Join(Presets(), ", "))
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("parser: %w", err)
+	}
+	if p.json == nil {
+		if items, err = finish(items, o.CPUField); err != nil {
+			return nil, fmt.Errorf("parser: %s: %w", p.name, err)
+		}
+		p.items = items
+		for _, it := range items {
+			switch it.kind {
+			case kField:
+				p.nFields++
+			case kCPUPct:
+				p.fpmCPU = true
+			case kRequest:
+				p.nFields++ // a garbage request line is kept as a field
+			}
+		}
+	} else {
+		for _, t := range p.json.paths {
+			if t.kind == kField {
+				p.nFields++
+			}
+		}
+	}
+	return p, nil
+}
+
+// Name returns the format's name for summaries: "combined", "nginx log_format", ...
+func (p *Parser) Name() string { return p.name }
+
+// Parse reads one line. It copies the line once and the Entry's strings point
+// into that copy. A trailing "\n" or "\r\n" is ignored.
+func (p *Parser) Parse(line []byte, lineNo int) (Entry, error) {
+	line = trimEOL(line)
+	return p.ParseString(string(line), lineNo)
+}
+
+func trimEOL(b []byte) []byte {
+	if n := len(b); n > 0 && b[n-1] == '\n' {
+		b = b[:n-1]
+	}
+	if n := len(b); n > 0 && b[n-1] == '\r' {
+		b = b[:n-1]
+	}
+	return b
+}
+
+// ParseString reads one line without copying it: the Entry's strings may
+// point into line. A line that cannot yield a client address and a time is
+// an *Error; everything else missing or unreadable is absent from the Entry.
+func (p *Parser) ParseString(line string, lineNo int) (Entry, error) {
+	e, _, err := p.parse(line, lineNo)
+	return e, err
+}
+
+// parse also reports whether the line matched the format completely.
+func (p *Parser) parse(line string, lineNo int) (Entry, bool, error) {
+	if n := len(line); n > 0 && line[n-1] == '\n' {
+		line = line[:n-1]
+	}
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	var e Entry
+	if trimSpace(line) == "" {
+		return e, false, &Error{Line: lineNo, Field: "line", Reason: "empty"}
+	}
+	var st lineState
+	var full bool
+	if p.json != nil {
+		full = p.scanJSON(line, &e, &st)
+	} else {
+		full = p.scan(line, &e, &st)
+	}
+	// Client address.
+	conn, xff := st.conn, st.xff
+	if !conn.IsValid() && st.hasXFF && !st.hasIPRaw {
+		// No connecting address in the format: the last XFF entry is the peer.
+		head, last := splitLast(st.xff)
+		if a, ok := parseAddr(last); ok {
+			conn, xff = a, head
+		} else {
+			st.ipRaw, st.hasIPRaw = last, true
+		}
+	}
+	if !conn.IsValid() {
+		return Entry{}, false, &Error{Line: lineNo, Field: "ip", Reason: st.reason(st.ipRaw, st.hasIPRaw, "not an address")}
+	}
+	if !st.hasTime {
+		return Entry{}, false, &Error{Line: lineNo, Field: "time", Reason: st.reason(st.timeRaw, st.hasTimeR, "cannot parse")}
+	}
+	e.IP = clientFrom(conn, xff, p.trusted)
+	if p.fpmCPU && st.hasCPUPct && e.Has&HasDuration != 0 && e.Has&HasCPU == 0 {
+		e.CPU, e.Has = st.cpuPct/100*e.Duration, e.Has|HasCPU
+	}
+	if p.json != nil {
+		full = full && e.Has&HasStatus != 0
+	}
+	return e, full && !st.bad, nil
+}
+
+func (st *lineState) reason(raw string, has bool, why string) string {
+	if has {
+		if len(raw) > 64 {
+			raw = raw[:64] + "…"
+		}
+		return strconv.Quote(raw) + ": " + why
+	}
+	if st.stopped {
+		if st.stopWant != "" {
+			return fmt.Sprintf("not found: the line does not match the format (expected %q at byte %d, after %s)", st.stopWant, st.stopPos, st.stopAt)
+		}
+		return fmt.Sprintf("not found: the line does not match the format (at byte %d, in %s)", st.stopPos, st.stopAt)
+	}
+	return "not found in the line"
+}
+
+// Detect picks the most specific preset that reads the sample lines: the one
+// that reads the most lines completely, ties going to the more specific. The
+// Options supply Location, TrustedProxies and CPUField.
+func Detect(sample [][]byte, o Options) (string, error) {
+	best, bestN := "", 0
+	lines := 0
+	for _, l := range sample {
+		if len(trimEOL(l)) > 0 {
+			lines++
+		}
+	}
+	if lines == 0 {
+		return "", fmt.Errorf("parser: detect: no lines to look at")
+	}
+	for _, name := range presetOrder {
+		p, err := New(Options{Format: name, Location: o.Location, TrustedProxies: o.TrustedProxies, CPUField: o.CPUField})
+		if err != nil {
+			return "", err
+		}
+		n := 0
+		for i, l := range sample {
+			if _, full, err := p.parse(string(trimEOL(l)), i+1); err == nil && full {
+				n++
+			}
+		}
+		if n > bestN {
+			best, bestN = name, n
+		}
+	}
+	if best == "" {
+		return "", fmt.Errorf("parser: detect: no preset reads any of the %d sample lines", lines)
+	}
+	return best, nil
+}
+
+// Get returns any field by its DESIGN.md name (ip, time, method, path, query,
+// protocol, status, bytes, referer, user_agent, user, host, duration, cpu) or
+// the name of one of its other Fields. ok is false when the line does not
+// carry it.
+func (e *Entry) Get(name string) (string, bool) {
+	switch name {
+	case "ip":
+		if !e.IP.IsValid() {
+			return "", false
+		}
+		return e.IP.String(), true
+	case "time":
+		if e.Time.IsZero() {
+			return "", false
+		}
+		return e.Time.Format(time.RFC3339Nano), true
+	case "method":
+		return e.Method, e.Has&HasMethod != 0
+	case "path":
+		return e.Path, e.Has&HasPath != 0
+	case "query":
+		return e.Query, e.Has&HasQuery != 0
+	case "protocol":
+		return e.Protocol, e.Has&HasProtocol != 0
+	case "status":
+		if e.Has&HasStatus == 0 {
+			return "", false
+		}
+		return strconv.Itoa(e.Status), true
+	case "bytes":
+		if e.Has&HasBytes == 0 {
+			return "", false
+		}
+		return strconv.FormatInt(e.Bytes, 10), true
+	case "referer":
+		return e.Referer, e.Has&HasReferer != 0
+	case "user_agent":
+		return e.UserAgent, e.Has&HasUserAgent != 0
+	case "user":
+		return e.User, e.Has&HasUser != 0
+	case "host":
+		return e.Host, e.Has&HasHost != 0
+	case "duration":
+		if e.Has&HasDuration == 0 {
+			return "", false
+		}
+		return strconv.FormatFloat(e.Duration, 'f', -1, 64), true
+	case "cpu":
+		if e.Has&HasCPU == 0 {
+			return "", false
+		}
+		return strconv.FormatFloat(e.CPU, 'f', -1, 64), true
+	}
+	for _, f := range e.Fields {
+		if f.Name == name {
+			return f.Value, true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,551 @@
+package parser
+
+import (
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// kind says what a field of a format is read as.
+type kind uint8
+
+const (
+	kLit       kind = iota // a literal separator, not a field
+	kIP                    // the connecting address
+	kXFF                   // an X-Forwarded-For list
+	kXFFAdd                // nginx $proxy_add_x_forwarded_for: "xff, remote_addr"
+	kTimeCLF               // 02/Jan/2006:15:04:05 -0700
+	kTimeISO               // 2006-01-02T15:04:05-07:00
+	kTimeEpoch             // 1700000000.123
+	kTimeStrf              // a strftime layout
+	kRequest               // "GET /p?q HTTP/1.1"
+	kMethod
+	kURI   // path with optional ?query
+	kPath  // path only
+	kQuery // query, with or without a leading '?'
+	kProtocol
+	kStatus
+	kBytes
+	kReferer
+	kUA
+	kUser
+	kHost
+	kDuration // seconds × item.scale
+	kDurMS    // Traefik "12ms"
+	kCPUPct   // PHP-FPM %C: percent of the duration
+	kSkip     // read and ignored (Apache %l ident, FPM %Q)
+	kField    // a named field of its own
+)
+
+// item is one step of a compiled format: a literal or a field.
+type item struct {
+	kind     kind
+	lit      string // the literal, for kLit
+	name     string // the field's name (for Entry.Fields, CPUField, errors)
+	strf     *strftime
+	scale    float64 // for kDuration: seconds per unit
+	strength int8    // for kIP: a stronger source of the client address wins
+	quoted   bool    // between a literal ending in '"' and one starting with '"'
+	list     bool    // "a, b, c": a separator right after a ',' does not end it
+	toEOL    bool    // the last field, read to the end of the line
+	nextNum  bool    // the field after the closing literal is a number
+	closing  bool    // a quoted field whose closing literal ends the format
+	cpu      bool    // this field is Options.CPUField
+	numeric  bool    // the value is a number (for nextNum of the field before)
+	intOnly  bool    // a duration written as an integer (Apache %D)
+}
+
+// lineState is what a scan learns besides the Entry fields.
+type lineState struct {
+	conn      netip.Addr
+	connLevel int8
+	xff       string
+	hasXFF    bool
+	cpuPct    float64
+	hasCPUPct bool
+	hasTime   bool
+	ipRaw     string // the first address text seen, for error messages
+	hasIPRaw  bool
+	timeRaw   string
+	hasTimeR  bool
+	stopAt    string // item name where the scan stopped
+	stopWant  string // literal it expected
+	stopPos   int
+	stopped   bool
+	bad       bool // a value was there but could not be read
+}
+
+// scan reads s with the format's items. It returns whether every item was read.
+func (p *Parser) scan(s string, e *Entry, st *lineState) bool {
+	items := p.items
+	pos := 0
+	for i := 0; i < len(items); i++ {
+		it := &items[i]
+		if it.kind == kLit {
+			if !strings.HasPrefix(s[pos:], it.lit) {
+				// Be lenient with runs of blanks between fields.
+				if trimmed := strings.TrimLeft(it.lit, " "); len(trimmed) < len(it.lit) {
+					k := pos
+					for k < len(s) && s[k] == ' ' {
+						k++
+					}
+					if k > pos && strings.HasPrefix(s[k:], trimmed) {
+						pos = k + len(trimmed)
+						continue
+					}
+				}
+				st.stop(items, i, pos)
+				return false
+			}
+			pos += len(it.lit)
+			continue
+		}
+		var end int
+		switch {
+		case i+1 >= len(items):
+			if it.toEOL {
+				end = len(s)
+			} else {
+				end = pos
+				for end < len(s) && s[end] != ' ' {
+					end++
+				}
+			}
+		case it.quoted:
+			end = findClose(s, pos, items[i+1].lit, it)
+		default:
+			end = findSep(s, pos, items[i+1].lit, it.list)
+		}
+		if end < 0 {
+			st.stop(items, i+1, pos)
+			return false
+		}
+		p.set(it, s[pos:end], e, st)
+		pos = end
+	}
+	return true
+}
+
+func (st *lineState) stop(items []item, i, pos int) {
+	st.stopped = true
+	st.stopPos = pos
+	if i < len(items) {
+		st.stopWant = items[i].lit
+	}
+	for k := i; k >= 0; k-- {
+		if k < len(items) && items[k].kind != kLit {
+			st.stopAt = items[k].name
+			return
+		}
+	}
+}
+
+// findSep returns the index of sep at or after pos. For a list field, a sep
+// right after a ',' belongs to the list.
+func findSep(s string, pos int, sep string, list bool) int {
+	from := pos
+	for {
+		var j int
+		if len(sep) == 1 {
+			j = strings.IndexByte(s[from:], sep[0])
+		} else {
+			j = strings.Index(s[from:], sep)
+		}
+		if j < 0 {
+			return -1
+		}
+		k := from + j
+		if list && k > pos && s[k-1] == ',' {
+			from = k + 1
+			continue
+		}
+		return k
+	}
+}
+
+// findClose finds the closing quote of a quoted field: an unescaped '"' that
+// starts the next literal. Old Apache versions wrote quotes inside values
+// unescaped, so among the candidates it prefers one after which the line goes
+// on as the format says (a number for status, the end of the line or a blank
+// after the last field); failing that, the first candidate.
+func findClose(s string, pos int, next string, it *item) int {
+	first := -1
+	for i := pos; i < len(s); {
+		j := strings.IndexByte(s[i:], '"')
+		if j < 0 {
+			break
+		}
+		k := i + j
+		i = k + 1
+		if escaped(s, pos, k) || !strings.HasPrefix(s[k:], next) {
+			continue
+		}
+		if first < 0 {
+			first = k
+		}
+		rest := s[k+len(next):]
+		switch {
+		case it.nextNum:
+			if rest != "" && (rest[0]-'0' <= 9 || rest[0] == '-') {
+				return k
+			}
+		case it.closing:
+			if rest == "" || rest[0] == ' ' || rest[0] == '\t' {
+				return k
+			}
+		default:
+			return k
+		}
+	}
+	return first
+}
+
+// escaped reports whether the byte at k is preceded by an odd number of backslashes.
+func escaped(s string, from, k int) bool {
+	n := 0
+	for k-1-n >= from && s[k-1-n] == '\\' {
+		n++
+	}
+	return n%2 == 1
+}
+
+// unescape decodes the escapes nginx and Apache write in values: \xNN, \",
+// \\, \n, \r, \t. It allocates only when there is something to decode.
+func unescape(s string) string {
+	if strings.IndexByte(s, '\\') < 0 {
+		return s
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '\\' || i+1 >= len(s) {
+			b = append(b, c)
+			continue
+		}
+		switch n := s[i+1]; n {
+		case 'x', 'X':
+			if i+3 < len(s) {
+				h, ok1 := unhex(s[i+2])
+				l, ok2 := unhex(s[i+3])
+				if ok1 && ok2 {
+					b = append(b, h<<4|l)
+					i += 3
+					continue
+				}
+			}
+			b = append(b, c)
+		case '"', '\\':
+			b = append(b, n)
+			i++
+		case 'n':
+			b = append(b, '\n')
+			i++
+		case 'r':
+			b = append(b, '\r')
+			i++
+		case 't':
+			b = append(b, '\t')
+			i++
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// absent reports whether a logged value means "not there".
+func absent(v string) bool { return v == "" || v == "-" }
+
+// set stores one field's value.
+func (p *Parser) set(it *item, v string, e *Entry, st *lineState) {
+	if it.cpu {
+		if f, ok := sumFloats(v); ok && f >= 0 {
+			e.CPU, e.Has = f, e.Has|HasCPU
+		}
+	}
+	switch it.kind {
+	case kIP:
+		p.setConn(v, it.strength, st)
+	case kXFF:
+		if v = trimSpace(v); !absent(v) {
+			st.xff, st.hasXFF = v, true
+		}
+	case kXFFAdd:
+		head, last := splitLast(v)
+		p.setConn(last, it.strength, st)
+		if head != "" {
+			st.xff, st.hasXFF = head, true
+		}
+	case kTimeCLF, kTimeISO, kTimeEpoch, kTimeStrf:
+		if st.hasTime {
+			return
+		}
+		var t time.Time
+		var ok bool
+		switch it.kind {
+		case kTimeCLF:
+			t, ok = p.tr.clf(v)
+		case kTimeISO:
+			t, ok = p.tr.iso(v)
+		case kTimeEpoch:
+			t, ok = p.tr.epoch(v)
+		default:
+			t, ok = it.strf.parse(&p.tr, v)
+		}
+		if ok {
+			e.Time, st.hasTime = t, true
+		} else {
+			st.bad = true
+			if !st.hasTimeR {
+				st.timeRaw, st.hasTimeR = v, true
+			}
+		}
+	case kRequest:
+		setRequest(v, e)
+	case kMethod:
+		if v = unescape(v); !absent(v) {
+			e.Method, e.Has = v, e.Has|HasMethod
+		}
+	case kURI:
+		setURI(unescape(v), e)
+	case kPath:
+		if v = unescape(v); !absent(v) {
+			e.Path, e.Has = v, e.Has|HasPath
+		}
+	case kQuery:
+		v = unescape(v)
+		if len(v) > 0 && v[0] == '?' {
+			v = v[1:]
+		}
+		if v != "" && v != "-" {
+			e.Query, e.Has = v, e.Has|HasQuery
+		}
+	case kProtocol:
+		if v = unescape(v); !absent(v) {
+			e.Protocol, e.Has = v, e.Has|HasProtocol
+		}
+	case kStatus:
+		if n, ok := atoi(trimSpace(v)); ok && n >= 100 && n <= 599 {
+			e.Status, e.Has = int(n), e.Has|HasStatus
+		} else if !absent(v) {
+			st.bad = true
+		}
+	case kBytes:
+		if n, ok := atoi(trimSpace(v)); ok {
+			e.Bytes, e.Has = n, e.Has|HasBytes
+		} else if !absent(v) {
+			st.bad = true
+		}
+	case kReferer:
+		if v = unescape(v); !absent(v) {
+			e.Referer, e.Has = v, e.Has|HasReferer
+		}
+	case kUA:
+		if v = unescape(v); !absent(v) {
+			e.UserAgent, e.Has = v, e.Has|HasUserAgent
+		}
+	case kUser:
+		if v = unescape(trimSpace(v)); !absent(v) {
+			e.User, e.Has = v, e.Has|HasUser
+		}
+	case kHost:
+		if e.Has&HasHost != 0 {
+			p.addField(it.name, v, e, st)
+			return
+		}
+		if v = unescape(v); !absent(v) {
+			e.Host, e.Has = v, e.Has|HasHost
+		}
+	case kDuration:
+		if f, ok := sumFloats(v); ok && f >= 0 && (!it.intOnly || isDigits(v)) {
+			e.Duration, e.Has = f*it.scale, e.Has|HasDuration
+		} else if !absent(v) {
+			st.bad = true
+		}
+	case kDurMS:
+		v = strings.TrimSuffix(trimSpace(v), "ms")
+		if n, ok := atoi(v); ok {
+			e.Duration, e.Has = float64(n)/1000, e.Has|HasDuration
+		} else if !absent(v) {
+			st.bad = true
+		}
+	case kCPUPct:
+		v = strings.TrimSuffix(trimSpace(v), "%")
+		if f, ok := parseFloat(v); ok && f >= 0 {
+			st.cpuPct, st.hasCPUPct = f, true
+		}
+	case kField:
+		p.addField(it.name, v, e, st)
+	}
+}
+
+func (p *Parser) addField(name, v string, e *Entry, st *lineState) {
+	v = unescape(v)
+	if absent(v) {
+		return
+	}
+	if e.Fields == nil {
+		e.Fields = make([]Field, 0, p.nFields)
+	}
+	e.Fields = append(e.Fields, Field{Name: name, Value: v})
+}
+
+func (p *Parser) setConn(v string, level int8, st *lineState) {
+	if st.hasIPRaw && level <= st.connLevel {
+		return
+	}
+	a, ok := parseAddr(v)
+	if !ok {
+		st.bad = true
+		if !st.hasIPRaw {
+			st.ipRaw, st.hasIPRaw = v, true
+		}
+		return
+	}
+	st.conn, st.connLevel, st.hasIPRaw = a, level, true
+	st.ipRaw = ""
+}
+
+// setRequest splits "METHOD target PROTOCOL". A request line that is not one
+// (a TLS handshake, garbage, "-") leaves method, path and protocol absent and
+// is kept as the field "request", as logged.
+func setRequest(raw string, e *Entry) {
+	if absent(raw) {
+		return
+	}
+	v := unescape(raw)
+	sp := strings.IndexByte(v, ' ')
+	if sp <= 0 || !isMethod(v[:sp]) {
+		e.Fields = append(e.Fields, Field{Name: "request", Value: raw})
+		return
+	}
+	rest := strings.TrimLeft(v[sp+1:], " ")
+	proto := ""
+	if l := strings.LastIndexByte(rest, ' '); l >= 0 && strings.HasPrefix(rest[l+1:], "HTTP/") {
+		proto, rest = rest[l+1:], strings.TrimRight(rest[:l], " ")
+	}
+	if rest == "" {
+		e.Fields = append(e.Fields, Field{Name: "request", Value: raw})
+		return
+	}
+	e.Method, e.Has = v[:sp], e.Has|HasMethod
+	if proto != "" {
+		e.Protocol, e.Has = proto, e.Has|HasProtocol
+	}
+	setURI(rest, e)
+}
+
+func isMethod(m string) bool {
+	if len(m) == 0 || len(m) > 32 {
+		return false
+	}
+	for i := 0; i < len(m); i++ {
+		c := m[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func setURI(v string, e *Entry) {
+	if absent(v) {
+		return
+	}
+	if q := strings.IndexByte(v, '?'); q >= 0 {
+		e.Query, e.Has = v[q+1:], e.Has|HasQuery
+		v = v[:q]
+	}
+	e.Path, e.Has = v, e.Has|HasPath
+}
+
+// atoi reads a non-negative decimal integer of at most 18 digits.
+func atoi(s string) (int64, bool) {
+	if s == "" || len(s) > 18 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		c := s[i] - '0'
+		if c > 9 {
+			return 0, false
+		}
+		n = n*10 + int64(c)
+	}
+	return n, true
+}
+
+// parseFloat reads a non-negative decimal number ("0.123", "12", ".5").
+func parseFloat(s string) (float64, bool) {
+	s = trimSpace(s)
+	if s == "" {
+		return 0, false
+	}
+	var ip, fp, scale float64 = 0, 0, 1
+	i, any := 0, false
+	for ; i < len(s) && s[i]-'0' <= 9; i++ {
+		ip = ip*10 + float64(s[i]-'0')
+		any = true
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		for ; i < len(s) && s[i]-'0' <= 9; i++ {
+			fp = fp*10 + float64(s[i]-'0')
+			scale *= 10
+			any = true
+		}
+	}
+	if i != len(s) || !any || i > 40 {
+		return 0, false
+	}
+	return ip + fp/scale, true
+}
+
+// sumFloats reads a number or a list of them ("0.010, 0.020 : 0.005", as
+// nginx writes upstream times) and returns their sum. "-" entries count 0;
+// a value with no number at all is not ok.
+func sumFloats(s string) (float64, bool) {
+	sum, n := 0.0, 0
+	for s != "" {
+		j := strings.IndexAny(s, ",:")
+		part := s
+		if j >= 0 {
+			part, s = s[:j], s[j+1:]
+		} else {
+			s = ""
+		}
+		part = trimSpace(part)
+		if part == "-" || part == "" {
+			continue
+		}
+		f, ok := parseFloat(part)
+		if !ok {
+			return 0, false
+		}
+		sum += f
+		n++
+	}
+	return sum, n > 0
+}
+
+func isDigits(s string) bool {
+	s = trimSpace(s)
+	for i := 0; i < len(s); i++ {
+		if s[i]-'0' > 9 {
+			return false
+		}
+	}
+	return s != ""
+}

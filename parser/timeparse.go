@@ -1,0 +1,300 @@
+package parser
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// zoneCache hands out one *time.Location per UTC offset. Offsets in whole
+// minutes between -18h and +18h are cached in a fixed array of atomic
+// pointers, so a hit neither locks nor allocates; other offsets are built on
+// each use (they do not occur in real logs).
+type zoneCache struct {
+	zones [2*18*60 + 1]atomic.Pointer[time.Location]
+}
+
+const maxZoneMinutes = 18 * 60
+
+func (c *zoneCache) get(offsetSec int) *time.Location {
+	if offsetSec == 0 {
+		return time.UTC
+	}
+	if offsetSec%60 != 0 || offsetSec > maxZoneMinutes*60 || offsetSec < -maxZoneMinutes*60 {
+		return time.FixedZone(zoneName(offsetSec), offsetSec)
+	}
+	i := offsetSec/60 + maxZoneMinutes
+	if l := c.zones[i].Load(); l != nil {
+		return l
+	}
+	l := time.FixedZone(zoneName(offsetSec), offsetSec)
+	c.zones[i].CompareAndSwap(nil, l)
+	return c.zones[i].Load()
+}
+
+func zoneName(off int) string {
+	sign := byte('+')
+	if off < 0 {
+		sign, off = '-', -off
+	}
+	h, m := off/3600, off%3600/60
+	return string([]byte{sign, byte('0' + h/10), byte('0' + h%10), byte('0' + m/10), byte('0' + m%10)})
+}
+
+// timeReader holds what a time parser needs besides the text.
+type timeReader struct {
+	zones *zoneCache
+	loc   *time.Location // for zone-less times
+}
+
+// monthIndex returns 1-12 for an English month abbreviation (any case), 0 otherwise.
+func monthIndex(s string) int {
+	if len(s) < 3 {
+		return 0
+	}
+	a, b, c := s[0]|0x20, s[1]|0x20, s[2]|0x20
+	switch a {
+	case 'j':
+		if b == 'a' && c == 'n' {
+			return 1
+		}
+		if b == 'u' && c == 'n' {
+			return 6
+		}
+		if b == 'u' && c == 'l' {
+			return 7
+		}
+	case 'f':
+		if b == 'e' && c == 'b' {
+			return 2
+		}
+	case 'm':
+		if b == 'a' && c == 'r' {
+			return 3
+		}
+		if b == 'a' && c == 'y' {
+			return 5
+		}
+	case 'a':
+		if b == 'p' && c == 'r' {
+			return 4
+		}
+		if b == 'u' && c == 'g' {
+			return 8
+		}
+	case 's':
+		if b == 'e' && c == 'p' {
+			return 9
+		}
+	case 'o':
+		if b == 'c' && c == 't' {
+			return 10
+		}
+	case 'n':
+		if b == 'o' && c == 'v' {
+			return 11
+		}
+	case 'd':
+		if b == 'e' && c == 'c' {
+			return 12
+		}
+	}
+	return 0
+}
+
+// digits reads exactly n decimal digits at s[i:], returning ok=false otherwise.
+func digits(s string, i, n int) (int, bool) {
+	if i+n > len(s) {
+		return 0, false
+	}
+	v := 0
+	for k := i; k < i+n; k++ {
+		c := s[k] - '0'
+		if c > 9 {
+			return 0, false
+		}
+		v = v*10 + int(c)
+	}
+	return v, true
+}
+
+// fraction reads ".ddd" (or ",ddd") at s[i:], returning nanoseconds and the index after it.
+func fraction(s string, i int) (int, int) {
+	if i >= len(s) || (s[i] != '.' && s[i] != ',') || i+1 >= len(s) || s[i+1]-'0' > 9 {
+		return 0, i
+	}
+	i++
+	ns, scale := 0, 100000000
+	for ; i < len(s) && s[i]-'0' <= 9; i++ {
+		ns += int(s[i]-'0') * scale
+		scale /= 10
+	}
+	return ns, i
+}
+
+// zoneOffset reads "Z", "+hh:mm", "+hhmm" or "+hh" at s[i:]. ok is false when
+// there is no zone (end of text or a space).
+func zoneOffset(s string, i int) (off int, next int, ok bool, bad bool) {
+	if i >= len(s) {
+		return 0, i, false, false
+	}
+	switch s[i] {
+	case 'Z', 'z':
+		return 0, i + 1, true, false
+	case '+', '-':
+	default:
+		return 0, i, false, false
+	}
+	sign := 1
+	if s[i] == '-' {
+		sign = -1
+	}
+	h, okh := digits(s, i+1, 2)
+	if !okh {
+		return 0, i, false, true
+	}
+	j := i + 3
+	m := 0
+	if j < len(s) && s[j] == ':' {
+		j++
+	}
+	if mm, okm := digits(s, j, 2); okm {
+		m = mm
+		j += 2
+	}
+	if h > 23 || m > 59 {
+		return 0, i, false, true
+	}
+	return sign * (h*3600 + m*60), j, true, false
+}
+
+// date builds a time after checking the ranges time.Date would normalise.
+func (r *timeReader) date(y, mo, d, h, mi, sec, ns int, off int, hasZone bool) (time.Time, bool) {
+	if mo < 1 || mo > 12 || d < 1 || d > 31 || h > 24 || mi > 59 || sec > 60 || y < 1 || y > 9999 {
+		return time.Time{}, false
+	}
+	if d > daysIn(mo, y) {
+		return time.Time{}, false
+	}
+	loc := r.loc
+	if hasZone {
+		loc = r.zones.get(off)
+	}
+	return time.Date(y, time.Month(mo), d, h, mi, sec, ns, loc), true
+}
+
+func daysIn(m, y int) int {
+	switch m {
+	case 2:
+		if y%4 == 0 && (y%100 != 0 || y%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
+}
+
+// clf reads "02/Jan/2006:15:04:05 -0700", with an optional fraction after the
+// seconds and an optional zone (zone-less times are read in r.loc). Leading and
+// trailing blanks are ignored.
+func (r *timeReader) clf(s string) (time.Time, bool) {
+	s = trimSpace(s)
+	if len(s) < 20 || s[2] != '/' || s[6] != '/' || s[11] != ':' || s[14] != ':' || s[17] != ':' {
+		return time.Time{}, false
+	}
+	d, ok1 := digits(s, 0, 2)
+	mo := monthIndex(s[3:6])
+	y, ok2 := digits(s, 7, 4)
+	h, ok3 := digits(s, 12, 2)
+	mi, ok4 := digits(s, 15, 2)
+	sec, ok5 := digits(s, 18, 2)
+	if !(ok1 && ok2 && ok3 && ok4 && ok5) || mo == 0 {
+		return time.Time{}, false
+	}
+	ns, i := fraction(s, 20)
+	if i < len(s) && s[i] == ' ' {
+		i++
+	}
+	off, i, hasZone, bad := zoneOffset(s, i)
+	if bad || i != len(s) {
+		return time.Time{}, false
+	}
+	return r.date(y, mo, d, h, mi, sec, ns, off, hasZone)
+}
+
+// iso reads "2006-01-02T15:04:05[.frac][Z|±hh:mm|±hhmm]" (also with a space
+// or no separator-less forms other than 'T'/' ' between date and time).
+func (r *timeReader) iso(s string) (time.Time, bool) {
+	s = trimSpace(s)
+	if len(s) < 19 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != ' ' && s[10] != 't') || s[13] != ':' || s[16] != ':' {
+		return time.Time{}, false
+	}
+	y, ok1 := digits(s, 0, 4)
+	mo, ok2 := digits(s, 5, 2)
+	d, ok3 := digits(s, 8, 2)
+	h, ok4 := digits(s, 11, 2)
+	mi, ok5 := digits(s, 14, 2)
+	sec, ok6 := digits(s, 17, 2)
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) {
+		return time.Time{}, false
+	}
+	ns, i := fraction(s, 19)
+	if i < len(s) && s[i] == ' ' {
+		i++
+	}
+	off, i, hasZone, bad := zoneOffset(s, i)
+	if bad || i != len(s) {
+		return time.Time{}, false
+	}
+	return r.date(y, mo, d, h, mi, sec, ns, off, hasZone)
+}
+
+// epoch reads seconds since 1970 with an optional fraction ("1700000000.123",
+// nginx's $msec). Integers too large to be seconds are taken as milli-, micro-
+// or nanoseconds. The time is shown in r.loc.
+func (r *timeReader) epoch(s string) (time.Time, bool) {
+	s = trimSpace(s)
+	if s == "" {
+		return time.Time{}, false
+	}
+	var sec int64
+	i := 0
+	for ; i < len(s) && s[i]-'0' <= 9; i++ {
+		if i > 19 {
+			return time.Time{}, false
+		}
+		sec = sec*10 + int64(s[i]-'0')
+	}
+	if i == 0 {
+		return time.Time{}, false
+	}
+	ns, j := fraction(s, i)
+	if j != len(s) {
+		return time.Time{}, false
+	}
+	if j == i { // integer: guess the unit
+		switch {
+		case sec >= 1e17:
+			return time.Unix(0, sec).In(r.loc), true
+		case sec >= 1e14:
+			return time.UnixMicro(sec).In(r.loc), true
+		case sec >= 1e11:
+			return time.UnixMilli(sec).In(r.loc), true
+		}
+	}
+	if sec == 0 && ns == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(sec, int64(ns)).In(r.loc), true
+}
+
+func trimSpace(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
