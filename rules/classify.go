@@ -1,0 +1,218 @@
+package rules
+
+import (
+	"net/netip"
+	"path/filepath"
+	"regexp"
+	"unicode/utf8"
+
+	"github.com/logjail/logjail/parser"
+)
+
+// MaxUserAgentKey is the longest user agent text a key keeps, in bytes; a
+// longer one is cut (at a character boundary), so that one client cannot
+// make keys of unbounded size.
+const MaxUserAgentKey = 512
+
+// Classify decides what the entry e, read from src, is charged to, and
+// appends the charges to dst:
+//
+//   - an allowed address (allow list, the host's own addresses, a trusted
+//     proxy) is charged to nothing: VerdictAllowed;
+//   - an address on the deny list or in a `banned` range: VerdictDenied;
+//   - an address whose most specific range is `none`: VerdictExempt;
+//   - an address whose most specific range has limits is charged to that
+//     range's rule only, under `range:NAME` when the range is a group;
+//   - any other entry is charged to every ordinary rule that sees src and
+//     whose match it matches. A user rule does not charge an entry without a
+//     user.
+//
+// src may be nil (an entry of no known source): then only the rules without
+// `sources` see it. Classify allocates nothing but the key strings it builds.
+func (c *Config) Classify(src *Source, e *parser.Entry, dst []Charge) ([]Charge, Verdict) {
+	a := e.IP
+	if c.allow.Contains(a) {
+		return dst, VerdictAllowed
+	}
+	if c.deny.Contains(a) {
+		return dst, VerdictDenied
+	}
+	if src != nil && (src.Index >= len(c.Sources) || c.Sources[src.Index] != src) {
+		src = c.Source(src.Name)
+	}
+	cpu := 0.0
+	switch {
+	case e.Has&parser.HasCPU != 0:
+		cpu = e.CPU
+	case src != nil && src.CPUFallback == "duration" && e.Has&parser.HasDuration != 0:
+		cpu = e.Duration
+	}
+	dur := 0.0
+	if e.Has&parser.HasDuration != 0 {
+		dur = e.Duration
+	}
+	var kc keyCache
+	if ri, ok := c.ranges.Lookup(a); ok {
+		rg := &c.rangeDefs[ri]
+		switch rg.mode {
+		case rangeNone:
+			return dst, VerdictExempt
+		case rangeBanned:
+			return dst, VerdictDenied
+		}
+		r := c.Rules[rg.rule]
+		key := rg.key
+		if !rg.group {
+			if key, ok = kc.key(c, r.Key, e); !ok {
+				return dst, VerdictCharged
+			}
+		}
+		return append(dst, Charge{Rule: r, Key: key, Addr: a, CPU: cpu, Duration: dur}), VerdictCharged
+	}
+	rules := c.noSource
+	if src != nil {
+		rules = c.bySource[src.Index]
+	}
+	for _, i := range rules {
+		if m := c.ruleSpecs[i].match; m != nil && !m.match(e) {
+			continue
+		}
+		r := c.Rules[i]
+		key, ok := kc.key(c, r.Key, e)
+		if !ok {
+			continue
+		}
+		dst = append(dst, Charge{Rule: r, Key: key, Addr: a, CPU: cpu, Duration: dur})
+	}
+	return dst, VerdictCharged
+}
+
+// keyCache builds each kind of key of one entry at most once.
+type keyCache struct {
+	ip, prefix, ua string
+}
+
+func (kc *keyCache) key(c *Config, k KeyKind, e *parser.Entry) (string, bool) {
+	switch k {
+	case KeyIP:
+		if kc.ip == "" {
+			kc.ip = c.IPKey(e.IP)
+		}
+		return kc.ip, true
+	case KeyPrefix:
+		if kc.prefix == "" {
+			kc.prefix = c.PrefixKey(e.IP)
+		}
+		return kc.prefix, true
+	case KeyUser:
+		if e.Has&parser.HasUser == 0 || e.User == "" {
+			return "", false
+		}
+		return "user:" + e.User, true
+	case KeyUserAgent:
+		if kc.ua == "" {
+			kc.ua = uaKey(e)
+		}
+		return kc.ua, true
+	case KeyIPUserAgent:
+		if kc.ip == "" {
+			kc.ip = c.IPKey(e.IP)
+		}
+		if kc.ua == "" {
+			kc.ua = uaKey(e)
+		}
+		return kc.ip + "|" + kc.ua, true
+	}
+	return "", false
+}
+
+// uaKey is "ua:TEXT"; an entry without a user agent is "ua:".
+func uaKey(e *parser.Entry) string {
+	if e.Has&parser.HasUserAgent == 0 {
+		return "ua:"
+	}
+	ua := e.UserAgent
+	if len(ua) > MaxUserAgentKey {
+		n := MaxUserAgentKey
+		for n > 0 && !utf8.RuneStart(ua[n]) {
+			n--
+		}
+		ua = ua[:n]
+	}
+	return "ua:" + ua
+}
+
+// IPKey is the key of a under `key: ip`: the address, or for IPv6 its
+// ipv6_prefix written as a prefix ("2001:db8:1:2::/64"; the address itself
+// when ipv6_prefix is 128).
+func (c *Config) IPKey(a netip.Addr) string {
+	a = a.Unmap()
+	if a.Is6() && c.IPv6Prefix < 128 {
+		return netip.PrefixFrom(a.WithZone(""), c.IPv6Prefix).Masked().String()
+	}
+	return a.WithZone("").String()
+}
+
+// PrefixKey is the key of a under `key: prefix`: its ipv4_prefix or
+// ipv6_prefix written as a prefix ("203.0.113.0/24"); a full-length prefix is
+// written as the address, so one set of addresses has one key.
+func (c *Config) PrefixKey(a netip.Addr) string {
+	a = a.Unmap().WithZone("")
+	bits := c.IPv4Prefix
+	if a.Is6() {
+		bits = c.IPv6Prefix
+	}
+	if bits >= a.BitLen() {
+		return a.String()
+	}
+	return netip.PrefixFrom(a, bits).Masked().String()
+}
+
+// rotated matches what log rotation appends to a file name: .1, .2.gz,
+// -20261122, -20261122.gz, .gz.
+var rotated = regexp.MustCompile(`^(?:\.[0-9]+|-[0-9]{8,10})?(?:\.(?:gz|bz2|xz|zst))?$`)
+
+// SourceFor returns the source whose paths match path, rotated siblings (.1,
+// .2.gz, -20261122) included; else the only source when there is one; else
+// nil. Both path as given and its absolute form are tried.
+func (c *Config) SourceFor(path string) *Source {
+	cands := []string{filepath.Clean(path)}
+	if abs, err := filepath.Abs(path); err == nil && abs != cands[0] {
+		cands = append(cands, abs)
+	}
+	for _, s := range c.Sources {
+		for _, g := range s.Paths {
+			for _, p := range cands {
+				if globMatches(g, p) {
+					return s
+				}
+			}
+		}
+	}
+	if len(c.Sources) == 1 {
+		return c.Sources[0]
+	}
+	return nil
+}
+
+// globMatches reports whether p, or p without a rotation suffix, matches the glob g.
+func globMatches(g, p string) bool {
+	if ok, _ := filepath.Match(g, p); ok {
+		return true
+	}
+	dir, base := filepath.Split(p)
+	// Try every cut of the base name whose tail is a rotation suffix.
+	for i := len(base) - 1; i > 0; i-- {
+		if base[i] != '.' && base[i] != '-' {
+			continue
+		}
+		if !rotated.MatchString(base[i:]) {
+			continue
+		}
+		if ok, _ := filepath.Match(g, dir+base[:i]); ok {
+			return true
+		}
+	}
+	return false
+}
+

@@ -1,0 +1,701 @@
+package rules
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gaissmai/bart"
+	"gopkg.in/yaml.v3"
+
+	"github.com/logjail/logjail/parser"
+)
+
+// Defaults of the configuration (DESIGN.md, "The configuration contract").
+const (
+	DefaultStateDir         = "/var/lib/logjail"
+	DefaultIPv4Prefix       = 24
+	DefaultIPv6Prefix       = 64
+	DefaultSkew             = 5 * time.Second
+	DefaultMaxKeys          = 1000000
+	DefaultMaxBansPerMinute = 100
+	DefaultHistoryRetention = 90 * 24 * time.Hour
+	DefaultCleaner          = "@every 1m"
+	DefaultMetrics          = "127.0.0.1:9390"
+	DefaultControlSocket    = "/run/logjail/control.sock"
+
+	DefaultInitialDelay = 10 * time.Second    // throttle.initial_delay
+	DefaultMaxDelay     = 60 * time.Second    // throttle.max_delay (or initial_delay when longer)
+	DefaultQuiet        = 3 * time.Second     // throttle.quiet
+	DefaultBanFor       = 10 * time.Minute    // ban.for
+	DefaultBanMax       = 24 * time.Hour      // ban.max (or ban.for when longer)
+	DefaultRemember     = 30 * 24 * time.Hour // ban.remember
+)
+
+// ActionTypes are the action types the configuration accepts.
+var actionTypes = []string{"blockfile", "nginx", "apache", "haproxy", "list", "iptables", "nftables", "endpoint", "exec"}
+
+// ActionTypes returns the action types a configuration may name.
+func ActionTypes() []string { return slices.Clone(actionTypes) }
+
+// Config is a loaded, validated and compiled configuration. It is immutable
+// once returned, and safe for concurrent use.
+type Config struct {
+	File             string        // the file it was read from
+	StateDir         string        // directory of the database
+	IPv4Prefix       int           // bits of an IPv4 prefix key
+	IPv6Prefix       int           // bits of an IPv6 ip or prefix key
+	Skew             time.Duration // how late a line from another file may arrive
+	MaxKeys          int           // tracked keys before least-recently-seen eviction
+	MaxBansPerMinute int           // circuit breaker
+	HistoryRetention time.Duration // how long ban history is kept
+	Cores            int           // the machine's cores, for "of machine" limits
+	Sources          []*Source
+	// Rules holds the ordinary rules in file order, then one rule per range
+	// with limits, named "range:NAME", in file order. Rule.Index is the
+	// position here.
+	Rules         []*Rule
+	Actions       []Action
+	Cleaner       string // cron expression or "@every D"
+	Metrics       string // listen address of /metrics; "" for none
+	ControlSocket string // the CLI talks to the daemon here
+
+	allow      *bart.Lite       // allow list, host addresses, trusted proxies
+	deny       *bart.Lite       // deny list
+	ranges     *bart.Table[int] // CIDR -> index into rangeDefs
+	rangeDefs  []rangeDef
+	staticBans []StaticBan
+	hostAddrs  []netip.Addr
+	listFiles  []string
+	ruleSpecs  []ruleSpec     // by rule index
+	bySource   [][]int        // by source index: ordinary rules that see it
+	noSource   []int          // ordinary rules that see every source
+	ruleIndex  map[string]int // rule name -> index
+}
+
+// Source is one log source: the files of one format.
+type Source struct {
+	Name        string
+	Index       int            // position in Config.Sources
+	Paths       []string       // globs; rotated siblings (.1, .2.gz, -20261122) belong to the source
+	Parser      parser.Options // format, cpu_field, timezone and trusted_proxies
+	CPUFallback string         // "none" or "duration": what `% cpu` limits weigh where a line has no CPU
+	From        string         // "end" or "start": where a file never seen before is first read
+
+	hasCPU bool // the format can carry CPU
+}
+
+// Action is one configured action. Only its type is validated here; each
+// action validates its own options.
+type Action struct {
+	Type    string
+	Line    int            // line of the action in the configuration
+	Options map[string]any // every key but type, as decoded from YAML
+}
+
+// Options are what Load and Parse need to know of the machine. The zero value
+// discovers them.
+type Options struct {
+	// HostAddrs are the host's own addresses, always allowed. nil: the
+	// addresses of the host's interfaces (net.InterfaceAddrs); an empty
+	// non-nil slice: none.
+	HostAddrs []netip.Addr
+	// Cores divides "of machine" limits. 0: runtime.NumCPU().
+	Cores int
+}
+
+type rangeMode int
+
+const (
+	rangeLimits rangeMode = iota
+	rangeNone
+	rangeBanned
+)
+
+type rangeDef struct {
+	name  string
+	mode  rangeMode
+	group bool
+	key   string // "range:NAME"
+	rule  int    // index in Rules when mode == rangeLimits
+}
+
+type ruleSpec struct {
+	match *matcher // nil: every entry
+}
+
+// Load reads, validates and compiles the configuration file at path and the
+// `file:` lists it names (relative to its directory). Every problem is
+// returned at once: an errors.Join of *Error.
+func Load(path string, o Options) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data, o)
+}
+
+// Parse is Load on data already read from filename; `file:` lists are read
+// relative to filename's directory.
+func Parse(filename string, data []byte, o Options) (*Config, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, errors.Join(syntaxError(filename, err))
+	}
+	var root *yaml.Node
+	if len(doc.Content) > 0 {
+		root = doc.Content[0]
+	}
+	if o.Cores <= 0 {
+		o.Cores = runtime.NumCPU()
+	}
+	if o.HostAddrs == nil {
+		addrs, err := hostAddrs()
+		if err != nil {
+			return nil, fmt.Errorf("%s: host addresses: %w", filename, err)
+		}
+		o.HostAddrs = addrs
+	}
+	b := &builder{
+		decoder: decoder{file: filename},
+		dir:     filepath.Dir(filename),
+		c: &Config{
+			File:             filename,
+			StateDir:         DefaultStateDir,
+			IPv4Prefix:       DefaultIPv4Prefix,
+			IPv6Prefix:       DefaultIPv6Prefix,
+			Skew:             DefaultSkew,
+			MaxKeys:          DefaultMaxKeys,
+			MaxBansPerMinute: DefaultMaxBansPerMinute,
+			HistoryRetention: DefaultHistoryRetention,
+			Cores:            o.Cores,
+			Cleaner:          DefaultCleaner,
+			Metrics:          DefaultMetrics,
+			ControlSocket:    DefaultControlSocket,
+			allow:            new(bart.Lite),
+			deny:             new(bart.Lite),
+			ranges:           new(bart.Table[int]),
+			ruleIndex:        map[string]int{},
+		},
+	}
+	b.build(root, o)
+	if err := b.err(); err != nil {
+		return nil, err
+	}
+	return b.c, nil
+}
+
+// Example returns the commented example configuration, which documents every
+// key and its default. It is valid: Parse accepts it.
+func Example() []byte { return slices.Clone(example) }
+
+// hostAddrs returns the addresses of the host's interfaces.
+func hostAddrs() ([]netip.Addr, error) {
+	ifas, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, err
+	}
+	out := []netip.Addr{}
+	for _, ifa := range ifas {
+		var ip net.IP
+		switch v := ifa.(type) {
+		case *net.IPNet:
+			ip = v.IP
+		case *net.IPAddr:
+			ip = v.IP
+		}
+		if a, ok := netip.AddrFromSlice(ip); ok {
+			out = append(out, a.Unmap().WithZone(""))
+		}
+	}
+	return out, nil
+}
+
+// builder compiles a configuration while collecting its problems.
+type builder struct {
+	decoder
+	dir string
+	c   *Config
+	// limit nodes of each rule, for the CPU check after every rule is read
+	limitNodes map[int][]nodeRef
+	// sources each ordinary rule sees; absent: every source
+	ruleSources map[int][]int
+}
+
+// nodeRef is a node and its path, kept for a check made later.
+type nodeRef struct {
+	node *yaml.Node
+	path string
+}
+
+var topKeys = []string{
+	"state_dir", "ipv4_prefix", "ipv6_prefix", "skew", "max_keys", "max_bans_per_minute",
+	"history_retention", "sources", "allow", "deny", "ranges", "rules", "actions",
+	"cleaner", "metrics", "control_socket",
+}
+
+func (b *builder) build(root *yaml.Node, o Options) {
+	c := b.c
+	b.limitNodes = map[int][]nodeRef{}
+	b.ruleSources = map[int][]int{}
+	fields := map[string]field{}
+	for _, f := range b.mapping(root, "", topKeys...) {
+		fields[f.key.Value] = f
+	}
+	if f, ok := fields["state_dir"]; ok && b.str(f.val, f.path, &c.StateDir) && c.StateDir == "" {
+		b.errorf(f.val, f.path, "must not be empty")
+	}
+	if f, ok := fields["ipv4_prefix"]; ok {
+		b.integer(f.val, f.path, 1, 32, &c.IPv4Prefix)
+	}
+	if f, ok := fields["ipv6_prefix"]; ok {
+		b.integer(f.val, f.path, 1, 128, &c.IPv6Prefix)
+	}
+	if f, ok := fields["skew"]; ok {
+		b.duration(f.val, f.path, 0, &c.Skew)
+	}
+	if f, ok := fields["max_keys"]; ok {
+		b.integer(f.val, f.path, 1, math.MaxInt, &c.MaxKeys)
+	}
+	if f, ok := fields["max_bans_per_minute"]; ok {
+		b.integer(f.val, f.path, 1, math.MaxInt, &c.MaxBansPerMinute)
+	}
+	if f, ok := fields["history_retention"]; ok {
+		b.duration(f.val, f.path, time.Hour, &c.HistoryRetention)
+	}
+	if f, ok := fields["cleaner"]; ok && b.str(f.val, f.path, &c.Cleaner) {
+		if err := checkSchedule(c.Cleaner); err != nil {
+			b.errorf(f.val, f.path, "%q: %v", c.Cleaner, err)
+		}
+	}
+	if f, ok := fields["metrics"]; ok && b.str(f.val, f.path, &c.Metrics) && c.Metrics != "" {
+		if err := checkListen(c.Metrics); err != nil {
+			b.errorf(f.val, f.path, "%q: %v", c.Metrics, err)
+		}
+	}
+	if f, ok := fields["control_socket"]; ok && b.str(f.val, f.path, &c.ControlSocket) && c.ControlSocket == "" {
+		b.errorf(f.val, f.path, "must not be empty")
+	}
+
+	if f, ok := fields["sources"]; ok {
+		b.sources(f)
+	}
+	if len(c.Sources) == 0 && !b.hasErrorAt("sources") {
+		n := root
+		if f, ok := fields["sources"]; ok {
+			n = f.val
+		}
+		b.errorf(n, "sources", "at least one source is required")
+	}
+
+	c.hostAddrs = slices.Clone(o.HostAddrs)
+	for _, a := range c.hostAddrs {
+		a = a.Unmap().WithZone("")
+		c.allow.Insert(netip.PrefixFrom(a, a.BitLen()))
+	}
+	for _, s := range c.Sources {
+		for _, p := range s.Parser.TrustedProxies {
+			c.allow.Insert(p)
+		}
+	}
+	if f, ok := fields["allow"]; ok {
+		for _, p := range b.prefixList(f.val, f.path) {
+			c.allow.Insert(p.Prefix)
+		}
+	}
+	if f, ok := fields["deny"]; ok {
+		for _, p := range b.prefixList(f.val, f.path) {
+			c.deny.Insert(p.Prefix)
+			c.staticBans = append(c.staticBans, StaticBan{Key: p.Prefix, Origin: "deny", Reason: "deny list"})
+		}
+	}
+	if f, ok := fields["rules"]; ok {
+		b.rules(f)
+	}
+	if f, ok := fields["ranges"]; ok {
+		b.rangeList(f)
+	}
+	b.checkCPU()
+	b.index()
+	if f, ok := fields["actions"]; ok {
+		b.actions(f)
+	}
+}
+
+// hasErrorAt reports whether a problem was already reported under path.
+func (b *builder) hasErrorAt(path string) bool {
+	for _, err := range b.errs {
+		var e *Error
+		if errors.As(err, &e) && (e.Path == path || strings.HasPrefix(e.Path, path+"[") || strings.HasPrefix(e.Path, path+".")) {
+			return true
+		}
+	}
+	return false
+}
+
+// index builds the per-source rule lists.
+func (b *builder) index() {
+	c := b.c
+	c.bySource = make([][]int, len(c.Sources))
+	for i, r := range c.Rules {
+		if strings.HasPrefix(r.Name, "range:") {
+			continue
+		}
+		srcs, restricted := b.ruleSources[i]
+		if !restricted {
+			c.noSource = append(c.noSource, i)
+			for s := range c.Sources {
+				c.bySource[s] = append(c.bySource[s], i)
+			}
+			continue
+		}
+		for _, s := range srcs {
+			c.bySource[s] = append(c.bySource[s], i)
+		}
+	}
+}
+
+var sourceKeys = []string{
+	"name", "paths", "format", "log_format", "apache_format", "fpm_format", "json_fields",
+	"cpu_field", "cpu_fallback", "timezone", "trusted_proxies", "from",
+}
+
+func (b *builder) sources(top field) {
+	c := b.c
+	names := map[string]int{}
+	for i, n := range b.sequence(top.val, top.path) {
+		path := index(top.path, i)
+		s := &Source{Index: len(c.Sources), CPUFallback: "none", From: "end"}
+		s.Parser.Location = time.Local
+		var formats []field
+		var nameNode *yaml.Node
+		for _, f := range b.mapping(n, path, sourceKeys...) {
+			switch f.key.Value {
+			case "name":
+				nameNode = f.val
+				b.name(f.val, f.path, &s.Name)
+			case "paths":
+				s.Paths = b.strs(f.val, f.path)
+				for j, p := range s.Paths {
+					if p == "" {
+						b.errorf(f.val, index(f.path, j), "empty path")
+					} else if _, err := filepath.Match(p, ""); err != nil {
+						b.errorf(f.val, index(f.path, j), "%q: %v", p, err)
+					}
+				}
+			case "format":
+				formats = append(formats, f)
+				b.str(f.val, f.path, &s.Parser.Format)
+			case "log_format":
+				formats = append(formats, f)
+				b.str(f.val, f.path, &s.Parser.LogFormat)
+			case "apache_format":
+				formats = append(formats, f)
+				b.str(f.val, f.path, &s.Parser.ApacheFormat)
+			case "fpm_format":
+				formats = append(formats, f)
+				b.str(f.val, f.path, &s.Parser.FPMFormat)
+			case "json_fields":
+				formats = append(formats, f)
+				s.Parser.JSONFields = map[string]string{}
+				for _, jf := range b.mapping(f.val, f.path) {
+					var v string
+					if b.str(jf.val, jf.path, &v) {
+						if v == "" {
+							b.errorf(jf.val, jf.path, "empty JSON path")
+						}
+						s.Parser.JSONFields[jf.key.Value] = v
+					}
+				}
+				if len(s.Parser.JSONFields) == 0 && !isNull(f.val) && resolve(f.val).Kind == yaml.MappingNode {
+					b.errorf(f.val, f.path, "map at least ip and time to JSON fields")
+				}
+			case "cpu_field":
+				b.str(f.val, f.path, &s.Parser.CPUField)
+			case "cpu_fallback":
+				b.oneOf(f.val, f.path, &s.CPUFallback, "none", "duration")
+			case "timezone":
+				var tz string
+				if b.str(f.val, f.path, &tz) {
+					loc, err := time.LoadLocation(tz)
+					if err != nil || tz == "" {
+						b.errorf(f.val, f.path, "%q: unknown time zone", tz)
+					} else {
+						s.Parser.Location = loc
+					}
+				}
+			case "trusted_proxies":
+				for _, p := range b.prefixList(f.val, f.path) {
+					s.Parser.TrustedProxies = append(s.Parser.TrustedProxies, p.Prefix)
+				}
+			case "from":
+				b.oneOf(f.val, f.path, &s.From, "end", "start")
+			}
+		}
+		if nameNode == nil && resolve(n) != nil && resolve(n).Kind == yaml.MappingNode {
+			b.errorf(n, path, "name is required")
+		}
+		if s.Name != "" {
+			if first, dup := names[s.Name]; dup {
+				b.errorf(nameNode, path+".name", "duplicate source name %q (first at line %d)", s.Name, first)
+			} else {
+				names[s.Name] = nameNode.Line
+			}
+		}
+		if len(s.Paths) == 0 && resolve(n) != nil && resolve(n).Kind == yaml.MappingNode {
+			b.errorf(n, path+".paths", "at least one path is required")
+		}
+		switch len(formats) {
+		case 0:
+			s.Parser.Format = "combined"
+		case 1:
+		default:
+			b.errorf(formats[1].key, formats[1].path, "only one of format, log_format, apache_format, fpm_format and json_fields")
+		}
+		if len(formats) <= 1 {
+			fpath, fnode := path+".format", n
+			if len(formats) == 1 {
+				fpath, fnode = formats[0].path, formats[0].val
+			}
+			if err := checkFormat(s.Parser); err != nil {
+				b.errorf(fnode, fpath, "%v", err)
+			}
+		}
+		s.hasCPU = carriesCPU(s.Parser)
+		c.Sources = append(c.Sources, s)
+	}
+}
+
+// carriesCPU reports whether a source's format can carry CPU seconds.
+func carriesCPU(o parser.Options) bool {
+	switch {
+	case o.CPUField != "":
+		return true
+	case o.Format == "phpfpm":
+		return true
+	case strings.Contains(o.FPMFormat, "%C"):
+		return true
+	}
+	if _, ok := o.JSONFields["cpu"]; ok {
+		return true
+	}
+	return false
+}
+
+// listed is one prefix of an allow, deny, cidrs or trusted_proxies list.
+type listed struct {
+	netip.Prefix
+	file string
+	line int
+}
+
+// prefixList reads a list of addresses, CIDRs and `file:PATH` items.
+func (b *builder) prefixList(n *yaml.Node, path string) []listed {
+	var out []listed
+	items := b.sequence(n, path)
+	if r := resolve(n); r != nil && r.Kind == yaml.ScalarNode && !isNull(r) {
+		items = []*yaml.Node{r}
+	}
+	for i, it := range items {
+		p := index(path, i)
+		var s string
+		if !b.str(it, p, &s) {
+			continue
+		}
+		if name, ok := strings.CutPrefix(s, "file:"); ok {
+			out = append(out, b.listFile(it, p, s, name)...)
+			continue
+		}
+		pfx, err := parsePrefix(s)
+		if err != nil {
+			b.errorf(it, p, "%v", err)
+			continue
+		}
+		out = append(out, listed{Prefix: pfx, file: b.file, line: resolve(it).Line})
+	}
+	return out
+}
+
+// listFile reads a `file:` list: one address or CIDR a line, '#' comments.
+func (b *builder) listFile(n *yaml.Node, path, item, name string) []listed {
+	name = strings.TrimSpace(name)
+	if name == "" {
+		b.errorf(n, path, "%q: no file name", item)
+		return nil
+	}
+	if !filepath.IsAbs(name) {
+		name = filepath.Join(b.dir, name)
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		b.errorf(n, path, "%q: %s: %v", item, name, err)
+		return nil
+	}
+	if !slices.Contains(b.c.listFiles, name) {
+		b.c.listFiles = append(b.c.listFiles, name)
+	}
+	var out []listed
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for line := 1; sc.Scan(); line++ {
+		text, _, _ := strings.Cut(sc.Text(), "#")
+		text = strings.TrimSpace(text)
+		if text == "" {
+			continue
+		}
+		pfx, err := parsePrefix(text)
+		if err != nil {
+			b.errs = append(b.errs, &Error{File: name, Line: line, Path: path, Msg: err.Error()})
+			continue
+		}
+		out = append(out, listed{Prefix: pfx, file: name, line: line})
+	}
+	if err := sc.Err(); err != nil {
+		b.errorf(n, path, "%q: %v", item, err)
+	}
+	return out
+}
+
+// parsePrefix parses an address (a single-address prefix) or a CIDR, masked.
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q: not a CIDR", s)
+		}
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q: not an IP address or CIDR", s)
+	}
+	if a.Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("%q: an address with a zone", s)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+var actionKeys = []string{"type"}
+
+func (b *builder) actions(top field) {
+	for i, n := range b.sequence(top.val, top.path) {
+		path := index(top.path, i)
+		a := Action{Line: resolve(n).Line, Options: map[string]any{}}
+		for _, f := range b.mapping(n, path) {
+			if f.key.Value == "type" {
+				b.oneOf(f.val, f.path, &a.Type, actionTypes...)
+				continue
+			}
+			var v any
+			if err := f.val.Decode(&v); err != nil {
+				b.errorf(f.val, f.path, "%v", err)
+				continue
+			}
+			a.Options[f.key.Value] = v
+		}
+		if a.Type == "" {
+			if r := resolve(n); r != nil && r.Kind == yaml.MappingNode && !b.hasErrorAt(path+".type") {
+				b.errorf(n, path+".type", "type is required: %s", orList(actionTypes))
+			}
+			continue
+		}
+		b.c.Actions = append(b.c.Actions, a)
+	}
+}
+
+// checkListen checks a host:port listen address.
+func checkListen(s string) error {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return errors.New("want HOST:PORT")
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return errors.New("bad port")
+	}
+	return nil
+}
+
+// Source returns the source named name, or nil.
+func (c *Config) Source(name string) *Source {
+	for _, s := range c.Sources {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// Rule returns the rule named name ("range:NAME" for a range's), or nil.
+func (c *Config) Rule(name string) *Rule {
+	if i, ok := c.ruleIndex[name]; ok {
+		return c.Rules[i]
+	}
+	return nil
+}
+
+// Allowed reports whether a is never throttled or banned by a rule: it is on
+// the allow list, one of the host's own addresses, or a trusted proxy of a
+// source.
+func (c *Config) Allowed(a netip.Addr) bool {
+	return c.allow.Contains(a.Unmap())
+}
+
+// StaticBans returns the bans the configuration itself makes: the deny list,
+// then the CIDRs of `banned` ranges. They last until removed from the file.
+func (c *Config) StaticBans() []StaticBan { return slices.Clone(c.staticBans) }
+
+// HostAddrs returns the host addresses the configuration allows.
+func (c *Config) HostAddrs() []netip.Addr { return slices.Clone(c.hostAddrs) }
+
+// ListFiles returns the `file:` lists the configuration read, so that a
+// daemon can reload when one changes.
+func (c *Config) ListFiles() []string { return slices.Clone(c.listFiles) }
+
+// WithLimitN returns a shallow copy of c in which limit number limit
+// (0-based) of the named rule has its first number replaced by n: the count
+// of a rate or of last N (rounded), the percentage of a share, the token rate
+// of a bucket (per its unit as written). The copy shares everything else with
+// c. It is for replay's --sweep.
+func (c *Config) WithLimitN(rule string, limit int, n float64) (*Config, error) {
+	i, ok := c.ruleIndex[rule]
+	if !ok {
+		return nil, fmt.Errorf("no rule %q", rule)
+	}
+	r := c.Rules[i]
+	if limit < 0 || limit >= len(r.Limits) {
+		return nil, fmt.Errorf("rule %q has no limit %d (it has %d)", rule, limit, len(r.Limits))
+	}
+	if math.IsNaN(n) || math.IsInf(n, 0) || n < 0 {
+		return nil, fmt.Errorf("rule %q limit %d: bad number %v", rule, limit, n)
+	}
+	l, err := withFirstNumber(r.Limits[limit], n, c.Cores)
+	if err != nil {
+		return nil, fmt.Errorf("rule %q limit %d: %w", rule, limit, err)
+	}
+	nr := *r
+	nr.Limits = slices.Clone(r.Limits)
+	nr.Limits[limit] = l
+	cc := *c
+	cc.Rules = slices.Clone(c.Rules)
+	cc.Rules[i] = &nr
+	return &cc, nil
+}

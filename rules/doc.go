@@ -1,0 +1,34 @@
+// Package rules is logjail's configuration: it reads the one YAML file,
+// validates it and compiles it into what the pipeline asks of it for every
+// entry — which rules see the entry, which key it is charged to, what it
+// costs, and whether the allow list, the deny list or a range decides first.
+//
+// Loading is strict. Every key is known (an unknown key is an error), every
+// regular expression, CIDR, duration, limit, time zone and log format
+// compiles at load, `file:` lists must exist, and a `% cpu` limit must see
+// sources that carry CPU. Load and Parse report every problem at once, as an
+// errors.Join of *Error values that each name the file, the line and the
+// path of the key: `logjail.yaml:12: rules[1].limits[0]: "20 per
+// fortnight": unknown period`. The embedded example (Example) documents
+// every key and its default and is the reference.
+//
+// Keys have one canonical form (DESIGN.md, "Keys"): an address
+// (203.0.113.7), an IPv6 client by its ipv6_prefix (2001:db8:1:2::/64), a
+// prefix (203.0.113.0/24), range:NAME, user:NAME, ua:TEXT and
+// ADDRESS|ua:TEXT. See Config.IPKey, Config.PrefixKey and Classify.
+//
+// Precedence in Classify: allow (with the host's own addresses and every
+// trusted proxy) wins over everything; then the deny list; then the most
+// specific range (none, banned, or its own limits instead of the rules);
+// then the ordinary rules. Lookups use routing tables (longest-prefix match),
+// not scans.
+//
+// A *Config is immutable once built and safe for concurrent use. Classify
+// allocates nothing but the key strings it must build. The package has no
+// state of its own: a reload is a new Load.
+package rules
+
+import _ "embed"
+
+//go:embed example.yaml
+var example []byte
