@@ -215,4 +215,3 @@ func globMatches(g, p string) bool {
 	}
 	return false
 }
-

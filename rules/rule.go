@@ -344,4 +344,3 @@ func (b *builder) checkCPU() {
 		}
 	}
 }
-
