@@ -1,0 +1,425 @@
+package detector
+
+import (
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/logjail/logjail/rules"
+)
+
+// Kind is the kind of a Decision.
+type Kind string
+
+// Decision kinds.
+const (
+	Throttle Kind = "throttle" // answer with Retry-After: Delay until Until
+	Ban      Kind = "ban"      // block until Until (zero: until lifted)
+	Unban    Kind = "unban"    // lift a ban
+)
+
+// Decision is what the detector decided about one key at one log time.
+type Decision struct {
+	Rule       string        // rule name ("range:NAME" for range rules, "deny" for static bans)
+	Key        string        // canonical key
+	Kind       Kind          //
+	Time       time.Time     // log time of the decision (for an unban: the ban's until)
+	Until      time.Time     // end of the throttle or ban; zero for static bans and unbans
+	Delay      time.Duration // throttle delay (Retry-After); 0 for bans and unbans
+	Violations int           // violations while throttled when the decision was made
+	// Addresses are, for keys that are not single addresses (prefixes, users,
+	// user agents, ranges), the addresses seen on the key within the rule's
+	// longest window, at most 64, in address order; each is blocked as its own
+	// address key. An unban carries the addresses of the ban it ends. Callers
+	// must not modify the slice.
+	Addresses []netip.Addr
+	Reason    string // for a person: "rate 31 per 10s > 30 (rule scanners)"
+	Origin    string // "detector", "deny" or "range"
+	LogOnly   bool   // record, act on nothing: the rule is log_only, or the circuit breaker was open
+}
+
+// Options configure a Detector.
+type Options struct {
+	// Skew is how much older than the newest time seen an entry may be and
+	// still be counted in its own bucket (rules.Config.Skew).
+	Skew time.Duration
+	// MaxKeys caps the tracked (rule, key) states; ≤ 0 means 1,000,000.
+	MaxKeys int
+	// MaxBansPerMinute trips the circuit breaker when exceeded; 0 means 100,
+	// < 0 disables the breaker.
+	MaxBansPerMinute int
+	// Evicted, if set, is called with the totals and peaks of a state just
+	// before it is evicted, so that a report can keep them. The KeyPeak's
+	// Peak slice is valid only during the call.
+	Evicted func(KeyPeak)
+	// BreakerTripped, if set, is called when the circuit breaker trips, with
+	// the log time of the ban that tripped it.
+	BreakerTripped func(t time.Time)
+}
+
+// Stats counts what a Detector did.
+type Stats struct {
+	Charges      int64 `json:"charges"`       // charges counted in windows
+	Late         int64 `json:"late"`          // of which older than newest−skew, counted in the oldest open bucket
+	Blocked      int64 `json:"blocked"`       // charges of banned keys: counted here, not in windows
+	Keys         int   `json:"keys"`          // tracked (rule, key) states
+	Banned       int   `json:"banned"`        // of which banned now
+	Evictions    int64 `json:"evictions"`     // states evicted by MaxKeys
+	Throttles    int64 `json:"throttles"`     // throttle decisions
+	Bans         int64 `json:"bans"`          // ban decisions of rules (not static)
+	Unbans       int64 `json:"unbans"`        // unban decisions of rules (not static)
+	BreakerTrips int64 `json:"breaker_trips"` // times the circuit breaker tripped
+	BreakerOpen  bool  `json:"breaker_open"`  // decisions are LogOnly until ResetBreaker
+}
+
+// KeyPeak is the tuning summary of one tracked (rule, key).
+type KeyPeak struct {
+	Rule     *rules.Rule
+	Key      string
+	Requests int64   // entries charged
+	Blocked  int64   // entries seen while banned, not charged
+	CPU      float64 // CPU seconds charged
+	// Peak holds, per limit of the rule, the highest value the limit's window
+	// reached, in the limit's own units:
+	//   - rate: the count in the window;
+	//   - cpu or duration share: the share as a fraction (0.07 for 7%);
+	//   - token bucket: the bucket level in requests, counting the request
+	//     itself (over when above the burst);
+	//   - last N within D: the shortest span of N requests in seconds, +Inf
+	//     while the key has had fewer than N (over when below D).
+	// The slice is reused between calls.
+	Peak      []float64
+	FirstOver time.Time // first entry over the rule's limits; zero if never
+}
+
+// Detector holds the windows and ladders of every tracked (rule, key). The
+// zero value is not usable; call New. A Detector is used by one goroutine.
+type Detector struct {
+	opt     Options
+	maxKeys int
+	maxBans int
+
+	rulesByIndex []*ruleInfo
+	rulesByPtr   map[*rules.Rule]*ruleInfo
+	ruleIDs      map[string]int32
+
+	index  map[stateKey]int32
+	chunks [][]state
+	used   int32   // slots handed out
+	free   []int32 // slots of evicted states
+	lruLen int     // states on the LRU list
+	head   int32   // most recently charged, -1 if none
+	tail   int32   // least recently charged, -1 if none
+	banned int     // states banned (off the LRU list)
+
+	expiries expiryHeap
+	seq      uint64
+
+	newest  int64     // newest log time seen, unix ns
+	newestT time.Time // the same as given
+	started bool
+
+	brk breaker
+
+	static map[string]rules.StaticBan
+
+	stats Stats
+
+	// scratch for one charge
+	vals  []float64
+	overs []bool
+	peaks []float64
+}
+
+type stateKey struct {
+	rule int32
+	key  string
+}
+
+// New returns an empty Detector.
+func New(o Options) *Detector {
+	d := &Detector{
+		opt:        o,
+		maxKeys:    o.MaxKeys,
+		maxBans:    o.MaxBansPerMinute,
+		rulesByPtr: map[*rules.Rule]*ruleInfo{},
+		ruleIDs:    map[string]int32{},
+		index:      map[stateKey]int32{},
+		head:       -1,
+		tail:       -1,
+	}
+	if d.opt.Skew < 0 {
+		d.opt.Skew = 0
+	}
+	if d.maxKeys <= 0 {
+		d.maxKeys = 1_000_000
+	}
+	if d.maxBans == 0 {
+		d.maxBans = 100
+	}
+	return d
+}
+
+// Charge feeds one charged request at log time t and appends the decisions it
+// causes to out: first the unbans of bans that ended by t, then at most one
+// throttle or ban for c's (rule, key).
+func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decision {
+	ns := t.UnixNano()
+	switch {
+	case !d.started || ns > d.newest:
+		d.started = true
+		d.newest, d.newestT = ns, t
+		out = d.expire(ns, out)
+	case ns < d.newest-int64(d.opt.Skew):
+		d.stats.Late++
+		ns = d.newest - int64(d.opt.Skew)
+		t = d.newestT.Add(-d.opt.Skew)
+	}
+	ri := d.rule(c.Rule)
+	s := d.lookup(ri, c.Key)
+	if s.phase == phaseBanned {
+		d.stats.Blocked++
+		s.blocked++
+		return out
+	}
+	d.touch(s)
+	if s.ri != ri {
+		s.adopt(ri)
+	}
+	d.stats.Charges++
+	s.requests++
+	s.cpu += c.CPU
+	if s.multi {
+		s.ext().noteAddr(c.Addr, ns)
+	}
+	over := d.measure(s, ri, ns, c)
+	if over {
+		x := s.ext()
+		if x.firstOver == 0 {
+			x.firstOver = ns
+		}
+	}
+	out = d.ladder(s, ri, t, ns, over, out)
+	// A ban decided on a late entry may already be over.
+	return d.expire(d.newest, out)
+}
+
+// Advance moves log time to t without a charge and appends the unbans of bans
+// that ended by t, in order of their until. A t older than the newest time
+// seen changes nothing.
+func (d *Detector) Advance(t time.Time, out []Decision) []Decision {
+	if ns := t.UnixNano(); !d.started || ns > d.newest {
+		d.started = true
+		d.newest, d.newestT = ns, t
+	}
+	return d.expire(d.newest, out)
+}
+
+// Status reports the ladder state of (r, key) at log time t: Ban or Throttle
+// with its until, or "" when the key is allowed or not tracked.
+func (d *Detector) Status(r *rules.Rule, key string, t time.Time) (Kind, time.Time) {
+	id, ok := d.ruleIDs[r.Name]
+	if !ok {
+		return "", time.Time{}
+	}
+	i, ok := d.index[stateKey{id, key}]
+	if !ok {
+		return "", time.Time{}
+	}
+	s := d.at(i)
+	if s.x == nil || t.UnixNano() >= s.x.until {
+		return "", time.Time{}
+	}
+	switch s.phase {
+	case phaseBanned:
+		return Ban, s.x.untilT
+	case phaseThrottled:
+		return Throttle, s.x.untilT
+	}
+	return "", time.Time{}
+}
+
+// Banned reports whether the (rule, key) of c is banned at log time t.
+func (d *Detector) Banned(t time.Time, c *rules.Charge) bool {
+	k, _ := d.Status(c.Rule, c.Key, t)
+	return k == Ban
+}
+
+// Lift ends the ban or throttle of (r, key) at log time t, as an operator's
+// unban does, and appends the unban decision (reason "lifted") if the key
+// was banned. Earlier bans stay remembered for escalation.
+func (d *Detector) Lift(t time.Time, r *rules.Rule, key string, out []Decision) []Decision {
+	id, ok := d.ruleIDs[r.Name]
+	if !ok {
+		return out
+	}
+	i, ok := d.index[stateKey{id, key}]
+	if !ok {
+		return out
+	}
+	s := d.at(i)
+	switch s.phase {
+	case phaseBanned:
+		out = d.unban(s, t, "lifted", out)
+	case phaseThrottled:
+		s.allow()
+	}
+	return out
+}
+
+// ResetBreaker closes the circuit breaker: later decisions act again.
+func (d *Detector) ResetBreaker() {
+	d.brk = breaker{trips: d.brk.trips}
+}
+
+// Stats returns the detector's counters.
+func (d *Detector) Stats() Stats {
+	st := d.stats
+	st.Keys = d.lruLen + d.banned
+	st.Banned = d.banned
+	st.BreakerTrips = d.brk.trips
+	st.BreakerOpen = d.brk.open
+	return st
+}
+
+// Peaks calls fn for every tracked (rule, key), in the order the states were
+// created (slots of evicted states are reused).
+func (d *Detector) Peaks(fn func(KeyPeak)) {
+	for i := int32(0); i < d.used; i++ {
+		if s := d.at(i); s.ri != nil {
+			fn(d.keyPeak(s))
+		}
+	}
+}
+
+func (d *Detector) keyPeak(s *state) KeyPeak {
+	d.peaks = d.peaks[:0]
+	for j := range s.ri.lims {
+		d.peaks = append(d.peaks, s.win(j).peak)
+	}
+	kp := KeyPeak{Rule: s.ri.rule, Key: s.key, Requests: s.requests, Blocked: s.blocked, CPU: s.cpu, Peak: d.peaks}
+	if s.x != nil && s.x.firstOver != 0 {
+		kp.FirstOver = time.Unix(0, s.x.firstOver).In(d.newestT.Location())
+	}
+	return kp
+}
+
+// rule returns the compiled form of r, made on first sight. Rules are told
+// apart by pointer; two rules of one name (a reload) share their states.
+func (d *Detector) rule(r *rules.Rule) *ruleInfo {
+	if r.Index >= 0 && r.Index < len(d.rulesByIndex) {
+		if ri := d.rulesByIndex[r.Index]; ri != nil && ri.rule == r {
+			return ri
+		}
+	}
+	ri := d.rulesByPtr[r]
+	if ri == nil {
+		id, ok := d.ruleIDs[r.Name]
+		if !ok {
+			id = int32(len(d.ruleIDs))
+			d.ruleIDs[r.Name] = id
+		}
+		ri = compileRule(r, id)
+		d.rulesByPtr[r] = ri
+		if n := len(ri.lims); n > len(d.vals) {
+			d.vals = make([]float64, n)
+			d.overs = make([]bool, n)
+		}
+	}
+	if r.Index >= 0 && r.Index < 1<<16 {
+		for len(d.rulesByIndex) <= r.Index {
+			d.rulesByIndex = append(d.rulesByIndex, nil)
+		}
+		d.rulesByIndex[r.Index] = ri
+	}
+	return ri
+}
+
+// lookup returns the state of (ri, key), making it (and evicting the least
+// recently charged state if the cap is reached) if there is none.
+func (d *Detector) lookup(ri *ruleInfo, key string) *state {
+	if i, ok := d.index[stateKey{ri.id, key}]; ok {
+		return d.at(i)
+	}
+	if d.lruLen+d.banned >= d.maxKeys && d.tail >= 0 {
+		d.evict()
+	}
+	var i int32
+	if n := len(d.free); n > 0 {
+		i = d.free[n-1]
+		d.free = d.free[:n-1]
+	} else {
+		i = d.alloc()
+	}
+	s := d.at(i)
+	s.slot = i
+	s.key = strings.Clone(key)
+	s.ri = ri
+	s.multi = isMulti(ri.rule.Key, key)
+	s.initWindows()
+	d.index[stateKey{ri.id, s.key}] = i
+	d.pushFront(s)
+	return s
+}
+
+// isMulti reports whether a key is not a single address, so that its
+// decisions list the addresses seen on it.
+func isMulti(k rules.KeyKind, key string) bool {
+	switch k {
+	case rules.KeyIP, rules.KeyPrefix:
+		return strings.IndexByte(key, '/') >= 0
+	}
+	return true
+}
+
+const chunkBits = 10
+
+func (d *Detector) alloc() int32 {
+	i := d.used
+	if int(i>>chunkBits) == len(d.chunks) {
+		d.chunks = append(d.chunks, make([]state, 1<<chunkBits))
+	}
+	d.used++
+	return i
+}
+
+func (d *Detector) at(i int32) *state {
+	return &d.chunks[i>>chunkBits][i&(1<<chunkBits-1)]
+}
+
+// The LRU list: head is the most recently charged state. Banned states are
+// off the list.
+
+func (d *Detector) pushFront(s *state) {
+	s.prev, s.next = -1, d.head
+	if d.head >= 0 {
+		d.at(d.head).prev = s.slot
+	} else {
+		d.tail = s.slot
+	}
+	d.head = s.slot
+	d.lruLen++
+}
+
+func (d *Detector) unlink(s *state) {
+	if s.prev >= 0 {
+		d.at(s.prev).next = s.next
+	} else {
+		d.head = s.next
+	}
+	if s.next >= 0 {
+		d.at(s.next).prev = s.prev
+	} else {
+		d.tail = s.prev
+	}
+	s.prev, s.next = -1, -1
+	d.lruLen--
+}
+
+func (d *Detector) touch(s *state) {
+	if d.head == s.slot {
+		return
+	}
+	d.unlink(s)
+	d.pushFront(s)
+}

@@ -1,0 +1,90 @@
+// Package detector owns the sliding windows and the ban ladder of logjail
+// (DESIGN.md, "Windows and limits" and "The ban ladder").
+//
+// The rules package classifies an entry into charges, one per (rule, key); a
+// Detector charges each to the windows of that (rule, key), checks the rule's
+// limits against the window ending at the entry's time, runs the Perlbal
+// ladder (allowed → throttled → banned → allowed) and appends the decisions
+// it makes to a slice the caller owns.
+//
+// # Invariants
+//
+//   - Log time only. Every window, delay and ban is measured on the times the
+//     caller passes (the entries' own times); the package never reads the wall
+//     clock. The same input gives the same decisions, byte for byte.
+//   - Time never runs backwards. The detector remembers the newest time it was
+//     given. A charge up to Options.Skew older than that is counted in its own
+//     bucket; an older one is counted at newest−Skew (the oldest bucket still
+//     open) and in Stats.Late. A window never holds a bucket older than its
+//     span: an entry that would fall out of the window at once is not counted.
+//   - Windows are cut into buckets of max(1s, window/60), so a window spans a
+//     whole number of buckets (at most 60) and (t−P, t] is read as the buckets
+//     (b−n, b] where b is the bucket of the key's newest entry. With log times
+//     in whole seconds and windows of at most a minute this is exact. Token
+//     buckets and "last N within D" keep exact times.
+//   - Costs (CPU and duration seconds) are stored as integers of a unit of at
+//     least 1µs per limit (larger for buckets longer than 33s, so that one
+//     bucket holds 128 busy cores); sums are exact and never drift, and a
+//     limit at exactly its threshold is not over.
+//   - A banned (rule, key) is not charged: its entries count in Stats.Blocked
+//     and in KeyPeak.Blocked and make no decision. A ban ends (decision
+//     unban, reason "ban expired") when log time reaches its until; Charge and
+//     Advance emit the unbans that are due before anything else, in order of
+//     until. A throttle ends silently: its decision carries its until.
+//   - Memory is bounded: at most Options.MaxKeys (rule, key) states, the least
+//     recently charged evicted first (an intrusive list, O(1)). Banned states
+//     are never evicted; while every state is banned, new keys go past the cap.
+//     Per key, windows keep only the buckets that hold something, in a ring
+//     grown as needed (most keys hold one or two), and no charge allocates
+//     once a key's rings have grown to its traffic.
+//   - Keys are copied (strings.Clone) before they are stored: callers may pass
+//     strings that point into reused read buffers.
+//   - A Detector is not safe for concurrent use: one goroutine charges it and
+//     reads it. A daemon that answers queries from other goroutines wraps it.
+//   - Per-key state is made of plain values (integers, floats, strings,
+//     slices of them), so that a checkpoint can write it out and read it back.
+//
+// # The ladder
+//
+// Per (rule, key), as DESIGN.md "The ban ladder" says, with these readings
+// where it is silent:
+//
+//   - The first entry over the limits throttles the key for initial_delay
+//     (decision throttle, Violations 0). An entry before until is a violation:
+//     the delay doubles, capped at max_delay (0: no cap), and until moves to
+//     t+delay (never earlier than it was); a throttle decision is made when the
+//     delay changed. Once violations exceed ban.after the key is banned
+//     instead (Violations on the ban decision is that count).
+//   - An entry at or after until is no violation. If no entry came for quiet
+//     after the later of until and the key's previous entry, the key is
+//     allowed again (violations and delay reset) and the entry is judged as an
+//     allowed key's. Otherwise the key stays throttled; if the entry is over
+//     the limits it is throttled again with its current delay (decision
+//     throttle, same delay, new until), else nothing happens.
+//   - A ban lasts ban.for × ban.factor^k, k the earlier bans of this (rule,
+//     key) that started within ban.remember (0: 30 days) before it, capped at
+//     ban.max (0: no cap, but never more than 100 years). A factor of 0 counts
+//     as 1. A rule with neither throttle nor ban.for makes no decision; a rule
+//     with a throttle and no ban.for throttles forever.
+//   - log_only rules run the same ladder (their banned keys are not charged
+//     either, so a replay shows what the rule would have done) and mark every
+//     decision LogOnly.
+//   - Eviction forgets a state's windows, ladder and earlier bans.
+//
+// # Circuit breaker
+//
+// A ban that would be the (MaxBansPerMinute+1)-th ban acted on within one
+// minute of log time ((t−60s, t]) trips the breaker: that ban and every later
+// throttle and ban are LogOnly until ResetBreaker. Bans of log_only rules and
+// static bans do not count and are not affected. The unban that ends a ban is
+// LogOnly exactly when the ban was, so that bans in force are lifted by the
+// actions even while the breaker is open. The breaker does not log: the
+// caller sees Stats.BreakerOpen and may set Options.BreakerTripped.
+//
+// # Static bans
+//
+// Static takes the configuration's deny list and banned ranges and emits a ban
+// (rule "deny", until zero) for each key it has not seen in the previous call,
+// and an unban (reason "removed from config") for each key that left the
+// list, so that a reload lifts what was removed.
+package detector

@@ -1,0 +1,281 @@
+package detector
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/logjail/logjail/rules"
+)
+
+const (
+	defaultRemember = 30 * 24 * time.Hour
+	longestBan      = 100 * 365 * 24 * time.Hour
+)
+
+// ladder moves s along the ban ladder for an entry at t (ns) whose limits
+// were over or not.
+func (d *Detector) ladder(s *state, ri *ruleInfo, t time.Time, ns int64, over bool, out []Decision) []Decision {
+	r := ri.rule
+	if s.phase == phaseThrottled {
+		x := s.x
+		th := r.Throttle
+		if th == nil { // the rule lost its throttle in a reload
+			s.allow()
+		} else if ns < x.until {
+			// A violation.
+			x.violations++
+			x.last = max(x.last, ns)
+			if r.Ban.For > 0 && x.violations > r.Ban.After {
+				reason := fmt.Sprintf("%d violations > after %d (rule %s)", x.violations, r.Ban.After, r.Name)
+				return d.ban(s, ri, t, ns, x.violations, reason, out)
+			}
+			delay := x.delay * 2
+			if delay < x.delay || (th.MaxDelay > 0 && delay > th.MaxDelay) {
+				delay = max(th.MaxDelay, x.delay)
+			}
+			if until := ns + int64(delay); until > x.until {
+				x.until, x.untilT = until, t.Add(delay)
+			}
+			if delay == x.delay {
+				return out
+			}
+			x.delay = delay
+			reason := fmt.Sprintf("%d violations, delay %s (rule %s)", x.violations, delay, r.Name)
+			return d.throttle(s, ri, t, ns, reason, out)
+		} else if ns-max(x.until, x.last) >= int64(th.Quiet) {
+			s.allow()
+		} else {
+			// Past until but not quiet yet: still throttled, no violation.
+			x.last = max(x.last, ns)
+			if !over {
+				return out
+			}
+			x.until, x.untilT = ns+int64(x.delay), t.Add(x.delay)
+			return d.throttle(s, ri, t, ns, d.overReason(ri), out)
+		}
+	}
+	if !over {
+		return out
+	}
+	if th := r.Throttle; th != nil {
+		x := s.ext()
+		s.phase = phaseThrottled
+		x.violations, x.delay, x.last = 0, th.InitialDelay, ns
+		x.until, x.untilT = ns+int64(th.InitialDelay), t.Add(th.InitialDelay)
+		return d.throttle(s, ri, t, ns, d.overReason(ri), out)
+	}
+	if r.Ban.For > 0 {
+		return d.ban(s, ri, t, ns, 0, d.overReason(ri), out)
+	}
+	return out
+}
+
+func (d *Detector) throttle(s *state, ri *ruleInfo, t time.Time, ns int64, reason string, out []Decision) []Decision {
+	x := s.x
+	d.stats.Throttles++
+	return append(out, Decision{
+		Rule:       ri.rule.Name,
+		Key:        s.key,
+		Kind:       Throttle,
+		Time:       t,
+		Until:      x.untilT,
+		Delay:      x.delay,
+		Violations: x.violations,
+		Addresses:  d.addresses(s, ri, ns),
+		Reason:     reason,
+		Origin:     "detector",
+		LogOnly:    ri.rule.LogOnly || d.brk.open,
+	})
+}
+
+func (d *Detector) addresses(s *state, ri *ruleInfo, ns int64) []netip.Addr {
+	if !s.multi || s.x == nil {
+		return nil
+	}
+	return s.x.addresses(ns - ri.span)
+}
+
+// ban bans s at t for the rule's ban length, escalated by earlier bans.
+func (d *Detector) ban(s *state, ri *ruleInfo, t time.Time, ns int64, violations int, reason string, out []Decision) []Decision {
+	r := ri.rule
+	x := s.ext()
+	remember := r.Ban.Remember
+	if remember <= 0 {
+		remember = defaultRemember
+	}
+	k := 0
+	for k < len(x.bans) && x.bans[k] <= ns-int64(remember) {
+		k++
+	}
+	x.bans = x.bans[:copy(x.bans, x.bans[k:])]
+	length := banLength(r.Ban, len(x.bans))
+	if len(x.bans) == maxBans {
+		x.bans = x.bans[:copy(x.bans, x.bans[1:])]
+	}
+	x.bans = append(x.bans, ns)
+
+	logOnly := r.LogOnly
+	if !logOnly {
+		logOnly = d.brk.admit(ns, d.maxBans)
+		if logOnly && d.brk.justTripped {
+			d.brk.justTripped = false
+			if d.opt.BreakerTripped != nil {
+				d.opt.BreakerTripped(t)
+			}
+		}
+	}
+
+	s.phase = phaseBanned
+	x.violations, x.delay = 0, 0
+	x.until, x.untilT = ns+int64(length), t.Add(length)
+	x.banLogOnly = logOnly
+	x.banAddrs = d.addresses(s, ri, ns)
+	d.unlink(s)
+	d.banned++
+	d.seq++
+	heap.Push(&d.expiries, expiry{until: x.until, seq: d.seq, slot: s.slot, gen: s.gen})
+	d.stats.Bans++
+	return append(out, Decision{
+		Rule:       r.Name,
+		Key:        s.key,
+		Kind:       Ban,
+		Time:       t,
+		Until:      x.untilT,
+		Violations: violations,
+		Addresses:  slices.Clone(x.banAddrs),
+		Reason:     reason,
+		Origin:     "detector",
+		LogOnly:    logOnly,
+	})
+}
+
+// banLength is for × factor^earlier, capped at max.
+func banLength(b rules.Ban, earlier int) time.Duration {
+	f := b.Factor
+	if f <= 0 {
+		f = 1
+	}
+	limit := longestBan
+	if b.Max > 0 {
+		limit = min(b.Max, longestBan)
+	}
+	l := float64(b.For) * math.Pow(f, float64(earlier))
+	if l >= float64(limit) || math.IsNaN(l) {
+		return limit
+	}
+	return time.Duration(l)
+}
+
+// unban lifts the ban of s (banned) at t.
+func (d *Detector) unban(s *state, t time.Time, reason string, out []Decision) []Decision {
+	x := s.x
+	dec := Decision{
+		Rule:      s.ri.rule.Name,
+		Key:       s.key,
+		Kind:      Unban,
+		Time:      t,
+		Addresses: x.banAddrs,
+		Reason:    reason,
+		Origin:    "detector",
+		LogOnly:   x.banLogOnly,
+	}
+	x.banAddrs = nil
+	s.allow()
+	d.banned--
+	d.pushFront(s)
+	d.stats.Unbans++
+	out = append(out, dec)
+	// Back on the LRU list, s may put it over the cap.
+	for d.lruLen+d.banned > d.maxKeys && d.tail >= 0 && d.tail != s.slot {
+		d.evict()
+	}
+	return out
+}
+
+func (d *Detector) evict() int32 {
+	i := d.tail
+	old := d.at(i)
+	if d.opt.Evicted != nil {
+		d.opt.Evicted(d.keyPeak(old))
+	}
+	d.unlink(old)
+	delete(d.index, stateKey{old.ri.id, old.key})
+	d.stats.Evictions++
+	*old = state{gen: old.gen + 1, slot: i, prev: -1, next: -1}
+	d.free = append(d.free, i)
+	return i
+}
+
+// expire unbans every ban whose until is at or before now, in order.
+func (d *Detector) expire(now int64, out []Decision) []Decision {
+	for len(d.expiries) > 0 && d.expiries[0].until <= now {
+		e := heap.Pop(&d.expiries).(expiry)
+		s := d.at(e.slot)
+		if s.gen != e.gen || s.phase != phaseBanned || s.x.until != e.until {
+			continue // lifted, and maybe banned again
+		}
+		out = d.unban(s, s.x.untilT, "ban expired", out)
+	}
+	return out
+}
+
+// expiry is a ban's end in the detector's heap.
+type expiry struct {
+	until int64
+	seq   uint64
+	slot  int32
+	gen   uint32
+}
+
+type expiryHeap []expiry
+
+func (h expiryHeap) Len() int { return len(h) }
+func (h expiryHeap) Less(i, j int) bool {
+	if h[i].until != h[j].until {
+		return h[i].until < h[j].until
+	}
+	return h[i].seq < h[j].seq
+}
+func (h expiryHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *expiryHeap) Push(x any)   { *h = append(*h, x.(expiry)) }
+func (h *expiryHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// breaker is the circuit breaker: the times of the last bans acted on.
+type breaker struct {
+	times       []int64 // ring of up to max ban times
+	head        int
+	open        bool
+	justTripped bool
+	trips       int64
+}
+
+// admit counts a ban at ns and reports whether it must be log-only.
+func (b *breaker) admit(ns int64, limit int) bool {
+	if b.open {
+		return true
+	}
+	if limit < 0 {
+		return false
+	}
+	if len(b.times) == limit {
+		if b.times[b.head] > ns-int64(time.Minute) {
+			b.open, b.justTripped = true, true
+			b.trips++
+			return true
+		}
+		b.times[b.head] = ns
+		b.head = (b.head + 1) % limit
+		return false
+	}
+	b.times = append(b.times, ns)
+	return false
+}

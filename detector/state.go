@@ -1,0 +1,135 @@
+package detector
+
+import (
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// Ladder phases of a state.
+const (
+	phaseAllowed uint8 = iota
+	phaseThrottled
+	phaseBanned
+)
+
+// state is one tracked (rule, key): its windows, totals and ladder. It lives
+// in the detector's slab and links into the LRU list by slot number.
+type state struct {
+	key        string
+	ri         *ruleInfo // the compiled rule its windows were built for
+	slot       int32
+	prev, next int32 // LRU list
+	gen        uint32
+	phase      uint8
+	multi      bool // not a single address: track the addresses seen
+	requests   int64
+	blocked    int64
+	cpu        float64
+	win0       window   // the rule's first limit
+	more       []window // the others
+	x          *extra   // ladder, earlier bans and addresses, made when needed
+}
+
+// extra is the part of a state that only keys over a limit, banned before,
+// or not single addresses need.
+type extra struct {
+	until      int64     // end of the throttle or ban, unix ns
+	untilT     time.Time // the same, as decided
+	delay      time.Duration
+	last       int64 // previous entry while throttled, unix ns
+	violations int
+	firstOver  int64
+	banLogOnly bool
+	bans       []int64 // start of earlier bans within remember, oldest first
+	addrs      []addrSeen
+	banAddrs   []netip.Addr // the addresses the current ban blocks
+}
+
+type addrSeen struct {
+	addr netip.Addr
+	seen int64
+}
+
+const (
+	maxAddrs = 64 // addresses remembered per key that is not an address
+	maxBans  = 64 // earlier bans remembered per key
+)
+
+func (s *state) ext() *extra {
+	if s.x == nil {
+		s.x = &extra{}
+	}
+	return s.x
+}
+
+func (s *state) win(j int) *window {
+	if j == 0 {
+		return &s.win0
+	}
+	return &s.more[j-1]
+}
+
+func (s *state) initWindows() {
+	lims := s.ri.lims
+	if len(lims) > 1 {
+		s.more = make([]window, len(lims)-1)
+	}
+	for j := range lims {
+		s.win(j).init(&lims[j])
+	}
+}
+
+// adopt moves a state to a new compiled rule of the same name (a reload),
+// keeping its windows when the limits are the same.
+func (s *state) adopt(ri *ruleInfo) {
+	same := slices.Equal(s.ri.lims, ri.lims)
+	s.ri = ri
+	if !same {
+		s.win0, s.more = window{}, nil
+		s.initWindows()
+	}
+}
+
+// allow ends a throttle or ban: violations and delay reset, earlier bans stay.
+func (s *state) allow() {
+	s.phase = phaseAllowed
+	if s.x != nil {
+		s.x.violations, s.x.delay, s.x.until, s.x.untilT = 0, 0, 0, time.Time{}
+	}
+}
+
+// noteAddr records that addr was seen on the key at ns.
+func (x *extra) noteAddr(addr netip.Addr, ns int64) {
+	if !addr.IsValid() {
+		return
+	}
+	oldest := 0
+	for i := range x.addrs {
+		a := &x.addrs[i]
+		if a.addr == addr {
+			a.seen = max(a.seen, ns)
+			return
+		}
+		if a.seen < x.addrs[oldest].seen {
+			oldest = i
+		}
+	}
+	if len(x.addrs) < maxAddrs {
+		x.addrs = append(x.addrs, addrSeen{addr, ns})
+		return
+	}
+	x.addrs[oldest] = addrSeen{addr, ns}
+}
+
+// addresses returns the addresses seen after since, in address order.
+func (x *extra) addresses(since int64) []netip.Addr {
+	var as []netip.Addr
+	for _, a := range x.addrs {
+		if a.seen > since {
+			as = append(as, a.addr)
+		}
+	}
+	slices.SortFunc(as, netip.Addr.Compare)
+	return as
+}

@@ -1,0 +1,333 @@
+package detector
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/logjail/logjail/rules"
+)
+
+// ruleInfo is a rule compiled for the detector.
+type ruleInfo struct {
+	rule *rules.Rule
+	id   int32 // by name: states survive a reload of the same rule
+	lims []limitInfo
+	all  bool  // combine: all
+	span int64 // longest window, ns: addresses seen within it are listed
+}
+
+// limitInfo is one limit compiled for the detector. It is comparable, so
+// that a reload can tell whether a state's windows still fit.
+type limitInfo struct {
+	kind   rules.LimitKind
+	text   string
+	n      float64
+	window int64  // ns: period, or span for last N
+	width  int64  // bucket width, ns (rate, shares)
+	nb     uint64 // buckets in the window (rate, shares)
+	unit   int64  // ns of cost per stored unit (shares)
+	thr    uint64 // over when the window's sum is above (rate, shares)
+	burst  float64
+	lastN  int
+}
+
+const (
+	maxUint32 = 1<<32 - 1
+	// Share buckets hold cost in units small enough for this many busy
+	// cores (or concurrent requests, for durations) within 32 bits.
+	shareHeadroom = 128
+)
+
+func compileRule(r *rules.Rule, id int32) *ruleInfo {
+	ri := &ruleInfo{rule: r, id: id, all: r.Combine == rules.CombineAll, span: int64(time.Second)}
+	for _, l := range r.Limits {
+		li := limitInfo{kind: l.Kind, text: l.Text, n: l.N, window: max(int64(l.Window), 1)}
+		switch l.Kind {
+		case rules.LimitRate, rules.LimitCPUShare, rules.LimitDurationShare:
+			li.width = max(int64(time.Second), li.window/60)
+			li.nb = uint64((li.window + li.width - 1) / li.width)
+			if l.Kind == rules.LimitRate {
+				li.thr = uint64(math.Floor(max(l.N, 0) + 1e-9))
+			} else {
+				li.unit = max(int64(time.Microsecond), (li.width*shareHeadroom+maxUint32-1)/maxUint32)
+				li.thr = uint64(math.Floor(max(l.N, 0)*float64(li.window)/float64(li.unit) + 1e-6))
+			}
+		case rules.LimitTokenBucket:
+			li.burst = max(l.Burst, 1)
+		case rules.LimitLastN:
+			li.lastN = max(int(l.N), 1)
+		}
+		ri.span = max(ri.span, li.window)
+		ri.lims = append(ri.lims, li)
+	}
+	return ri
+}
+
+// window is the state of one limit of one key.
+//
+//   - rate and shares: ring holds the non-empty buckets in the window, oldest
+//     first, each as bucket<<32 | value (count, or cost in units); acc is
+//     their sum.
+//   - last N: ring holds the times (unix ns) of the last N requests, oldest
+//     first.
+//   - token bucket: acc is the time of the last refill (unix ns), tokens the
+//     tokens left (negative when requests went on while it was empty), n is 1
+//     once the bucket is filled.
+type window struct {
+	ring    []uint64
+	head, n uint32
+	acc     uint64
+	tokens  float64
+	peak    float64
+}
+
+func (w *window) init(li *limitInfo) {
+	if li.kind == rules.LimitLastN {
+		w.peak = math.Inf(1)
+	}
+}
+
+// at returns the i-th element from the oldest.
+func (w *window) at(i uint32) *uint64 {
+	j := w.head + i
+	if j >= uint32(len(w.ring)) {
+		j -= uint32(len(w.ring))
+	}
+	return &w.ring[j]
+}
+
+// push appends x as the newest element, growing the ring up to limit.
+func (w *window) push(x uint64, limit int) {
+	if int(w.n) == len(w.ring) {
+		c := min(max(2*len(w.ring), 1), limit)
+		if c <= len(w.ring) {
+			panic("detector: window ring over its limit")
+		}
+		r := make([]uint64, c)
+		for i := uint32(0); i < w.n; i++ {
+			r[i] = *w.at(i)
+		}
+		w.ring, w.head = r, 0
+	}
+	w.n++
+	*w.at(w.n - 1) = x
+}
+
+// popOldest drops the oldest element.
+func (w *window) popOldest() uint64 {
+	x := w.ring[w.head]
+	w.head++
+	if w.head == uint32(len(w.ring)) {
+		w.head = 0
+	}
+	w.n--
+	return x
+}
+
+// sinkNewest moves the newest element back until the ring is in order by
+// key (the element's value for times, the bucket for buckets).
+func (w *window) sinkNewest(key func(uint64) uint64) {
+	for i := w.n - 1; i > 0; i-- {
+		a, b := w.at(i-1), w.at(i)
+		if key(*a) <= key(*b) {
+			return
+		}
+		*a, *b = *b, *a
+	}
+}
+
+func bucketOf(x uint64) uint64 { return x >> 32 }
+func valueOf(x uint64) uint64  { return x & maxUint32 }
+func identity(x uint64) uint64 { return x }
+
+// addBucket counts v in bucket b and returns the window's sum, read at the
+// key's newest bucket. A bucket already out of the window is not counted.
+func (w *window) addBucket(b, v uint64, li *limitInfo) uint64 {
+	v = min(v, maxUint32)
+	if w.n == 0 {
+		w.push(b<<32|v, int(li.nb))
+		w.acc = v
+		return w.acc
+	}
+	last := bucketOf(*w.at(w.n - 1))
+	switch {
+	case b > last:
+		for w.n > 0 && bucketOf(*w.at(0))+li.nb <= b {
+			w.acc -= valueOf(w.popOldest())
+		}
+		w.push(b<<32|v, int(li.nb))
+		w.acc += v
+	case b+li.nb <= last:
+		// Older than the window: it would slide out at once.
+	default:
+		for i := w.n; i > 0; i-- {
+			p := w.at(i - 1)
+			switch pb := bucketOf(*p); {
+			case pb == b:
+				nv := min(valueOf(*p)+v, maxUint32)
+				w.acc += nv - valueOf(*p)
+				*p = b<<32 | nv
+				return w.acc
+			case pb < b:
+				i = 1 // not there: insert
+			}
+		}
+		w.push(b<<32|v, int(li.nb))
+		w.sinkNewest(bucketOf)
+		w.acc += v
+	}
+	return w.acc
+}
+
+// addTime records a request at ns in a last-N ring and returns the span of
+// the last N requests, or -1 while there have been fewer.
+func (w *window) addTime(ns int64, li *limitInfo) int64 {
+	t := uint64(max(ns, 0))
+	switch {
+	case int(w.n) < li.lastN:
+		w.push(t, li.lastN)
+		w.sinkNewest(identity)
+	case t > *w.at(0):
+		w.popOldest()
+		w.push(t, li.lastN)
+		w.sinkNewest(identity)
+	}
+	if int(w.n) < li.lastN {
+		return -1
+	}
+	return int64(*w.at(w.n - 1) - *w.at(0))
+}
+
+// take takes one token at ns and returns the bucket's level before it, in
+// requests, counting this one: over when above the burst.
+func (w *window) take(ns int64, li *limitInfo) float64 {
+	t := uint64(max(ns, 0))
+	if w.n == 0 {
+		w.n, w.tokens, w.acc = 1, li.burst, t
+	}
+	if t > w.acc {
+		w.tokens = min(li.burst, w.tokens+float64(t-w.acc)/1e9*li.n)
+		w.acc = t
+	}
+	level := li.burst - w.tokens + 1
+	w.tokens--
+	return level
+}
+
+// measure charges c at ns to every window of s and reports whether the rule's
+// limits are over. d.vals and d.overs hold each limit's value and verdict.
+func (d *Detector) measure(s *state, ri *ruleInfo, ns int64, c *rules.Charge) bool {
+	if len(ri.lims) == 0 {
+		return false
+	}
+	over := ri.all
+	for j := range ri.lims {
+		li := &ri.lims[j]
+		w := s.win(j)
+		var v float64
+		var o bool
+		switch li.kind {
+		case rules.LimitRate:
+			sum := w.addBucket(bucket(ns, li.width), 1, li)
+			v, o = float64(sum), sum > li.thr
+		case rules.LimitCPUShare, rules.LimitDurationShare:
+			cost := c.CPU
+			if li.kind == rules.LimitDurationShare {
+				cost = c.Duration
+			}
+			sum := w.addBucket(bucket(ns, li.width), units(cost, li.unit), li)
+			v, o = float64(sum)*float64(li.unit)/float64(li.window), sum > li.thr
+		case rules.LimitTokenBucket:
+			v = w.take(ns, li)
+			o = v > li.burst+1e-9
+		case rules.LimitLastN:
+			span := w.addTime(ns, li)
+			if span >= 0 {
+				v, o = float64(span)/1e9, span < li.window
+				w.peak = min(w.peak, v)
+			} else {
+				v = math.Inf(1)
+			}
+		}
+		if li.kind != rules.LimitLastN {
+			w.peak = max(w.peak, v)
+		}
+		d.vals[j], d.overs[j] = v, o
+		if ri.all {
+			over = over && o
+		} else {
+			over = over || o
+		}
+	}
+	return over
+}
+
+func bucket(ns, width int64) uint64 {
+	if ns <= 0 {
+		return 0
+	}
+	return min(uint64(ns/width), maxUint32)
+}
+
+// units converts seconds of cost to stored units, rounding to the nearest.
+func units(sec float64, unit int64) uint64 {
+	if !(sec > 0) {
+		return 0
+	}
+	return uint64(math.Min(sec*1e9/float64(unit)+0.5, maxUint32))
+}
+
+// overReason says which limits were over, for a person.
+func (d *Detector) overReason(ri *ruleInfo) string {
+	var b strings.Builder
+	for j := range ri.lims {
+		if !d.overs[j] {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString(" and ")
+		}
+		li := &ri.lims[j]
+		v := d.vals[j]
+		switch li.kind {
+		case rules.LimitRate:
+			fmt.Fprintf(&b, "rate %d per %s > %s", int64(v), fmtDur(li.window), fmtNum(li.n))
+		case rules.LimitCPUShare:
+			fmt.Fprintf(&b, "cpu %.1f%% over %s > %s%%", v*100, fmtDur(li.window), fmtNum(li.n*100))
+		case rules.LimitDurationShare:
+			fmt.Fprintf(&b, "duration %.1f%% over %s > %s%%", v*100, fmtDur(li.window), fmtNum(li.n*100))
+		case rules.LimitTokenBucket:
+			fmt.Fprintf(&b, "bucket %s > burst %s at %s/s", fmtNum(math.Round(v*10)/10), fmtNum(li.burst), fmtNum(li.n))
+		case rules.LimitLastN:
+			fmt.Fprintf(&b, "last %d within %s < %s", li.lastN, time.Duration(v*1e9).Round(time.Millisecond), fmtDur(li.window))
+		}
+	}
+	fmt.Fprintf(&b, " (rule %s)", ri.rule.Name)
+	return b.String()
+}
+
+// fmtDur writes a window the way a config does: 10s, 1m, 1h, 30d.
+func fmtDur(ns int64) string {
+	d := time.Duration(ns)
+	switch {
+	case d <= 0:
+		return "0s"
+	case d%(24*time.Hour) == 0:
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
+	case d%time.Hour == 0:
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
+	case d%time.Minute == 0:
+		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
+	case d%time.Second == 0:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	}
+	return d.String()
+}
+
+// fmtNum writes a threshold without float noise: 7, 0.5, 12.5.
+func fmtNum(x float64) string {
+	return strconv.FormatFloat(math.Round(x*1e6)/1e6, 'f', -1, 64)
+}
