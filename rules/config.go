@@ -317,6 +317,9 @@ func (b *builder) build(root *yaml.Node, o Options) {
 	}
 	if f, ok := fields["deny"]; ok {
 		for _, p := range b.prefixList(f.val, f.path) {
+			if c.deny.Get(p.Prefix) {
+				continue // listed twice
+			}
 			c.deny.Insert(p.Prefix)
 			c.staticBans = append(c.staticBans, StaticBan{Key: p.Prefix, Origin: "deny", Reason: "deny list"})
 		}
@@ -504,9 +507,11 @@ type listed struct {
 // prefixList reads a list of addresses, CIDRs and `file:PATH` items.
 func (b *builder) prefixList(n *yaml.Node, path string) []listed {
 	var out []listed
-	items := b.sequence(n, path)
+	var items []*yaml.Node
 	if r := resolve(n); r != nil && r.Kind == yaml.ScalarNode && !isNull(r) {
-		items = []*yaml.Node{r}
+		items = []*yaml.Node{r} // a single item
+	} else {
+		items = b.sequence(n, path)
 	}
 	for i, it := range items {
 		p := index(path, i)

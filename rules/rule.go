@@ -108,9 +108,11 @@ func (b *builder) ruleBody(r *Rule, n *yaml.Node, path string, fields []field, g
 			}
 		case "limits":
 			haveLimits = true
-			items := b.sequence(f.val, f.path)
+			var items []*yaml.Node
 			if rn := resolve(f.val); rn != nil && rn.Kind == yaml.ScalarNode && !isNull(rn) {
-				items = []*yaml.Node{rn}
+				items = []*yaml.Node{rn} // a single limit
+			} else {
+				items = b.sequence(f.val, f.path)
 			}
 			if len(items) == 0 && !b.hasErrorAt(f.path) {
 				b.errorf(f.val, f.path, "at least one limit is required")
