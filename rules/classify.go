@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/logjail/logjail/parser"
@@ -214,4 +215,22 @@ func globMatches(g, p string) bool {
 		}
 	}
 	return false
+}
+
+// KeysContaining returns the address keys that contain a, as `list --key`
+// and `unban` look them up: its ip key, its prefix key when that differs,
+// and range:NAME for every group range that contains it, most specific
+// first. Keys of users and user agents cannot be derived from an address.
+func (c *Config) KeysContaining(a netip.Addr) []string {
+	a = a.Unmap().WithZone("")
+	keys := []string{c.IPKey(a)}
+	if p := c.PrefixKey(a); !slices.Contains(keys, p) {
+		keys = append(keys, p)
+	}
+	for _, ri := range c.ranges.Supernets(netip.PrefixFrom(a, a.BitLen())) {
+		if rg := c.rangeDefs[ri]; rg.group && !slices.Contains(keys, rg.key) {
+			keys = append(keys, rg.key)
+		}
+	}
+	return keys
 }

@@ -445,3 +445,17 @@ func BenchmarkClassify(b *testing.B) {
 		dst, _ = c.Classify(src, &e, dst[:0])
 	}
 }
+
+func TestKeysContaining(t *testing.T) {
+	c := mustParse(t, classifyConfig, testOptions)
+	tests := map[string][]string{
+		"203.0.113.130":        {"203.0.113.130", "203.0.113.0/24", "range:crawler"},
+		"203.0.113.7":          {"203.0.113.7", "203.0.113.0/24"},
+		"2001:db8:1:2:aaaa::7": {"2001:db8:1:2::/64"},
+	}
+	for addr, want := range tests {
+		if diff := cmp.Diff(want, c.KeysContaining(netip.MustParseAddr(addr))); diff != "" {
+			t.Errorf("KeysContaining(%s) (-want +got):\n%s", addr, diff)
+		}
+	}
+}

@@ -2,15 +2,73 @@ package rules
 
 import (
 	"net/netip"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/logjail/logjail/parser"
 )
 
-func TestExampleLoads(t *testing.T) {
-	c, err := Parse("example.yaml", Example(), Options{HostAddrs: []netip.Addr{}, Cores: 2})
+func TestExample(t *testing.T) {
+	c, err := Parse("example.yaml", Example(), testOptions)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Sources) != 1 || c.Sources[0].Name != "web" {
-		t.Fatalf("sources: %+v", c.Sources)
+	if len(c.Sources) != 1 {
+		t.Fatalf("%d sources, want 1", len(c.Sources))
+	}
+	web := c.Sources[0]
+	if web.Name != "web" || web.Parser.Format != "combined" || !slices.Contains(web.Paths, "/var/log/nginx/access.log") {
+		t.Errorf("source: %+v", web)
+	}
+	if c.Rule("flood") == nil || c.Rule("flood").Throttle == nil || c.Rule("scanners") == nil {
+		t.Errorf("want rules flood (with throttle) and scanners, have %d rules", len(c.Rules))
+	}
+	for _, a := range []string{"127.0.0.1", "127.9.9.9", "::1"} {
+		if !c.Allowed(netip.MustParseAddr(a)) {
+			t.Errorf("%s not allowed", a)
+		}
+	}
+	// Static files do not count towards flood; pages do.
+	for path, want := range map[string][]string{
+		"/static/js/vendor.2df89c15.js": nil,
+		"/images/products/50239.webp":   nil,
+		"/products/82441-utpara":        {"flood"},
+	} {
+		e := parser.Entry{IP: netip.MustParseAddr("203.0.113.7"), Path: path, Status: 200, Has: parser.HasPath | parser.HasStatus}
+		charges, _ := c.Classify(web, &e, nil)
+		var got []string
+		for _, ch := range charges {
+			got = append(got, ch.Rule.Name)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", path, diff)
+		}
+	}
+}
+
+// TestExampleDocumentsEveryKey checks that every key the loader accepts, every
+// preset, key kind, limit form and action type is named in the example.
+func TestExampleDocumentsEveryKey(t *testing.T) {
+	text := string(Example())
+	var keys []string
+	for _, list := range [][]string{topKeys, sourceKeys, ruleKeys, rangeKeys, banKeys, throttleKeys} {
+		keys = append(keys, list...)
+	}
+	keys = append(keys, "not")
+	for _, k := range keys {
+		if !regexp.MustCompile(`(?m)^[ #]*(- )?` + regexp.QuoteMeta(k) + `:|[{,] ?` + regexp.QuoteMeta(k) + `:|^#\s+` + regexp.QuoteMeta(k) + `:`).MatchString(text) {
+			t.Errorf("key %q is not documented", k)
+		}
+	}
+	words := append(append(append([]string{}, parser.Presets()...), keyKinds...), actionTypes...)
+	words = append(words, "per second", "per minute", "hour", "day", "month", "% cpu over", "of machine", "% duration over", "burst", "last N within", "cpu_fallback: duration")
+	for _, w := range words {
+		if !strings.Contains(text, w) {
+			t.Errorf("%q is not mentioned", w)
+		}
 	}
 }

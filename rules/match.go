@@ -45,6 +45,9 @@ const (
 	fieldHost
 )
 
+// entryFields are the names of the fields every Entry may carry (Entry.Get).
+var entryFields = []string{"ip", "time", "method", "path", "query", "protocol", "status", "bytes", "referer", "user_agent", "user", "host", "duration", "cpu"}
+
 func fieldIDOf(name string) fieldID {
 	switch name {
 	case "method":
@@ -81,6 +84,14 @@ func (b *builder) matcher(n *yaml.Node, path string) *matcher {
 		if f.key.Value == "" {
 			b.errorf(f.key, f.path, "empty field name")
 			continue
+		}
+		if fieldIDOf(f.key.Value) == fieldOther && !contains(entryFields, f.key.Value) {
+			// Any named field of a format may be matched, but a near miss of
+			// an Entry field is a typo that would silently match nothing.
+			if hint := suggest(f.key.Value, entryFields); hint != "" {
+				b.errorf(f.key, f.path, "unknown field %q%s", f.key.Value, hint)
+				continue
+			}
 		}
 		var expr string
 		if !b.str(f.val, f.path, &expr) {

@@ -12,6 +12,10 @@ var ruleKeys = []string{"name", "sources", "match", "key", "limits", "combine", 
 
 var rangeKeys = []string{"cidrs", "group", "key", "limits", "combine", "throttle", "ban", "log_only"}
 
+var banKeys = []string{"after", "for", "factor", "max", "remember"}
+
+var throttleKeys = []string{"initial_delay", "max_delay", "quiet"}
+
 var keyKinds = []string{"ip", "prefix", "user", "user_agent", "ip+user_agent"}
 
 // rules reads the ordinary rules.
@@ -139,7 +143,7 @@ func (b *builder) ruleBody(r *Rule, n *yaml.Node, path string, fields []field, g
 		case "throttle":
 			r.Throttle = b.throttle(f)
 		case "ban":
-			for _, bf := range b.mapping(f.val, f.path, "after", "for", "factor", "max", "remember") {
+			for _, bf := range b.mapping(f.val, f.path, banKeys...) {
 				switch bf.key.Value {
 				case "after":
 					afterNode = bf.key
@@ -177,7 +181,7 @@ func (b *builder) ruleBody(r *Rule, n *yaml.Node, path string, fields []field, g
 func (b *builder) throttle(f field) *Throttle {
 	t := &Throttle{InitialDelay: DefaultInitialDelay, Quiet: DefaultQuiet}
 	var maxNode *yaml.Node
-	for _, tf := range b.mapping(f.val, f.path, "initial_delay", "max_delay", "quiet") {
+	for _, tf := range b.mapping(f.val, f.path, throttleKeys...) {
 		switch tf.key.Value {
 		case "initial_delay":
 			b.duration(tf.val, tf.path, time.Second, &t.InitialDelay)
