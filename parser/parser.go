@@ -269,7 +269,11 @@ func (p *Parser) parse(line string, lineNo int) (Entry, bool, error) {
 	var st lineState
 	var full bool
 	if p.json != nil {
-		full = p.scanJSON(line, &e, &st)
+		// The JSON walk is recursive, so what it is handed escapes: keep
+		// that to JSON lines.
+		je, jst := new(Entry), new(lineState)
+		full = p.scanJSON(line, je, jst)
+		e, st = *je, *jst
 	} else {
 		full = p.scan(line, &e, &st)
 	}

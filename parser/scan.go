@@ -102,6 +102,9 @@ func (p *Parser) scan(s string, e *Entry, st *lineState) bool {
 		}
 		var end int
 		switch {
+		case it.kind == kTimeCLF && i+1 < len(items) && len(s)-pos > 26 && s[pos+26] == items[i+1].lit[0] && s[pos+20] == ' ':
+			// The usual fixed-width "02/Jan/2006:15:04:05 -0700".
+			end = pos + 26
 		case i+1 >= len(items):
 			if it.toEOL {
 				end = len(s)
@@ -115,6 +118,14 @@ func (p *Parser) scan(s string, e *Entry, st *lineState) bool {
 			end = findClose(s, pos, items[i+1].lit, it)
 		default:
 			end = findSep(s, pos, items[i+1].lit, it.list)
+			if sep := items[i+1].lit; len(sep) > 1 && sep[0] == ' ' && (sep[1] == '[' || sep[1] == '"') &&
+				pos > 0 && s[pos-1] == ' ' && strings.HasPrefix(s[pos:], sep[1:]) {
+				// The field and its blank are missing ("1.2.3.4 - [time]"):
+				// read it as empty and go on from the bracket or quote.
+				p.set(it, "", e, st)
+				pos--
+				continue
+			}
 		}
 		if end < 0 {
 			st.stop(items, i+1, pos)
@@ -277,6 +288,16 @@ func (p *Parser) set(it *item, v string, e *Entry, st *lineState) {
 	}
 	switch it.kind {
 	case kIP:
+		if strings.IndexByte(v, ',') >= 0 {
+			// A list in an address field is a forwarding chain: the last
+			// entry is the peer, the others are believed as X-Forwarded-For.
+			head, last := splitLast(v)
+			p.setConn(last, it.strength, st)
+			if head != "" && !st.hasXFF {
+				st.xff, st.hasXFF = head, true
+			}
+			return
+		}
 		p.setConn(v, it.strength, st)
 	case kXFF:
 		if v = trimSpace(v); !absent(v) {

@@ -1,0 +1,71 @@
+package parser
+
+import (
+	"testing"
+)
+
+// benchCases is one representative line per format, shared with the fuzzers.
+var benchCases = []struct {
+	name string
+	opts Options
+	line string
+}{
+	{"common", Options{Format: "common"}, `83.149.9.216 - - [17/May/2015:10:05:03 +0000] "GET /presentations/logstash-monitorama-2013/images/kibana-search.png HTTP/1.1" 200 203023`},
+	{"combined", Options{Format: "combined"}, `83.149.9.216 - - [17/May/2015:10:05:03 +0000] "GET /presentations/logstash-monitorama-2013/images/kibana-search.png HTTP/1.1" 200 203023 "http://semicomplete.com/presentations/logstash-monitorama-2013/" "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_9_1) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/32.0.1700.77 Safari/537.36"`},
+	{"nginx_timing", Options{Format: "nginx_timing"}, `203.0.113.7 - - [22/Nov/2026:07:09:34 +0100] "GET /search?q=logjail HTTP/2.0" 200 5123 "-" "curl/8.5.0" 0.125`},
+	{"apache_timing", Options{Format: "apache_timing"}, `203.0.113.7 - - [22/Nov/2026:07:09:34 +0100] "GET /search?q=logjail HTTP/1.1" 200 5123 "-" "curl/8.5.0" 125034`},
+	{"phpfpm", Options{Format: "phpfpm"}, `127.0.0.1 -  22/Nov/2026:07:09:30 +0000 "GET /cpu.php?ms=10" 200 /var/www/cpu.php 10.544 2048 94.84%`},
+	{"caddy", Options{Format: "caddy"}, `{"level":"info","ts":1711741864.947103,"logger":"http.log.access.log0","msg":"handled request","request":{"remote_ip":"127.0.0.1","remote_port":"43498","client_ip":"127.0.0.1","proto":"HTTP/1.1","method":"GET","host":"localhost:9080","uri":"/","headers":{"Authorization":[],"User-Agent":["curl/7.88.1"],"Accept":["*/*"]}},"bytes_read":0,"user_id":"Bob","duration":0.794682124,"size":18630,"status":200,"resp_headers":{"Content-Type":["text/html; charset=utf-8"],"Server":["Caddy"]}}`},
+	{"traefik_json", Options{Format: "traefik_json"}, `{"ClientAddr":"172.17.0.1:39496","ClientHost":"172.17.0.1","ClientPort":"39496","ClientUsername":"-","DownstreamContentSize":357,"DownstreamStatus":200,"Duration":357313,"OriginContentSize":357,"OriginDuration":324669,"OriginStatus":200,"Overhead":32644,"RequestAddr":"test.docker.localhost","RequestContentSize":0,"RequestCount":190,"RequestHost":"test.docker.localhost","RequestMethod":"GET","RequestPath":"/594VAEoi.save","RequestPort":"-","RequestProtocol":"HTTP/1.1","RequestScheme":"http","RetryAttempts":0,"RouterName":"test@docker","StartLocal":"2021-12-08T14:02:43.587782192Z","StartUTC":"2021-12-08T14:02:43.587782192Z","level":"info","msg":"","time":"2021-12-08T14:02:43Z"}`},
+	{"traefik_clf", Options{Format: "traefik_clf"}, `192.168.33.1 - - [02/Oct/2017:20:22:07 +0000] "GET /ui/favicons/favicon-16x16.png HTTP/1.1" 304 0 "http://example.com/login" "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/61.0.3163.100 Safari/537.36" 262 "Host-host-1" "http://172.19.0.3:5601" 2ms`},
+	{"log_format", Options{LogFormat: `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" rt=$request_time cpu=$upstream_http_x_cpu_time`, CPUField: "upstream_http_x_cpu_time"}, `198.51.100.23 - alice [22/Nov/2026:07:09:34 +0100] "POST /export?all=1 HTTP/1.1" 200 90211 "https://example.com/" "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0" rt=1.250 cpu=0.870`},
+	{"apache_format", Options{ApacheFormat: `%v %h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-Agent}i" %D`}, `www.example.com 198.51.100.23 - - [22/Nov/2026:07:09:34 +0100] "GET /index.html HTTP/1.1" 200 4523 "-" "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0" 1534`},
+	{"fpm_format", Options{FPMFormat: `%{REMOTE_ADDR}e - %u [%t] "%m %r%Q%q" %s %{mili}d %{kilo}M %C%% %{%Y-%m-%dT%H:%M:%S%z}T`}, `203.0.113.10 -  [22/Nov/2026:12:39:37 +0530] "GET /cpu.php?ms=100" 200 101.625 2048 78.72% 2026-11-22T12:39:37+0530`},
+	{"json", Options{JSONFields: map[string]string{"ip": "remote", "time": "ts", "method": "req.method", "path": "req.uri", "status": "status", "duration": "took"}}, `{"ts":"2026-11-22T07:09:34.123+01:00","remote":"2001:db8::7","req":{"method":"GET","uri":"/a/b?c=d","headers":{"accept":"*/*"}},"status":404,"took":0.002}`},
+}
+
+func BenchmarkParse(b *testing.B) {
+	for _, bc := range benchCases {
+		p, err := New(bc.opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		line := []byte(bc.line)
+		if _, err := p.Parse(line, 1); err != nil {
+			b.Fatalf("%s: %v", bc.name, err)
+		}
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(line)))
+			for b.Loop() {
+				if _, err := p.Parse(line, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkParseString is the zero-copy path: no allocation for plain lines.
+func BenchmarkParseString(b *testing.B) {
+	for _, name := range []string{"combined", "nginx_timing"} {
+		for _, bc := range benchCases {
+			if bc.name != name {
+				continue
+			}
+			p, err := New(bc.opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Run(bc.name, func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(len(bc.line)))
+				for b.Loop() {
+					if _, err := p.ParseString(bc.line, 1); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
