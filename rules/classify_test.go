@@ -459,3 +459,26 @@ func TestKeysContaining(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkClassifyExample(b *testing.B) {
+	c, err := Parse("example.yaml", Example(), testOptions)
+	if err != nil {
+		b.Fatal(err)
+	}
+	src := c.Sources[0]
+	entries := []parser.Entry{
+		{IP: netip.MustParseAddr("203.0.113.7"), Method: "GET", Path: "/static/js/vendor.2df89c15.js", Status: 200},
+		{IP: netip.MustParseAddr("203.0.113.8"), Method: "GET", Path: "/products/82441-utpara", Status: 200},
+		{IP: netip.MustParseAddr("2001:db8:1:2::7"), Method: "GET", Path: "/wp-login.php", Status: 404},
+	}
+	for i := range entries {
+		entries[i].Has = parser.HasMethod | parser.HasPath | parser.HasStatus
+	}
+	dst := make([]Charge, 0, 8)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		dst, _ = c.Classify(src, &entries[i%len(entries)], dst[:0])
+		i++
+	}
+}

@@ -23,6 +23,7 @@ type cond struct {
 	name string
 	id   fieldID
 	re   *regexp.Regexp
+	lit  *literals // re as a set of literals, when it is one
 	// statuses[s] says whether the expression matches status s, so that a
 	// status is matched without formatting it.
 	statuses *[1000]bool
@@ -102,7 +103,7 @@ func (b *builder) matcher(n *yaml.Node, path string) *matcher {
 			b.errorf(f.val, f.path, "%q: bad regular expression: %v", expr, unwrapRegexp(err))
 			continue
 		}
-		c := cond{name: f.key.Value, id: fieldIDOf(f.key.Value), re: re}
+		c := cond{name: f.key.Value, id: fieldIDOf(f.key.Value), re: re, lit: compileLiterals(expr)}
 		if c.id == fieldStatus {
 			c.statuses = new([1000]bool)
 			for s := range c.statuses {
@@ -193,6 +194,9 @@ func (c *cond) match(e *parser.Entry) bool {
 		if v, ok = e.Get(c.name); !ok {
 			return false
 		}
+	}
+	if c.lit != nil {
+		return c.lit.match(v)
 	}
 	return c.re.MatchString(v)
 }
