@@ -128,6 +128,17 @@ func (p *Parser) scan(s string, e *Entry, st *lineState) bool {
 			}
 		}
 		if end < 0 {
+			// The line ends early: what is left is this field's value
+			// (a number up to a blank), and the scan stops there.
+			end = len(s)
+			if it.numeric {
+				if j := strings.IndexByte(s[pos:], ' '); j >= 0 {
+					end = pos + j
+				}
+			}
+			if !it.quoted {
+				p.set(it, s[pos:end], e, st)
+			}
 			st.stop(items, i+1, pos)
 			return false
 		}
