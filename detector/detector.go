@@ -103,7 +103,7 @@ type Detector struct {
 	rulesByPtr   map[*rules.Rule]*ruleInfo
 	ruleIDs      map[string]int32
 
-	index  map[stateKey]int32
+	index  []map[string]int32 // by rule id: key → slot
 	chunks [][]state
 	used   int32   // slots handed out
 	free   []int32 // slots of evicted states
@@ -131,11 +131,6 @@ type Detector struct {
 	peaks []float64
 }
 
-type stateKey struct {
-	rule int32
-	key  string
-}
-
 // New returns an empty Detector.
 func New(o Options) *Detector {
 	d := &Detector{
@@ -144,7 +139,6 @@ func New(o Options) *Detector {
 		maxBans:    o.MaxBansPerMinute,
 		rulesByPtr: map[*rules.Rule]*ruleInfo{},
 		ruleIDs:    map[string]int32{},
-		index:      map[stateKey]int32{},
 		head:       -1,
 		tail:       -1,
 	}
@@ -222,7 +216,7 @@ func (d *Detector) Status(r *rules.Rule, key string, t time.Time) (Kind, time.Ti
 	if !ok {
 		return "", time.Time{}
 	}
-	i, ok := d.index[stateKey{id, key}]
+	i, ok := d.index[id][key]
 	if !ok {
 		return "", time.Time{}
 	}
@@ -253,7 +247,7 @@ func (d *Detector) Lift(t time.Time, r *rules.Rule, key string, out []Decision) 
 	if !ok {
 		return out
 	}
-	i, ok := d.index[stateKey{id, key}]
+	i, ok := d.index[id][key]
 	if !ok {
 		return out
 	}
@@ -318,6 +312,7 @@ func (d *Detector) rule(r *rules.Rule) *ruleInfo {
 		if !ok {
 			id = int32(len(d.ruleIDs))
 			d.ruleIDs[r.Name] = id
+			d.index = append(d.index, map[string]int32{})
 		}
 		ri = compileRule(r, id)
 		d.rulesByPtr[r] = ri
@@ -338,7 +333,7 @@ func (d *Detector) rule(r *rules.Rule) *ruleInfo {
 // lookup returns the state of (ri, key), making it (and evicting the least
 // recently charged state if the cap is reached) if there is none.
 func (d *Detector) lookup(ri *ruleInfo, key string) *state {
-	if i, ok := d.index[stateKey{ri.id, key}]; ok {
+	if i, ok := d.index[ri.id][key]; ok {
 		return d.at(i)
 	}
 	if d.lruLen+d.banned >= d.maxKeys && d.tail >= 0 {
@@ -357,7 +352,7 @@ func (d *Detector) lookup(ri *ruleInfo, key string) *state {
 	s.ri = ri
 	s.multi = isMulti(ri.rule.Key, key)
 	s.initWindows()
-	d.index[stateKey{ri.id, s.key}] = i
+	d.index[ri.id][s.key] = i
 	d.pushFront(s)
 	return s
 }

@@ -203,7 +203,7 @@ func (d *Detector) evict() int32 {
 		d.opt.Evicted(d.keyPeak(old))
 	}
 	d.unlink(old)
-	delete(d.index, stateKey{old.ri.id, old.key})
+	delete(d.index[old.ri.id], old.key)
 	d.stats.Evictions++
 	*old = state{gen: old.gen + 1, slot: i, prev: -1, next: -1}
 	d.free = append(d.free, i)

@@ -1,0 +1,305 @@
+package detector
+
+import (
+	"math"
+	"net/netip"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/logjail/logjail/rules"
+)
+
+func peakKeys(d *Detector) []string {
+	var ks []string
+	d.Peaks(func(kp KeyPeak) { ks = append(ks, kp.Rule.Name+"/"+kp.Key) })
+	return ks
+}
+
+func TestEviction(t *testing.T) {
+	r := banRule("r", rate(2, 10*time.Second))
+	var evicted []string
+	d := New(Options{MaxKeys: 3, Evicted: func(kp KeyPeak) { evicted = append(evicted, kp.Key) }})
+	run(d, r, keys("a", 0))
+	run(d, r, keys("b", 1))
+	run(d, r, keys("c", 2))
+	run(d, r, keys("a", 3)) // a is the most recent now: b is the least
+	run(d, r, keys("d", 4)) // evicts b
+	run(d, r, keys("b", 5)) // evicts c, and b starts afresh
+	run(d, r, keys("e", 6)) // evicts a
+	if diff := cmp.Diff([]string{"b", "c", "a"}, evicted); diff != "" {
+		t.Errorf("evicted (-want +got):\n%s", diff)
+	}
+	st := d.Stats()
+	if st.Evictions != 3 || st.Keys != 3 {
+		t.Errorf("evictions, keys = %d, %d; want 3, 3", st.Evictions, st.Keys)
+	}
+	// Slots are reused: b took c's, e took a's.
+	if diff := cmp.Diff([]string{"r/e", "r/d", "r/b"}, peakKeys(d)); diff != "" {
+		t.Errorf("tracked (-want +got):\n%s", diff)
+	}
+	// b's window was forgotten: with one more entry, b has two, not three.
+	if got := run(d, r, keys("b", 7)); len(got) != 0 {
+		t.Errorf("b after eviction: %+v", got)
+	}
+}
+
+func TestEvictionSparesBanned(t *testing.T) {
+	r := banRule("r", rate(1, 10*time.Second))
+	d := New(Options{MaxKeys: 2})
+	got := run(d, r, keys("x", 0, 1)) // banned until 61
+	got = append(got, run(d, r, keys("a", 2))...)
+	got = append(got, run(d, r, keys("b", 3))...) // evicts a, not x
+	got = append(got, run(d, r, keys("c", 4))...) // evicts b
+	got = append(got, run(d, r, keys("x", 5))...) // blocked, still banned
+	want := []Decision{ban("r", "x", 1, 61, 0, "rate 2 per 10s > 1 (rule r)")}
+	if diff := cmp.Diff(want, got, cmpOpts...); diff != "" {
+		t.Errorf("decisions (-want +got):\n%s", diff)
+	}
+	if k, until := d.Status(r, "x", at(5)); k != Ban || !until.Equal(at(61)) {
+		t.Errorf("status of x = %q %v; want ban until %v", k, until, at(61))
+	}
+	st := d.Stats()
+	if st.Evictions != 2 || st.Keys != 2 || st.Banned != 1 || st.Blocked != 1 {
+		t.Errorf("stats = %+v; want 2 evictions, 2 keys, 1 banned, 1 blocked", st)
+	}
+	// Every other state banned: a new key goes past the cap.
+	d = New(Options{MaxKeys: 1})
+	run(d, r, keys("x", 0, 1))
+	run(d, r, keys("y", 2, 3))
+	if st := d.Stats(); st.Keys != 2 || st.Banned != 2 || st.Evictions != 0 {
+		t.Errorf("all banned: stats = %+v; want 2 keys, 2 banned, no eviction", st)
+	}
+	// When the bans end the states rejoin the list and the cap holds again.
+	got = d.Advance(at(100), nil)
+	if len(got) != 2 {
+		t.Errorf("unbans = %+v", got)
+	}
+	if st := d.Stats(); st.Keys != 1 || st.Banned != 0 || st.Evictions != 1 {
+		t.Errorf("after unbans: stats = %+v; want 1 key, 1 eviction", st)
+	}
+}
+
+func TestAddresses(t *testing.T) {
+	v6 := &rules.Rule{Name: "r", Key: rules.KeyIP, Limits: []rules.Limit{rate(3, 10*time.Second)}, Ban: rules.Ban{For: time.Minute}}
+	const p = "2001:db8:1:2::/64"
+	d := New(Options{})
+	got := run(d, v6, []ev{
+		{at: 0, key: p, addr: "2001:db8:1:2::9"}, // out of the window at the ban
+		{at: 20, key: p, addr: "2001:db8:1:2::2"},
+		{at: 21, key: p, addr: "2001:db8:1:2::1"},
+		{at: 22, key: p, addr: "2001:db8:1:2::2"},
+		{at: 23, key: p, addr: "2001:db8:1:2::3"},
+		{at: 24, key: p, addr: "2001:db8:1:2::4"}, // banned: not seen
+		{at: 100, advance: true},
+	})
+	as := []netip.Addr{netip.MustParseAddr("2001:db8:1:2::1"), netip.MustParseAddr("2001:db8:1:2::2"), netip.MustParseAddr("2001:db8:1:2::3")}
+	b := ban("r", p, 23, 83, 0, "rate 4 per 10s > 3 (rule r)")
+	b.Addresses = as
+	u := unban("r", p, 83)
+	u.Addresses = as
+	if diff := cmp.Diff([]Decision{b, u}, got, cmpOpts...); diff != "" {
+		t.Errorf("prefix key (-want +got):\n%s", diff)
+	}
+
+	user := &rules.Rule{Name: "u", Key: rules.KeyUser, Limits: []rules.Limit{rate(1, 10*time.Second)},
+		Throttle: &rules.Throttle{InitialDelay: 5 * time.Second, MaxDelay: 5 * time.Second}}
+	got = run(New(Options{}), user, []ev{{at: 0, key: "user:bob", addr: "192.0.2.7"}, {at: 1, key: "user:bob", addr: "198.51.100.1"}})
+	th := throttle("u", "user:bob", 1, 5*time.Second, 0, "rate 2 per 10s > 1 (rule u)")
+	th.Addresses = []netip.Addr{netip.MustParseAddr("192.0.2.7"), netip.MustParseAddr("198.51.100.1")}
+	if diff := cmp.Diff([]Decision{th}, got, cmpOpts...); diff != "" {
+		t.Errorf("user key (-want +got):\n%s", diff)
+	}
+
+	// A single address is its own key: no list.
+	single := banRule("s", rate(0, time.Second))
+	got = run(New(Options{}), single, []ev{{at: 0, key: "203.0.113.7", addr: "203.0.113.7"}})
+	if len(got) != 1 || got[0].Addresses != nil {
+		t.Errorf("single address key: %+v", got)
+	}
+
+	// At most maxAddrs, the most recently seen.
+	d = New(Options{})
+	var evs []ev
+	for i := range maxAddrs + 10 {
+		evs = append(evs, ev{at: float64(i) / 100, key: "ua:x", addr: netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}).String()})
+	}
+	ua := &rules.Rule{Name: "ua", Key: rules.KeyUserAgent, Limits: []rules.Limit{rate(float64(len(evs)-1), 10*time.Second)}, Ban: rules.Ban{For: time.Minute}}
+	got = run(d, ua, evs)
+	if len(got) != 1 || len(got[0].Addresses) != maxAddrs || got[0].Addresses[0] != netip.AddrFrom4([4]byte{10, 0, 0, 10}) {
+		t.Errorf("many addresses: %d decisions, %v", len(got), got)
+	}
+}
+
+func TestStatic(t *testing.T) {
+	d := New(Options{})
+	deny := func(cidr string) rules.StaticBan {
+		return rules.StaticBan{Key: netip.MustParsePrefix(cidr), Origin: "deny", Reason: "deny list"}
+	}
+	rng := rules.StaticBan{Key: netip.MustParsePrefix("198.51.100.0/24"), Origin: "range", Reason: "range bad banned"}
+	got := d.Static(at(0), []rules.StaticBan{deny("192.0.2.7/32"), deny("2001:db8::/32"), deny("192.0.2.7/32"), rng, deny("203.0.113.9/24")}, nil)
+	want := []Decision{
+		{Rule: "deny", Key: "192.0.2.7", Kind: Ban, Time: at(0), Reason: "deny list", Origin: "deny"},
+		{Rule: "deny", Key: "2001:db8::/32", Kind: Ban, Time: at(0), Reason: "deny list", Origin: "deny"},
+		{Rule: "deny", Key: "198.51.100.0/24", Kind: Ban, Time: at(0), Reason: "range bad banned", Origin: "range"},
+		{Rule: "deny", Key: "203.0.113.0/24", Kind: Ban, Time: at(0), Reason: "deny list", Origin: "deny"},
+	}
+	if diff := cmp.Diff(want, got, cmpOpts...); diff != "" {
+		t.Errorf("first (-want +got):\n%s", diff)
+	}
+	// A reload: one new, two removed, the rest unchanged.
+	got = d.Static(at(50), []rules.StaticBan{deny("192.0.2.7/32"), deny("192.0.2.8/32")}, nil)
+	want = []Decision{
+		{Rule: "deny", Key: "192.0.2.8", Kind: Ban, Time: at(50), Reason: "deny list", Origin: "deny"},
+		{Rule: "deny", Key: "198.51.100.0/24", Kind: Unban, Time: at(50), Reason: "removed from config", Origin: "range"},
+		{Rule: "deny", Key: "2001:db8::/32", Kind: Unban, Time: at(50), Reason: "removed from config", Origin: "deny"},
+		{Rule: "deny", Key: "203.0.113.0/24", Kind: Unban, Time: at(50), Reason: "removed from config", Origin: "deny"},
+	}
+	if diff := cmp.Diff(want, got, cmpOpts...); diff != "" {
+		t.Errorf("reload (-want +got):\n%s", diff)
+	}
+}
+
+func TestAdvanceOrder(t *testing.T) {
+	long := &rules.Rule{Name: "long", Limits: []rules.Limit{rate(0, time.Second)}, Ban: rules.Ban{For: time.Minute}}
+	short := &rules.Rule{Name: "short", Limits: []rules.Limit{rate(0, time.Second)}, Ban: rules.Ban{For: 10 * time.Second}}
+	d := New(Options{})
+	got := run(d, long, []ev{
+		{at: 0, key: "a"},
+		{at: 1, key: "b", rule: short},
+		{at: 2, key: "c", rule: short},
+		{at: 5, advance: true},
+		{at: 3, advance: true}, // backwards: nothing
+		{at: 11, advance: true},
+		{at: 12, key: "z", rule: short}, // its charge first lifts c's ban
+		{at: 100, advance: true},
+	})
+	r := "rate 1 per 1s > 0 (rule "
+	want := []Decision{
+		ban("long", "a", 0, 60, 0, r+"long)"),
+		ban("short", "b", 1, 11, 0, r+"short)"),
+		ban("short", "c", 2, 12, 0, r+"short)"),
+		unban("short", "b", 11),
+		unban("short", "c", 12),
+		ban("short", "z", 12, 22, 0, r+"short)"),
+		unban("short", "z", 22),
+		unban("long", "a", 60),
+	}
+	if diff := cmp.Diff(want, got, cmpOpts...); diff != "" {
+		t.Errorf("decisions (-want +got):\n%s", diff)
+	}
+}
+
+func TestLift(t *testing.T) {
+	r := floodRule(0, time.Hour)
+	d := New(Options{})
+	got := run(d, r, keys("k", 0, 1, 2)) // throttle, ban at 2 until 62
+	got = d.Lift(at(10), r, "k", got)
+	got = append(got, run(d, r, []ev{{at: 30, key: "k"}, {at: 31, key: "k"}, {at: 32, key: "k"}, {at: 200, advance: true}})...)
+	want := []Decision{
+		throttle("flood", "k", 1, 10*time.Second, 0, "rate 2 per 10s > 1 (rule flood)"),
+		ban("flood", "k", 2, 62, 1, "1 violations > after 0 (rule flood)"),
+		{Rule: "flood", Key: "k", Kind: Unban, Time: at(10), Reason: "lifted", Origin: "detector"},
+		throttle("flood", "k", 31, 10*time.Second, 0, "rate 2 per 10s > 1 (rule flood)"),
+		ban("flood", "k", 32, 152, 1, "1 violations > after 0 (rule flood)"), // the lifted ban still counts
+		unban("flood", "k", 152),
+	}
+	if diff := cmp.Diff(want, got, cmpOpts...); diff != "" {
+		t.Errorf("decisions (-want +got):\n%s", diff)
+	}
+}
+
+func TestPeaks(t *testing.T) {
+	r := &rules.Rule{Name: "p", Limits: []rules.Limit{
+		rate(100, 10*time.Second),
+		share(rules.LimitCPUShare, 0.9, 10*time.Second),
+		share(rules.LimitDurationShare, 0.9, 10*time.Second),
+		{Kind: rules.LimitTokenBucket, N: 1, Burst: 10, Window: 10 * time.Second},
+		{Kind: rules.LimitLastN, N: 3, Window: time.Second},
+	}}
+	d := New(Options{})
+	run(d, r, []ev{
+		{at: 0, key: "a", cpu: 1, dur: 2},
+		{at: 1, key: "a", cpu: 2, dur: 1},
+		{at: 1.5, key: "a", cpu: 0.5},
+		{at: 30, key: "a", cpu: 0.25},
+		{at: 0, key: "b"},
+	})
+	type peak struct {
+		Key      string
+		Requests int64
+		CPU      float64
+		Peak     []float64
+	}
+	var got []peak
+	d.Peaks(func(kp KeyPeak) {
+		got = append(got, peak{kp.Key, kp.Requests, kp.CPU, append([]float64(nil), kp.Peak...)})
+	})
+	want := []peak{
+		{"a", 4, 3.75, []float64{3, 0.35, 0.3, 1.5, 1.5}},
+		{"b", 1, 0, []float64{1, 0, 0, 1, math.Inf(1)}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("peaks (-want +got):\n%s", diff)
+	}
+}
+
+func TestReload(t *testing.T) {
+	r1 := banRule("r", rate(2, 10*time.Second))
+	r2 := banRule("r", rate(2, 10*time.Second)) // the same rule, reloaded
+	r3 := banRule("r", rate(2, 20*time.Second)) // changed limits: windows restart
+	d := New(Options{})
+	got := run(d, r1, keys("k", 0, 1))
+	got = append(got, run(d, r2, keys("k", 2))...)
+	want := []Decision{ban("r", "k", 2, 62, 0, "rate 3 per 10s > 2 (rule r)")}
+	if diff := cmp.Diff(want, got, cmpOpts...); diff != "" {
+		t.Errorf("same limits (-want +got):\n%s", diff)
+	}
+	d = New(Options{})
+	got = run(d, r1, keys("k", 0, 1))
+	got = append(got, run(d, r3, keys("k", 2))...)
+	if len(got) != 0 {
+		t.Errorf("changed limits: %+v", got)
+	}
+	if d.Stats().Keys != 1 {
+		t.Errorf("keys = %d, want 1", d.Stats().Keys)
+	}
+}
+
+func TestKeysAreCopied(t *testing.T) {
+	r := banRule("r", rate(1, 10*time.Second))
+	d := New(Options{})
+	// The key points into a buffer that is then overwritten, as a reader's.
+	buf := []byte("203.0.113.7")
+	c := rules.Charge{Rule: r, Key: unsafe.String(&buf[0], len(buf))}
+	d.Charge(at(0), &c, nil)
+	copy(buf, "198.51.100.")
+	if diff := cmp.Diff([]string{"r/203.0.113.7"}, peakKeys(d)); diff != "" {
+		t.Errorf("keys (-want +got):\n%s", diff)
+	}
+}
+
+func TestNoAllocsInSteadyState(t *testing.T) {
+	rs := benchRules()
+	d := New(Options{Skew: 5 * time.Second})
+	cs := make([]rules.Charge, len(rs))
+	for i, r := range rs {
+		cs[i] = rules.Charge{Rule: r, Key: "203.0.113.7", CPU: 0.001, Duration: 0.002}
+	}
+	now := at(0)
+	var out []Decision
+	step := func() {
+		now = now.Add(200 * time.Millisecond)
+		for i := range cs {
+			out = d.Charge(now, &cs[i], out[:0])
+		}
+	}
+	for range 1000 { // rings grow to a full window
+		step()
+	}
+	if n := testing.AllocsPerRun(1000, step); n != 0 {
+		t.Errorf("allocs per entry = %v, want 0", n)
+	}
+}
