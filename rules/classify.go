@@ -183,9 +183,15 @@ func (c *Config) SourceFor(path string) *Source {
 	}
 	for _, s := range c.Sources {
 		for _, g := range s.Paths {
-			for _, p := range cands {
-				if globMatches(g, p) {
-					return s
+			globs := []string{g}
+			if abs, err := filepath.Abs(g); err == nil && abs != g {
+				globs = append(globs, abs)
+			}
+			for _, g := range globs {
+				for _, p := range cands {
+					if globMatches(g, p) {
+						return s
+					}
 				}
 			}
 		}

@@ -89,7 +89,7 @@ type Config struct {
 type Source struct {
 	Name        string
 	Index       int            // position in Config.Sources
-	Paths       []string       // globs; rotated siblings (.1, .2.gz, -20261122) belong to the source
+	Paths       []string       // globs, relative ones joined to the configuration's directory; rotated siblings (.1, .2.gz, -20261122) belong to the source
 	Parser      parser.Options // format, cpu_field, timezone and trusted_proxies
 	CPUFallback string         // "none" or "duration": what `% cpu` limits weigh where a line has no CPU
 	From        string         // "end" or "start": where a file never seen before is first read
@@ -396,6 +396,8 @@ func (b *builder) sources(top field) {
 						b.errorf(f.val, index(f.path, j), "empty path")
 					} else if _, err := filepath.Match(p, ""); err != nil {
 						b.errorf(f.val, index(f.path, j), "%q: %v", p, err)
+					} else if !filepath.IsAbs(p) {
+						s.Paths[j] = filepath.Join(b.dir, p) // relative to the configuration
 					}
 				}
 			case "format":

@@ -228,12 +228,12 @@ actions:
 	want := []string{
 		`logjail.yaml:2: ipv6_prefix: 200: want 1 to 128`,
 		`logjail.yaml:6: sources[0].formatt: unknown key "formatt" (did you mean "format"?)`,
-		`logjail.yaml:15: allow[0]: "203.0.113.0/99": not a CIDR`,
 		`logjail.yaml:9: rules[0].limits[0]: "20 per fortnight": unknown period`,
+		`logjail.yaml:9: rules[0].limits[1]: "7% cpu over 15s": source "web" carries no CPU: set its cpu_field, or cpu_fallback: duration`,
 		`logjail.yaml:10: rules[0].key: "ipv4": want ip, prefix, user, user_agent or ip+user_agent`,
 		"logjail.yaml:12: rules[1].match.status: \"^(40[34]\": bad regular expression: missing closing ): `^(40[34]`",
 		`logjail.yaml:13: rules[1].sources[0]: unknown source "nginx"`,
-		`logjail.yaml:9: rules[0].limits[1]: "7% cpu over 15s": source "web" carries no CPU: set its cpu_field, or cpu_fallback: duration`,
+		`logjail.yaml:15: allow[0]: "203.0.113.0/99": not a CIDR`,
 		`logjail.yaml:17: actions[0].type: "firewall": want blockfile, nginx, apache, haproxy, list, iptables, nftables, endpoint or exec`,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -345,5 +345,24 @@ sources:
 	one := mustParse(t, "sources: [{name: web, paths: [/var/log/nginx/access.log]}]", testOptions)
 	if s := one.SourceFor("testdata/logs/access.log"); s == nil || s.Name != "web" {
 		t.Errorf("SourceFor with one source = %v, want web", s)
+	}
+}
+
+func TestRelativePaths(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "logjail.yaml")
+	text := "sources:\n  - {name: a, paths: ['logs/*.log']}\n  - {name: b, paths: [/var/log/b.log]}\n"
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(cfg, testOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.Sources[0].Paths[0], filepath.Join(dir, "logs/*.log"); got != want {
+		t.Errorf("path %q, want %q", got, want)
+	}
+	if s := c.SourceFor(filepath.Join(dir, "logs", "x.log.1")); s == nil || s.Name != "a" {
+		t.Errorf("SourceFor = %v, want a", s)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,7 +54,27 @@ func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
 	d.errs = append(d.errs, &Error{File: d.file, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
-func (d *decoder) err() error { return errors.Join(d.errs...) }
+// err joins the problems in the order of the file: the configuration's by
+// line, then those of the lists it names.
+func (d *decoder) err() error {
+	slices.SortStableFunc(d.errs, func(a, b error) int {
+		var ea, eb *Error
+		if !errors.As(a, &ea) || !errors.As(b, &eb) {
+			return 0
+		}
+		if ea.File != eb.File {
+			switch {
+			case ea.File == d.file:
+				return -1
+			case eb.File == d.file:
+				return 1
+			}
+			return strings.Compare(ea.File, eb.File)
+		}
+		return ea.Line - eb.Line
+	})
+	return errors.Join(d.errs...)
+}
 
 // resolve follows aliases.
 func resolve(n *yaml.Node) *yaml.Node {
