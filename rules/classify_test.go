@@ -482,3 +482,25 @@ func BenchmarkClassifyExample(b *testing.B) {
 		i++
 	}
 }
+
+func TestClassifyAllocations(t *testing.T) {
+	c := mustParse(t, classifyConfig, testOptions)
+	src := c.Source("web")
+	dst := make([]Charge, 0, 8)
+	for _, tt := range []struct {
+		name string
+		ip   string
+		max  float64
+	}{
+		{"allowed", "198.51.100.10", 0},
+		{"denied", "198.51.100.11", 0},
+		{"exempt", "203.0.113.193", 0},
+		{"group range", "203.0.113.130", 0},
+		{"ip key", "203.0.113.7", 1},
+	} {
+		e := parser.Entry{IP: netip.MustParseAddr(tt.ip), Path: "/x", Status: 404, Has: parser.HasPath | parser.HasStatus}
+		if n := testing.AllocsPerRun(100, func() { dst, _ = c.Classify(src, &e, dst[:0]) }); n > tt.max {
+			t.Errorf("%s: %v allocations, want at most %v", tt.name, n, tt.max)
+		}
+	}
+}

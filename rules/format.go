@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"errors"
 	"strings"
 
 	"github.com/logjail/logjail/parser"
@@ -12,13 +13,8 @@ func checkFormat(o parser.Options) error {
 	if o.Format == "auto" && o.LogFormat == "" && o.ApacheFormat == "" && o.FPMFormat == "" && len(o.JSONFields) == 0 {
 		return nil
 	}
-	_, err := parser.New(o)
-	if err != nil {
-		return errorString(strings.TrimPrefix(err.Error(), "parser: "))
+	if _, err := parser.New(o); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), "parser: "))
 	}
 	return nil
 }
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
