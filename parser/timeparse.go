@@ -169,7 +169,7 @@ func zoneOffset(s string, i int) (off int, next int, ok bool, bad bool) {
 
 // date builds a time after checking the ranges time.Date would normalise.
 func (r *timeReader) date(y, mo, d, h, mi, sec, ns int, off int, hasZone bool) (time.Time, bool) {
-	if mo < 1 || mo > 12 || d < 1 || d > 31 || h > 24 || mi > 59 || sec > 60 || y < 1 || y > 9999 {
+	if mo < 1 || mo > 12 || d < 1 || d > 31 || h > 24 || mi > 59 || sec > 60 || y < 1970 || y > 9999 {
 		return time.Time{}, false
 	}
 	if d > daysIn(mo, y) {
