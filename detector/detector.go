@@ -103,14 +103,19 @@ type Detector struct {
 	rulesByPtr   map[*rules.Rule]*ruleInfo
 	ruleIDs      map[string]int32
 
-	index  []map[string]int32 // by rule id: key → slot
-	chunks [][]state
-	used   int32   // slots handed out
-	free   []int32 // slots of evicted states
-	lruLen int     // states on the LRU list
-	head   int32   // most recently charged, -1 if none
-	tail   int32   // least recently charged, -1 if none
-	banned int     // states banned (off the LRU list)
+	// index maps a key to the first of its states (one per rule), chained
+	// by state.sib; lastKey and lastHead remember the previous lookup, since
+	// the charges of one entry come one rule after another with one key.
+	index    map[string]int32
+	lastKey  string
+	lastHead int32
+	chunks   [][]state
+	used     int32   // slots handed out
+	free     []int32 // slots of evicted states
+	lruLen   int     // states on the LRU list
+	head     int32   // most recently charged, -1 if none
+	tail     int32   // least recently charged, -1 if none
+	banned   int     // states banned (off the LRU list)
 
 	expiries expiryHeap
 	seq      uint64
@@ -139,6 +144,8 @@ func New(o Options) *Detector {
 		maxBans:    o.MaxBansPerMinute,
 		rulesByPtr: map[*rules.Rule]*ruleInfo{},
 		ruleIDs:    map[string]int32{},
+		index:      map[string]int32{},
+		lastHead:   -1,
 		head:       -1,
 		tail:       -1,
 	}
@@ -212,16 +219,8 @@ func (d *Detector) Advance(t time.Time, out []Decision) []Decision {
 // Status reports the ladder state of (r, key) at log time t: Ban or Throttle
 // with its until, or "" when the key is allowed or not tracked.
 func (d *Detector) Status(r *rules.Rule, key string, t time.Time) (Kind, time.Time) {
-	id, ok := d.ruleIDs[r.Name]
-	if !ok {
-		return "", time.Time{}
-	}
-	i, ok := d.index[id][key]
-	if !ok {
-		return "", time.Time{}
-	}
-	s := d.at(i)
-	if s.x == nil || t.UnixNano() >= s.x.until {
+	s := d.find(r, key)
+	if s == nil || s.x == nil || t.UnixNano() >= s.x.until {
 		return "", time.Time{}
 	}
 	switch s.phase {
@@ -243,15 +242,10 @@ func (d *Detector) Banned(t time.Time, c *rules.Charge) bool {
 // unban does, and appends the unban decision (reason "lifted") if the key
 // was banned. Earlier bans stay remembered for escalation.
 func (d *Detector) Lift(t time.Time, r *rules.Rule, key string, out []Decision) []Decision {
-	id, ok := d.ruleIDs[r.Name]
-	if !ok {
+	s := d.find(r, key)
+	if s == nil {
 		return out
 	}
-	i, ok := d.index[id][key]
-	if !ok {
-		return out
-	}
-	s := d.at(i)
 	switch s.phase {
 	case phaseBanned:
 		out = d.unban(s, t, "lifted", out)
@@ -312,7 +306,6 @@ func (d *Detector) rule(r *rules.Rule) *ruleInfo {
 		if !ok {
 			id = int32(len(d.ruleIDs))
 			d.ruleIDs[r.Name] = id
-			d.index = append(d.index, map[string]int32{})
 		}
 		ri = compileRule(r, id)
 		d.rulesByPtr[r] = ri
@@ -330,15 +323,49 @@ func (d *Detector) rule(r *rules.Rule) *ruleInfo {
 	return ri
 }
 
+// find returns the state of (r, key), or nil.
+func (d *Detector) find(r *rules.Rule, key string) *state {
+	id, ok := d.ruleIDs[r.Name]
+	if !ok {
+		return nil
+	}
+	i, ok := d.index[key]
+	for ok && i >= 0 {
+		if s := d.at(i); s.ri.id == id {
+			return s
+		}
+		i = d.at(i).sib
+	}
+	return nil
+}
+
+// chain returns the first state of key's chain, or -1.
+func (d *Detector) chain(key string) int32 {
+	if d.lastHead >= 0 && key == d.lastKey {
+		return d.lastHead
+	}
+	i, ok := d.index[key]
+	if !ok {
+		return -1
+	}
+	d.lastKey, d.lastHead = d.at(i).key, i
+	return i
+}
+
 // lookup returns the state of (ri, key), making it (and evicting the least
 // recently charged state if the cap is reached) if there is none.
 func (d *Detector) lookup(ri *ruleInfo, key string) *state {
-	if i, ok := d.index[ri.id][key]; ok {
-		return d.at(i)
+	for i := d.chain(key); i >= 0; {
+		s := d.at(i)
+		if s.ri.id == ri.id {
+			return s
+		}
+		i = s.sib
 	}
 	if d.lruLen+d.banned >= d.maxKeys && d.tail >= 0 {
 		d.evict()
 	}
+	head := d.chain(key)
 	var i int32
 	if n := len(d.free); n > 0 {
 		i = d.free[n-1]
@@ -349,10 +376,12 @@ func (d *Detector) lookup(ri *ruleInfo, key string) *state {
 	s := d.at(i)
 	s.slot = i
 	s.key = strings.Clone(key)
+	s.sib = head
 	s.ri = ri
 	s.multi = isMulti(ri.rule.Key, key)
 	s.initWindows()
-	d.index[ri.id][s.key] = i
+	d.index[s.key] = i
+	d.lastKey, d.lastHead = s.key, i
 	d.pushFront(s)
 	return s
 }

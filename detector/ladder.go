@@ -203,9 +203,22 @@ func (d *Detector) evict() int32 {
 		d.opt.Evicted(d.keyPeak(old))
 	}
 	d.unlink(old)
-	delete(d.index[old.ri.id], old.key)
+	if h := d.index[old.key]; h == i {
+		if old.sib >= 0 {
+			d.index[old.key] = old.sib
+		} else {
+			delete(d.index, old.key)
+		}
+	} else {
+		p := d.at(h)
+		for p.sib != i {
+			p = d.at(p.sib)
+		}
+		p.sib = old.sib
+	}
+	d.lastKey, d.lastHead = "", -1
 	d.stats.Evictions++
-	*old = state{gen: old.gen + 1, slot: i, prev: -1, next: -1}
+	*old = state{gen: old.gen + 1, slot: i, prev: -1, next: -1, sib: -1}
 	d.free = append(d.free, i)
 	return i
 }

@@ -20,6 +20,7 @@ type state struct {
 	ri         *ruleInfo // the compiled rule its windows were built for
 	slot       int32
 	prev, next int32 // LRU list
+	sib        int32 // next state of the same key (another rule), -1 if none
 	gen        uint32
 	phase      uint8
 	multi      bool // not a single address: track the addresses seen

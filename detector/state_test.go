@@ -303,3 +303,41 @@ func TestNoAllocsInSteadyState(t *testing.T) {
 		t.Errorf("allocs per entry = %v, want 0", n)
 	}
 }
+
+func TestEvictionWithinAKey(t *testing.T) {
+	// States of one key under several rules are chained; evicting any of
+	// them leaves the others.
+	r1 := banRule("r1", rate(2, 10*time.Second))
+	r2 := banRule("r2", rate(2, 10*time.Second))
+	r3 := banRule("r3", rate(2, 10*time.Second))
+	var evicted []string
+	d := New(Options{MaxKeys: 3, Evicted: func(kp KeyPeak) { evicted = append(evicted, kp.Rule.Name+"/"+kp.Key) }})
+	run(d, r1, []ev{
+		{at: 0, key: "k"}, {at: 0, key: "k", rule: r2}, {at: 0, key: "k", rule: r3},
+		{at: 1, key: "k", rule: r2}, // r1/k is the least recent
+		{at: 2, key: "j"},           // evicts r1/k, the head of k's chain
+		{at: 3, key: "k", rule: r3},
+		{at: 4, key: "j", rule: r2}, // evicts r2/k, in the middle
+		{at: 4.5, key: "j"},
+		{at: 5, key: "k"}, // evicts r3/k, the last of k
+		{at: 6, key: "k"},
+	})
+	if diff := cmp.Diff([]string{"r1/k", "r2/k", "r3/k"}, evicted); diff != "" {
+		t.Errorf("evicted (-want +got):\n%s", diff)
+	}
+	// r1/k was made afresh at 5 and charged at 6: two, not over; one more is.
+	got := run(d, r1, keys("k", 7))
+	want := []Decision{ban("r1", "k", 7, 67, 0, "rate 3 per 10s > 2 (rule r1)")}
+	if diff := cmp.Diff(want, got, cmpOpts...); diff != "" {
+		t.Errorf("decisions (-want +got):\n%s", diff)
+	}
+	if k, _ := d.Status(r1, "k", at(8)); k != Ban {
+		t.Errorf("status r1/k = %q, want ban", k)
+	}
+	if k, _ := d.Status(r2, "k", at(8)); k != "" {
+		t.Errorf("status r2/k = %q, want none", k)
+	}
+	if diff := cmp.Diff([]string{"r1/j", "r2/j", "r1/k"}, peakKeys(d)); diff != "" {
+		t.Errorf("tracked (-want +got):\n%s", diff)
+	}
+}
