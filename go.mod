@@ -1,6 +1,6 @@
 module github.com/logjail/logjail
 
-go 1.24.0
+go 1.26.0
 
 require (
 	github.com/gaissmai/bart v0.30.0

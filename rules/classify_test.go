@@ -504,3 +504,29 @@ func TestClassifyAllocations(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowWinsOverStaticBans: a deny entry or banned range wholly inside the
+// allow list (or the host's own address) is not banned; one that only
+// partly overlaps it stays banned (the actions exempt the allowed part).
+func TestAllowWinsOverStaticBans(t *testing.T) {
+	const cfg = `
+sources: [{name: web, paths: [/var/log/x.log], format: combined}]
+allow: [203.0.113.0/28]
+deny: [203.0.113.4, 203.0.113.0/24, 203.0.113.250, 198.51.100.9]
+ranges:
+  bad: {cidrs: [203.0.113.8/30], limits: banned}
+rules: [{name: r, limits: ["5 per second"]}]
+`
+	c, err := Parse("t.yaml", []byte(cfg), Options{HostAddrs: []netip.Addr{netip.MustParseAddr("203.0.113.250")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, b := range c.StaticBans() {
+		got = append(got, b.Key.String())
+	}
+	want := []string{"203.0.113.0/24", "198.51.100.9/32"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("StaticBans (-want +got):\n%s", diff)
+	}
+}

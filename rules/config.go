@@ -332,6 +332,13 @@ func (b *builder) build(root *yaml.Node, o Options) {
 	}
 	b.checkCPU()
 	b.index()
+	// Allow wins over deny and over banned ranges (DESIGN.md: nothing
+	// but an operator's ban --force overrides allow): a static ban whose
+	// whole prefix is allowed is dropped. A static ban that only partly
+	// overlaps the allow list stays; the actions exempt allowed addresses.
+	c.staticBans = slices.DeleteFunc(c.staticBans, func(s StaticBan) bool {
+		return c.allow.LookupPrefix(s.Key)
+	})
 	if f, ok := fields["actions"]; ok {
 		b.actions(f)
 	}

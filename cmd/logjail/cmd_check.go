@@ -1,0 +1,52 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/logjail/logjail/rules"
+	"github.com/spf13/cobra"
+)
+
+func newCheckCmd(s streams) *cobra.Command {
+	var cf configFlag
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Validate the configuration: exit 0 when valid, 1 when not",
+		Long: `check loads the configuration (--config, else ` + defaultConfigPath + `) with every
+list file it names, compiles its formats, regexes, CIDRs and limits, and lists
+every problem at once, each with its file, line and path.
+
+Exit codes: 0 valid; 1 invalid; 2 no configuration file.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			path := cf.path
+			if path == "" {
+				path = defaultConfigPath
+			}
+			if _, err := os.Stat(path); err != nil {
+				return usageError(err)
+			}
+			cfg, err := rules.Load(path, rules.Options{})
+			if err != nil {
+				return &exitError{code: exitNegative, err: configErrors(err)}
+			}
+			fmt.Fprintf(s.out, "%s: valid: %d sources, %d rules, %d actions\n", path, len(cfg.Sources), len(cfg.Rules), len(cfg.Actions))
+			return nil
+		},
+	}
+	cf.addFlag(cmd)
+	return cmd
+}
+
+func newExampleConfigCmd(s streams) *cobra.Command {
+	return &cobra.Command{
+		Use:   "example-config",
+		Short: "Print the commented example configuration, the reference for every key",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			_, err := s.out.Write(rules.Example())
+			return err
+		},
+	}
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/logjail/logjail/replay"
+	"github.com/logjail/logjail/source"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+// replayOptions are the flags of `logjail replay`.
+type replayOptions struct {
+	cfg    configFlag
+	source string
+	from   string
+	to     string
+	sweeps []string
+	output string
+}
+
+func (o *replayOptions) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	o.cfg.addFlag(cmd)
+	f.StringVar(&o.source, "source", "", "read every file with this config source's format")
+	f.StringVar(&o.from, "from", "", "skip entries before this time (RFC 3339 or a date, YYYY-MM-DD)")
+	f.StringVar(&o.to, "to", "", "skip entries from this time on (RFC 3339 or a date)")
+	f.StringArrayVar(&o.sweeps, "sweep", nil, "`RULE[I]=A..B:STEPS`: vary the first number of limit I of RULE over STEPS values from A to B (repeatable)")
+	f.StringVarP(&o.output, "output", "o", "text", "text or json")
+}
+
+func newReplayCmd(s streams) *cobra.Command {
+	var o replayOptions
+	cmd := &cobra.Command{
+		Use:   "replay [flags] FILE...|-",
+		Short: "Run the daemon's pipeline over old logs and report what it would do",
+		Long: `replay reads old access logs (plain, .gz, globs, or - for stdin), merges them
+by their lines' time, and runs them through the same rules and detector as the
+daemon, acting on nothing. It reports, for tuning: lines read and rejected, per
+rule the keys it would throttle and ban with their times and reasons, the top
+keys by requests and CPU with their peak window values, and percentiles of
+each limit's peak value over all keys. --sweep shows how many keys other
+thresholds would catch, in the same pass.
+
+A file is read with the format of --source, else of the source whose paths
+(rotated siblings included) match it, else of the only source. The config is
+--config, else ` + defaultConfigPath + `, else the embedded example.
+
+Exit codes: 0 done; 2 usage error or a config that cannot be loaded.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runReplay(cmd, &o, args, s)
+		},
+	}
+	o.addFlags(cmd)
+	return cmd
+}
+
+// parseWhen reads an RFC 3339 time or a date (midnight UTC).
+func parseWhen(flag, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, v); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("--%s %q: want an RFC 3339 time or a date YYYY-MM-DD", flag, v)
+}
+
+func runReplay(cmd *cobra.Command, o *replayOptions, args []string, s streams) error {
+	if o.output != "text" && o.output != "json" {
+		return usageError(fmt.Errorf("--output %q: want text or json", o.output))
+	}
+	var ro replay.Options
+	var err error
+	if ro.From, err = parseWhen("from", o.from); err != nil {
+		return usageError(err)
+	}
+	if ro.To, err = parseWhen("to", o.to); err != nil {
+		return usageError(err)
+	}
+	for _, sw := range o.sweeps {
+		p, err := replay.ParseSweep(sw)
+		if err != nil {
+			return usageError(err)
+		}
+		ro.Sweeps = append(ro.Sweeps, p)
+	}
+	cfg, err := o.cfg.load(s.err, true)
+	if err != nil {
+		return err
+	}
+	files, err := source.Expand(args)
+	if err != nil {
+		return usageError(err)
+	}
+	inputs := make([]replay.Input, 0, len(files))
+	for _, f := range files {
+		src, err := sourceFor(cfg, f, o.source)
+		if err != nil {
+			return err
+		}
+		inputs = append(inputs, replay.Input{Name: f, Source: src})
+	}
+	ro.Stdin = s.in
+	if f, ok := s.err.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		ro.Progress = progress(s.err)
+	}
+	rep, err := replay.Run(cmd.Context(), cfg, inputs, ro)
+	if ro.Progress != nil {
+		fmt.Fprint(s.err, "\r\033[K")
+	}
+	if err != nil {
+		return err
+	}
+	if o.output == "json" {
+		return rep.WriteJSON(s.out)
+	}
+	return rep.WriteText(s.out)
+}
+
+// progress returns a progress reporter that redraws one line on a terminal.
+func progress(w io.Writer) func(int64) {
+	start := time.Now()
+	return func(lines int64) {
+		el := time.Since(start).Seconds()
+		fmt.Fprintf(w, "\rreplay: %s lines, %.0f lines/s%s", human(lines), float64(lines)/max(el, 1e-3), strings.Repeat(" ", 4))
+	}
+}
+
+func human(n int64) string {
+	switch {
+	case n >= 1e6:
+		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.0fk", float64(n)/1e3)
+	}
+	return fmt.Sprint(n)
+}

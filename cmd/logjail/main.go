@@ -1,0 +1,112 @@
+// Command logjail is a log-driven ban daemon for web servers. This package
+// only wires the commands together: each command lives in its own file
+// (cmd_parse.go, cmd_replay.go, ...), and main alone calls os.Exit.
+//
+// Exit codes, the same for every command (DESIGN.md, "Operation"):
+//
+//	0  done; every line parsed; the config is valid
+//	1  done, with a negative answer: some lines rejected (parse), the config
+//	   is invalid (check), nothing matched
+//	2  usage error, or a config that cannot be loaded
+//	3  the daemon is needed and unreachable
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes.
+const (
+	exitOK          = 0
+	exitNegative    = 1
+	exitUsage       = 2
+	exitUnreachable = 3
+)
+
+// exitError carries an exit code up to main. A nil err with a code means
+// "say nothing more, exit with code" (the command already explained itself).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageError marks err as a usage error (exit 2).
+func usageError(err error) error { return &exitError{code: exitUsage, err: err} }
+
+// streams are the command's standard streams, injected so tests can run
+// commands without a process.
+type streams struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+func newRootCmd(s streams) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "logjail",
+		Short: "A log-driven ban daemon for web servers",
+		Long: `logjail reads web server access logs, charges every request to a client key
+(IP, prefix, range, user), keeps sliding windows of request rate and CPU share
+per key, and throttles or bans the keys that go over a rule's limits.
+
+Exit codes: 0 done (every line parsed, config valid); 1 done with a negative
+answer (lines rejected, config invalid, nothing matched); 2 usage error or a
+config that cannot be loaded; 3 the daemon is needed and unreachable.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetIn(s.in)
+	root.SetOut(s.out)
+	root.SetErr(s.err)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
+	root.AddCommand(
+		newParseCmd(s),
+		newReplayCmd(s),
+		newCheckCmd(s),
+		newExampleConfigCmd(s),
+	)
+	return root
+}
+
+// execute runs the command line args and returns the process exit code.
+func execute(ctx context.Context, args []string, s streams) int {
+	root := newRootCmd(s)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	code := exitUsage // cobra's own errors (unknown command, bad args) are usage errors
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+		if ee.err == nil {
+			return code
+		}
+	}
+	fmt.Fprintf(s.err, "logjail: %v\n", err)
+	return code
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := execute(ctx, os.Args[1:], streams{in: os.Stdin, out: os.Stdout, err: os.Stderr})
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,452 @@
+package replay
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/netip"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/logjail/logjail/detector"
+	"github.com/logjail/logjail/parser"
+	"github.com/logjail/logjail/pipeline"
+	"github.com/logjail/logjail/rules"
+)
+
+// Report is what a replay found, for a person tuning thresholds. Its JSON
+// form (WriteJSON) is a stable, documented schema; the same input gives
+// byte-identical output.
+type Report struct {
+	Input     InputReport     `json:"input"`
+	Files     []FileReport    `json:"files"`
+	Lists     pipeline.Counts `json:"lists"`
+	Detector  detector.Stats  `json:"detector"`
+	Decisions []Decision      `json:"decisions"`
+	Rules     []RuleReport    `json:"rules"`
+	Top       []TopList       `json:"top"`
+	Sweeps    []SweepResult   `json:"sweeps,omitempty"`
+
+	cfg     *rules.Config
+	samples int // rejected lines quoted at most
+	byRule  map[string]*RuleReport
+	keyIdx  map[string]map[string]int // rule -> key -> index in RuleReport.Keys
+	first   time.Time
+	last    time.Time
+	entries int64
+}
+
+// InputReport counts the input.
+type InputReport struct {
+	Lines    int64            `json:"lines"`
+	Parsed   int64            `json:"parsed"`
+	Rejected int64            `json:"rejected"`
+	Skipped  int64            `json:"skipped"` // parsed but outside --from/--to
+	First    *time.Time       `json:"first"`
+	Last     *time.Time       `json:"last"`
+	Reasons  map[string]int64 `json:"rejected_by_reason"`
+	Samples  []RejectedLine   `json:"rejected_lines"`
+}
+
+// RejectedLine is one rejected line, quoted in the report.
+type RejectedLine struct {
+	File  string `json:"file"`
+	Line  int    `json:"line"`
+	Error string `json:"error"`
+}
+
+// FileReport is one input file.
+type FileReport struct {
+	Name     string `json:"name"`
+	Source   string `json:"source"`
+	Format   string `json:"format"`
+	Lines    int64  `json:"lines"`
+	Rejected int64  `json:"rejected"`
+}
+
+// Decision is a detector decision in the report's JSON form.
+type Decision struct {
+	Rule       string       `json:"rule"`
+	Key        string       `json:"key"`
+	Kind       string       `json:"kind"`
+	Time       time.Time    `json:"time"`
+	Until      *time.Time   `json:"until"`
+	Delay      float64      `json:"delay"` // seconds, throttles only
+	Violations int          `json:"violations"`
+	Addresses  []netip.Addr `json:"addresses"`
+	Reason     string       `json:"reason"`
+	Origin     string       `json:"origin"`
+	LogOnly    bool         `json:"log_only"`
+}
+
+// RuleReport sums up one rule.
+type RuleReport struct {
+	Name      string        `json:"name"`
+	LogOnly   bool          `json:"log_only"`
+	Throttled int           `json:"throttled_keys"`
+	Banned    int           `json:"banned_keys"`
+	Keys      []KeyReport   `json:"keys"`
+	Limits    []LimitReport `json:"limits"`
+}
+
+// KeyReport is what one rule decided about one key.
+type KeyReport struct {
+	Key            string      `json:"key"`
+	FirstViolation time.Time   `json:"first_violation"`
+	Throttles      int         `json:"throttles"`
+	Bans           []BanRecord `json:"bans"`
+}
+
+// BanRecord is one ban of a key.
+type BanRecord struct {
+	Time   time.Time  `json:"time"`
+	Until  *time.Time `json:"until"`
+	Reason string     `json:"reason"`
+}
+
+// LimitReport gives, over every key the rule tracked, percentiles of the
+// peak value each key reached against one limit: where a threshold would cut.
+type LimitReport struct {
+	Limit string  `json:"limit"`
+	Unit  string  `json:"unit"`
+	Keys  int     `json:"keys"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	Max   float64 `json:"max"`
+}
+
+// TopList is one rule's busiest keys by one measure.
+type TopList struct {
+	Rule string   `json:"rule"`
+	By   string   `json:"by"` // requests | cpu
+	Keys []TopKey `json:"keys"`
+}
+
+// TopKey is one key of a top list with its peak window values.
+type TopKey struct {
+	Key      string      `json:"key"`
+	Requests int64       `json:"requests"`
+	CPU      float64     `json:"cpu_seconds"`
+	Peaks    []LimitPeak `json:"peaks"`
+}
+
+// LimitPeak is the peak a key reached against one limit.
+type LimitPeak struct {
+	Limit string  `json:"limit"`
+	Value float64 `json:"value"`
+}
+
+func newReport(cfg *rules.Config, samples int) *Report {
+	r := &Report{cfg: cfg, samples: samples, byRule: map[string]*RuleReport{}, keyIdx: map[string]map[string]int{}}
+	r.Input.Reasons = map[string]int64{}
+	r.Decisions = []Decision{}
+	for _, rule := range cfg.Rules {
+		r.Rules = append(r.Rules, RuleReport{Name: rule.Name, LogOnly: rule.LogOnly, Keys: []KeyReport{}})
+	}
+	for i := range r.Rules {
+		r.byRule[r.Rules[i].Name] = &r.Rules[i]
+	}
+	return r
+}
+
+func (r *Report) observe(e *parser.Entry) {
+	if r.entries == 0 || e.Time.Before(r.first) {
+		r.first = e.Time
+	}
+	if r.entries == 0 || e.Time.After(r.last) {
+		r.last = e.Time
+	}
+	r.entries++
+}
+
+func (r *Report) decide(ds []detector.Decision) {
+	for i := range ds {
+		d := &ds[i]
+		j := Decision{
+			Rule: d.Rule, Key: d.Key, Kind: string(d.Kind), Time: d.Time, Until: optTime(d.Until),
+			Delay: d.Delay.Seconds(), Violations: d.Violations, Addresses: append([]netip.Addr(nil), d.Addresses...),
+			Reason: d.Reason, Origin: d.Origin, LogOnly: d.LogOnly,
+		}
+		r.Decisions = append(r.Decisions, j)
+		rr := r.byRule[d.Rule]
+		if rr == nil {
+			rr = &RuleReport{Name: d.Rule, Keys: []KeyReport{}}
+			r.byRule[d.Rule] = rr // static bans: reported under their origin
+		}
+		if d.Kind == detector.Unban {
+			continue
+		}
+		idx := r.keyIdx[d.Rule]
+		if idx == nil {
+			idx = map[string]int{}
+			r.keyIdx[d.Rule] = idx
+		}
+		k, ok := idx[d.Key]
+		if !ok {
+			k = len(rr.Keys)
+			idx[d.Key] = k
+			rr.Keys = append(rr.Keys, KeyReport{Key: d.Key, FirstViolation: d.Time})
+		}
+		switch d.Kind {
+		case detector.Throttle:
+			rr.Keys[k].Throttles++
+		case detector.Ban:
+			rr.Keys[k].Bans = append(rr.Keys[k].Bans, BanRecord{Time: d.Time, Until: optTime(d.Until), Reason: d.Reason})
+		}
+	}
+}
+
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func (r *Report) addReader(rd *reader) {
+	r.Input.Lines += rd.lines
+	r.Input.Rejected += rd.nrej
+	r.Input.Parsed += rd.lines - rd.nrej
+	for k, v := range rd.reasons {
+		r.Input.Reasons[k] += v
+	}
+	for _, s := range rd.rejected {
+		if len(r.Input.Samples) < r.samples {
+			r.Input.Samples = append(r.Input.Samples, s)
+		}
+	}
+	r.Files = append(r.Files, FileReport{Name: rd.in.Name, Source: rd.in.Source.Name, Format: rd.format, Lines: rd.lines, Rejected: rd.nrej})
+}
+
+// finish gathers what only the detector knows: peaks and totals per key.
+func (r *Report) finish(p *pipeline.Pipeline, top int) {
+	if r.entries > 0 {
+		r.Input.First, r.Input.Last = &r.first, &r.last
+	}
+	r.Lists = p.Counts()
+	r.Detector = p.Detector().Stats()
+	type keyPeak struct {
+		key      string
+		requests int64
+		cpu      float64
+		peak     []float64
+	}
+	perRule := map[*rules.Rule][]keyPeak{}
+	p.Detector().Peaks(func(kp detector.KeyPeak) {
+		perRule[kp.Rule] = append(perRule[kp.Rule], keyPeak{kp.Key, kp.Requests, kp.CPU, append([]float64(nil), kp.Peak...)})
+	})
+	for i := range r.Rules {
+		rr := &r.Rules[i]
+		rule := r.cfg.Rule(rr.Name)
+		for _, k := range rr.Keys {
+			if k.Throttles > 0 {
+				rr.Throttled++
+			}
+			if len(k.Bans) > 0 {
+				rr.Banned++
+			}
+		}
+		if rule == nil {
+			continue
+		}
+		keys := perRule[rule]
+		for li, l := range rule.Limits {
+			vals := make([]float64, 0, len(keys))
+			for _, k := range keys {
+				if li < len(k.peak) && !math.IsNaN(k.peak[li]) && !math.IsInf(k.peak[li], 0) {
+					vals = append(vals, k.peak[li])
+				}
+			}
+			sort.Float64s(vals)
+			lr := LimitReport{Limit: l.Text, Unit: unit(l), Keys: len(vals)}
+			if len(vals) > 0 {
+				lr.P50, lr.P90, lr.P99, lr.Max = pct(vals, 50), pct(vals, 90), pct(vals, 99), vals[len(vals)-1]
+			}
+			rr.Limits = append(rr.Limits, lr)
+		}
+		for _, by := range []string{"requests", "cpu"} {
+			sort.Slice(keys, func(a, b int) bool {
+				ka, kb := keys[a], keys[b]
+				if by == "cpu" && ka.cpu != kb.cpu {
+					return ka.cpu > kb.cpu
+				}
+				if ka.requests != kb.requests {
+					return ka.requests > kb.requests
+				}
+				return ka.key < kb.key
+			})
+			tl := TopList{Rule: rule.Name, By: by, Keys: []TopKey{}}
+			for _, k := range keys[:min(top, len(keys))] {
+				if by == "cpu" && k.cpu == 0 {
+					break
+				}
+				tk := TopKey{Key: k.key, Requests: k.requests, CPU: round(k.cpu, 3), Peaks: []LimitPeak{}}
+				for li, l := range rule.Limits {
+					if li < len(k.peak) {
+						tk.Peaks = append(tk.Peaks, LimitPeak{Limit: l.Text, Value: round(k.peak[li], 4)})
+					}
+				}
+				tl.Keys = append(tl.Keys, tk)
+			}
+			r.Top = append(r.Top, tl)
+		}
+	}
+	// Static bans (deny list, banned ranges) are not rules of the config:
+	// report them after the rules, in a stable order.
+	var extra []string
+	for name := range r.byRule {
+		if r.cfg.Rule(name) == nil {
+			extra = append(extra, name)
+		}
+	}
+	sort.Strings(extra)
+	for _, name := range extra {
+		rr := r.byRule[name]
+		for _, k := range rr.Keys {
+			if len(k.Bans) > 0 {
+				rr.Banned++
+			}
+		}
+		r.Rules = append(r.Rules, *rr)
+	}
+}
+
+// pct is the nearest-rank percentile of sorted values.
+func pct(sorted []float64, p float64) float64 {
+	i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+func round(v float64, digits int) float64 {
+	m := math.Pow(10, float64(digits))
+	return math.Round(v*m) / m
+}
+
+func unit(l rules.Limit) string {
+	switch l.Kind {
+	case rules.LimitCPUShare, rules.LimitDurationShare:
+		return "share"
+	case rules.LimitTokenBucket:
+		return "tokens"
+	case rules.LimitLastN:
+		return "seconds"
+	}
+	return "requests"
+}
+
+// fmtPeak prints a peak value in the limit's own terms.
+func fmtPeak(l rules.Limit, v float64) string {
+	switch l.Kind {
+	case rules.LimitCPUShare, rules.LimitDurationShare:
+		return fmt.Sprintf("%.1f%%", v*100)
+	case rules.LimitLastN:
+		return fmt.Sprintf("%.2fs", v)
+	case rules.LimitTokenBucket:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+// WriteJSON writes the report as one JSON document.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteText writes the report for a person: input, decisions per rule, top
+// keys, percentiles and sweeps.
+func (r *Report) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	in := r.Input
+	fmt.Fprintf(tw, "input: %d lines, %d parsed, %d rejected", in.Lines, in.Parsed, in.Rejected)
+	if in.Skipped > 0 {
+		fmt.Fprintf(tw, ", %d outside --from/--to", in.Skipped)
+	}
+	fmt.Fprintln(tw)
+	if in.First != nil {
+		fmt.Fprintf(tw, "time:  %s .. %s (%s)\n", in.First.Format(time.RFC3339), in.Last.Format(time.RFC3339), in.Last.Sub(*in.First).Round(time.Second))
+	}
+	for _, f := range r.Files {
+		fmt.Fprintf(tw, "file:  %s\tsource %s\tformat %s\t%d lines\t%d rejected\n", f.Name, f.Source, f.Format, f.Lines, f.Rejected)
+	}
+	for _, s := range in.Samples {
+		fmt.Fprintf(tw, "  rejected %s:%d: %s\n", s.File, s.Line, s.Error)
+	}
+	l := r.Lists
+	fmt.Fprintf(tw, "lists: %d charged, %d allowed, %d exempt, %d denied; detector: %+v\n", l.Charged, l.Allowed, l.Exempt, l.Denied, r.Detector)
+	tw.Flush()
+	for _, rr := range r.Rules {
+		rule := r.cfg.Rule(rr.Name)
+		mode := ""
+		if rr.LogOnly {
+			mode = " (log_only)"
+		}
+		fmt.Fprintf(w, "\nrule %s%s: %d keys throttled, %d keys banned\n", rr.Name, mode, rr.Throttled, rr.Banned)
+		if len(rr.Keys) > 0 {
+			tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+			fmt.Fprintln(tw, "  KEY\tFIRST OVER\tTHROTTLES\tBANS\tLAST BAN\tREASON")
+			keys := append([]KeyReport(nil), rr.Keys...)
+			sort.SliceStable(keys, func(a, b int) bool { return keys[a].FirstViolation.Before(keys[b].FirstViolation) })
+			for i, k := range keys {
+				if i == 50 {
+					fmt.Fprintf(tw, "  ... %d more keys (--output json lists all)\n", len(keys)-50)
+					break
+				}
+				lastBan, reason := "-", "-"
+				if n := len(k.Bans); n > 0 {
+					b := k.Bans[n-1]
+					until := "until lifted"
+					if b.Until != nil {
+						until = "until " + b.Until.Format(time.RFC3339)
+					}
+					lastBan, reason = b.Time.Format(time.RFC3339)+" "+until, b.Reason
+				}
+				fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s\t%s\n", k.Key, k.FirstViolation.Format(time.RFC3339), k.Throttles, len(k.Bans), lastBan, reason)
+			}
+			tw.Flush()
+		}
+		if rule == nil {
+			continue
+		}
+		if len(rr.Limits) > 0 {
+			tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+			fmt.Fprintln(tw, "  LIMIT\tKEYS\tp50\tp90\tp99\tMAX (peak per key)")
+			for i, lr := range rr.Limits {
+				lim := rule.Limits[i]
+				fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", lr.Limit, lr.Keys, fmtPeak(lim, lr.P50), fmtPeak(lim, lr.P90), fmtPeak(lim, lr.P99), fmtPeak(lim, lr.Max))
+			}
+			tw.Flush()
+		}
+		for _, tl := range r.Top {
+			if tl.Rule != rr.Name || len(tl.Keys) == 0 {
+				continue
+			}
+			tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+			fmt.Fprintf(tw, "  TOP BY %s\tREQUESTS\tCPU s\tPEAKS\n", strings.ToUpper(tl.By))
+			for _, k := range tl.Keys {
+				var peaks []string
+				for i, p := range k.Peaks {
+					peaks = append(peaks, fmtPeak(rule.Limits[i], p.Value)+" vs "+p.Limit)
+				}
+				fmt.Fprintf(tw, "  %s\t%d\t%.1f\t%s\n", k.Key, k.Requests, k.CPU, strings.Join(peaks, "; "))
+			}
+			tw.Flush()
+		}
+	}
+	for _, s := range r.Sweeps {
+		fmt.Fprintf(w, "\nsweep %s[%d] (%s):\n", s.Rule, s.Limit, s.Text)
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "  N\tTHROTTLED KEYS\tBANNED KEYS")
+		for _, v := range s.Values {
+			fmt.Fprintf(tw, "  %g\t%d\t%d\n", v.N, v.Throttled, v.Banned)
+		}
+		tw.Flush()
+	}
+	return nil
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what the tests (and, with LOGJAIL_BENCH=1, the benchmarks) need on
+# a Debian machine, and nothing that is already there. Run as root to install
+# (CI does); as another user it only says what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+need() { # need COMMAND DEBIAN-PACKAGE
+  command -v "$1" >/dev/null 2>&1 || missing+=("$2")
+}
+need python3 python3          # runs ../shared/tools/genlog.py in the detection tests
+if [ "${LOGJAIL_BENCH:-}" = 1 ]; then
+  need fail2ban-regex fail2ban  # the baseline of scripts/bench.sh
+  [ -x /usr/bin/time ] || missing+=(time)
+fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "deps: missing Debian packages: ${missing[*]} (run as root to install them)" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+command -v go >/dev/null || { echo "deps: Go is not on PATH (want Go 1.26 or newer)" >&2; exit 1; }
+go mod download

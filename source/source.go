@@ -1,0 +1,292 @@
+// Package source opens access logs and reads them line by line: plain files,
+// gzip files (recognised by their magic bytes, whatever their name), standard
+// input and globs, with rotated siblings (access.log.1, access.log.2.gz,
+// access.log-20261122) recognised as belonging to the file they rotated from.
+//
+// Lines are handed out as strings that share one allocation per read chunk,
+// so a caller that keeps a piece of a line beyond the next call to Next must
+// copy it (strings.Clone). Nothing here parses; nothing here keeps global state.
+package source
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/logjail/logjail/parser"
+)
+
+// Stdin is the name that stands for standard input.
+const Stdin = "-"
+
+// Open opens name for reading, transparently decompressing gzip content.
+// Name "-" reads stdin (which Open does not close).
+func Open(name string, stdin io.Reader) (io.ReadCloser, error) {
+	var rc io.ReadCloser
+	if name == Stdin {
+		rc = io.NopCloser(stdin)
+	} else {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		rc = f
+	}
+	br := bufio.NewReaderSize(rc, 64<<10)
+	magic, _ := br.Peek(2)
+	if len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			rc.Close()
+			return nil, fmt.Errorf("%s: gzip: %w", name, err)
+		}
+		return &gzipFile{Reader: zr, under: rc}, nil
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{br, rc}, nil
+}
+
+type gzipFile struct {
+	*gzip.Reader
+	under io.Closer
+}
+
+func (g *gzipFile) Close() error {
+	return errors.Join(g.Reader.Close(), g.under.Close())
+}
+
+// Expand turns the command line's arguments into file names: "-" stays as it
+// is, a glob is expanded (sorted), and a plain name must exist. A glob that
+// matches nothing is an error: an operator who typed it expected files.
+func Expand(args []string) ([]string, error) {
+	var out []string
+	for _, a := range args {
+		if a == Stdin {
+			out = append(out, a)
+			continue
+		}
+		if !strings.ContainsAny(a, "*?[") {
+			if _, err := os.Stat(a); err != nil {
+				return nil, err
+			}
+			out = append(out, a)
+			continue
+		}
+		m, err := filepath.Glob(a)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", a, err)
+		}
+		if len(m) == 0 {
+			return nil, fmt.Errorf("%s: no file matches", a)
+		}
+		sort.Strings(m)
+		out = append(out, m...)
+	}
+	return out, nil
+}
+
+// RotatedFrom reports whether name is base itself or one of its rotated
+// siblings: base.N, base.N.gz, base-YYYYMMDD, base-YYYYMMDD.gz, base.gz,
+// base.YYYY-MM-DD. Both are compared as cleaned paths.
+func RotatedFrom(name, base string) bool {
+	name, base = filepath.Clean(name), filepath.Clean(base)
+	if name == base {
+		return true
+	}
+	if !strings.HasPrefix(name, base) {
+		return false
+	}
+	rest := strings.TrimSuffix(name[len(base):], ".gz")
+	if rest == "" {
+		return true // base.gz
+	}
+	if rest[0] != '.' && rest[0] != '-' && rest[0] != '_' {
+		return false
+	}
+	rest = rest[1:]
+	if rest == "" {
+		return false
+	}
+	for _, c := range rest {
+		if (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// MaxLine is the longest line a LineReader hands out whole; a longer line is
+// cut there and reported by Truncated (the rest of it is skipped).
+const MaxLine = 1 << 20
+
+// LineReader reads lines from r in large chunks. The zero value is not
+// usable; call NewLineReader.
+type LineReader struct {
+	r         io.Reader
+	buf       []byte
+	chunk     string // the current chunk, one allocation shared by its lines
+	pos       int
+	n         int // lines handed out
+	bytes     int64
+	err       error
+	eof       bool
+	truncated bool
+	skipping  bool // discarding the rest of an over-long line
+}
+
+// NewLineReader returns a reader of the lines of r.
+func NewLineReader(r io.Reader) *LineReader {
+	return &LineReader{r: r, buf: make([]byte, 0, 256<<10)}
+}
+
+// Next returns the next line without its line ending ("\n" or "\r\n") and
+// its 1-based number. It returns ok false at the end of input or on a read
+// error (see Err). A last line without a newline is returned too.
+func (lr *LineReader) Next() (line string, n int, ok bool) {
+	for {
+		if lr.pos < len(lr.chunk) {
+			rest := lr.chunk[lr.pos:]
+			i := strings.IndexByte(rest, '\n')
+			var l string
+			if i < 0 { // only at EOF: the chunk always ends in a newline otherwise
+				l = rest
+				lr.pos = len(lr.chunk)
+			} else {
+				l = rest[:i]
+				lr.pos += i + 1
+			}
+			lr.truncated = false
+			if len(l) > MaxLine {
+				l = l[:MaxLine]
+				lr.truncated = true
+			}
+			l = strings.TrimSuffix(l, "\r")
+			lr.n++
+			return l, lr.n, true
+		}
+		if !lr.fill() {
+			return "", lr.n, false
+		}
+	}
+}
+
+// Truncated reports whether the line last returned was longer than MaxLine.
+func (lr *LineReader) Truncated() bool { return lr.truncated }
+
+// Bytes returns how many bytes were read so far.
+func (lr *LineReader) Bytes() int64 { return lr.bytes }
+
+// Err returns the first read error other than io.EOF.
+func (lr *LineReader) Err() error { return lr.err }
+
+// fill reads the next chunk: whole lines only, except at the end of input.
+func (lr *LineReader) fill() bool {
+	if lr.eof {
+		return false
+	}
+	buf := lr.buf
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) >= MaxLine+1 && !lr.skipping {
+				// An over-long line: hand out its first MaxLine+1 bytes (Next
+				// cuts them to MaxLine) and skip the rest up to its newline.
+				lr.chunk = string(buf) + "\n"
+				lr.pos = 0
+				lr.buf = buf[:0]
+				lr.skipping = true
+				return true
+			}
+			if lr.skipping {
+				buf = buf[:0]
+			} else {
+				nb := make([]byte, len(buf), 2*cap(buf))
+				copy(nb, buf)
+				buf = nb
+			}
+		}
+		m, err := lr.r.Read(buf[len(buf):cap(buf)])
+		lr.bytes += int64(m)
+		buf = buf[:len(buf)+m]
+		if lr.skipping {
+			if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+				buf = buf[:copy(buf, buf[i+1:])]
+				lr.skipping = false
+			} else {
+				buf = buf[:0]
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				lr.err = err
+			}
+			lr.eof = true
+			if len(buf) == 0 || lr.skipping {
+				return false
+			}
+			lr.chunk, lr.pos, lr.buf = string(buf), 0, buf[:0]
+			return true
+		}
+		if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
+			lr.chunk, lr.pos = string(buf[:i+1]), 0
+			lr.buf = buf[:copy(buf, buf[i+1:])]
+			return true
+		}
+	}
+}
+
+// Log is an opened access log with the parser that reads it.
+type Log struct {
+	Name   string
+	Parser *parser.Parser
+	Lines  *LineReader
+	closer io.Closer
+}
+
+// OpenLog opens name (a file, a .gz file or "-") and compiles the parser
+// for po. For Format "auto" it reads up to the first 50 lines and picks the
+// preset parser.Detect chooses (Log.Parser.Name says which).
+func OpenLog(name string, po parser.Options, stdin io.Reader) (*Log, error) {
+	rc, err := Open(name, stdin)
+	if err != nil {
+		return nil, err
+	}
+	var r io.Reader = rc
+	if po.Format == "auto" {
+		br := bufio.NewReaderSize(rc, 64<<10)
+		head, _ := br.Peek(64 << 10)
+		var sample [][]byte
+		for len(head) > 0 && len(sample) < 50 {
+			i := bytes.IndexByte(head, '\n')
+			if i < 0 {
+				break
+			}
+			sample = append(sample, head[:i])
+			head = head[i+1:]
+		}
+		preset, err := parser.Detect(sample, po)
+		if err != nil {
+			rc.Close()
+			return nil, fmt.Errorf("%s: format auto: %w", name, err)
+		}
+		po.Format = preset
+		r = br
+	}
+	p, err := parser.New(po)
+	if err != nil {
+		rc.Close()
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &Log{Name: name, Parser: p, Lines: NewLineReader(r), closer: rc}, nil
+}
+
+// Close closes the log's file.
+func (l *Log) Close() error { return l.closer.Close() }

@@ -1,0 +1,162 @@
+package source
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func readAll(t *testing.T, r io.Reader) (lines []string, truncated []int) {
+	t.Helper()
+	lr := NewLineReader(r)
+	for {
+		l, n, ok := lr.Next()
+		if !ok {
+			break
+		}
+		if n != len(lines)+1 {
+			t.Fatalf("line number %d, want %d", n, len(lines)+1)
+		}
+		lines = append(lines, l)
+		if lr.Truncated() {
+			truncated = append(truncated, n)
+		}
+	}
+	if err := lr.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return lines, truncated
+}
+
+func TestLineReader(t *testing.T) {
+	long := strings.Repeat("x", 16<<10)
+	tests := []struct {
+		name string
+		in   string
+		want []string
+	}{
+		{"empty", "", nil},
+		{"lf", "a\nb\n", []string{"a", "b"}},
+		{"crlf", "a\r\nb\r\n", []string{"a", "b"}},
+		{"no final newline", "a\nb", []string{"a", "b"}},
+		{"empty lines kept", "a\n\nb\n", []string{"a", "", "b"}},
+		{"16 KiB line", "a\n" + long + "\nb\n", []string{"a", long, "b"}},
+		{"lone cr stays", "a\rb\n", []string{"a\rb"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, r := range map[string]io.Reader{
+				"whole":    strings.NewReader(tt.in),
+				"one byte": iotest.OneByteReader(strings.NewReader(tt.in)),
+			} {
+				got, trunc := readAll(t, r)
+				if diff := cmp.Diff(tt.want, got); diff != "" {
+					t.Errorf("lines (-want +got):\n%s", diff)
+				}
+				if len(trunc) != 0 {
+					t.Errorf("truncated lines %v, want none", trunc)
+				}
+			}
+		})
+	}
+}
+
+func TestLineReaderOverlong(t *testing.T) {
+	huge := strings.Repeat("y", 3*MaxLine)
+	in := "first\n" + huge + "\nlast\n"
+	got, trunc := readAll(t, strings.NewReader(in))
+	if len(got) != 3 || got[0] != "first" || got[2] != "last" {
+		t.Fatalf("got %d lines, first %q, last %q; want first, the long one, last", len(got), got[0], got[len(got)-1])
+	}
+	if len(got[1]) != MaxLine {
+		t.Errorf("long line cut to %d bytes, want %d", len(got[1]), MaxLine)
+	}
+	if diff := cmp.Diff([]int{2}, trunc); diff != "" {
+		t.Errorf("truncated (-want +got):\n%s", diff)
+	}
+}
+
+func TestOpenGzipAndStdin(t *testing.T) {
+	dir := t.TempDir()
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	zw.Write([]byte("one\ntwo\n"))
+	zw.Close()
+	// The name does not end in .gz: gzip is recognised by its content.
+	gz := filepath.Join(dir, "access.log.2")
+	if err := os.WriteFile(gz, zb.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, in := range map[string]struct {
+		file  string
+		stdin io.Reader
+	}{
+		"gzip file":   {gz, nil},
+		"gzip stdin":  {Stdin, bytes.NewReader(zb.Bytes())},
+		"plain stdin": {Stdin, strings.NewReader("one\ntwo")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rc, err := Open(in.file, in.stdin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rc.Close()
+			got, _ := readAll(t, rc)
+			if diff := cmp.Diff([]string{"one", "two"}, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+	if _, err := Open(filepath.Join(dir, "missing"), nil); err == nil {
+		t.Error("opening a missing file: no error")
+	}
+}
+
+func TestExpand(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"b.log", "a.log", "c.txt"} {
+		os.WriteFile(filepath.Join(dir, n), nil, 0o600)
+	}
+	got, err := Expand([]string{filepath.Join(dir, "*.log"), "-", filepath.Join(dir, "c.txt")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(dir, "a.log"), filepath.Join(dir, "b.log"), "-", filepath.Join(dir, "c.txt")}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if _, err := Expand([]string{filepath.Join(dir, "*.gz")}); err == nil {
+		t.Error("a glob matching nothing: no error")
+	}
+	if _, err := Expand([]string{filepath.Join(dir, "nope.log")}); err == nil {
+		t.Error("a missing file: no error")
+	}
+}
+
+func TestRotatedFrom(t *testing.T) {
+	base := "/var/log/nginx/access.log"
+	for name, want := range map[string]bool{
+		base:                         true,
+		base + ".1":                  true,
+		base + ".2.gz":               true,
+		base + "-20261122":           true,
+		base + "-20261122.gz":        true,
+		base + ".2026-11-22":         true,
+		base + ".gz":                 true,
+		"/var/log/nginx/access.logx": false,
+		base + ".old":                false,
+		base + ".":                   false,
+		"/var/log/nginx/error.log":   false,
+	} {
+		if got := RotatedFrom(name, base); got != want {
+			t.Errorf("RotatedFrom(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
