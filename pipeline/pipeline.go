@@ -27,6 +27,7 @@ type Pipeline struct {
 	cfg     *rules.Config
 	det     *detector.Detector
 	charges []rules.Charge
+	keys    rules.KeyCache
 	started bool
 	counts  Counts
 }
@@ -62,7 +63,7 @@ func (p *Pipeline) Process(src *rules.Source, e *parser.Entry, out []detector.De
 	}
 	p.counts.Entries++
 	var v rules.Verdict
-	p.charges, v = p.cfg.Classify(src, e, p.charges[:0])
+	p.charges, v = p.cfg.ClassifyCached(&p.keys, src, e, p.charges[:0])
 	switch v {
 	case rules.VerdictAllowed:
 		p.counts.Allowed++

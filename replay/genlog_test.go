@@ -28,7 +28,7 @@ type truth struct {
 }
 
 // genlog writes a log and its truth file with ../shared/tools/genlog.py.
-func genlog(t *testing.T, lines, seed int) (log string, tr truth) {
+func genlog(t testing.TB, lines, seed int) (log string, tr truth) {
 	t.Helper()
 	tool := filepath.Join(sharedDir, "tools", "genlog.py")
 	if _, err := os.Stat(tool); err != nil {
@@ -123,4 +123,35 @@ func TestGenlogTruth(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkReplay replays a generated 200k-line log with testdata/genlog.yaml:
+// the whole replay (read, parse, merge, classify, detect, report), reported as
+// ns per line and lines/s. scripts/bench.sh measures the binary on 1M lines
+// against fail2ban-regex.
+func BenchmarkReplay(b *testing.B) {
+	const lines = 200000
+	log, _ := genlog(b, lines, 7)
+	cfg, err := rules.Load("../testdata/genlog.yaml", rules.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fi, err := os.Stat(log)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(fi.Size())
+	b.ReportAllocs()
+	for b.Loop() {
+		rep, err := Run(context.Background(), cfg, []Input{{Name: log, Source: cfg.Sources[0]}}, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rep.Input.Parsed != lines {
+			b.Fatalf("parsed %d lines, want %d", rep.Input.Parsed, lines)
+		}
+	}
+	perLine := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / lines
+	b.ReportMetric(perLine, "ns/line")
+	b.ReportMetric(1e9/perLine, "lines/s")
 }

@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/logjail/logjail/detector"
@@ -44,128 +46,214 @@ type Options struct {
 	Top int
 }
 
-// batchSize is how many entries a reader hands to the merger at once: large
-// enough to make the channel cost vanish, small enough to stay in cache.
-const batchSize = 512
+// blockLines is how many lines a reader hands to a parsing worker at once:
+// large enough to make the channel cost vanish, small enough to stay in cache.
+const blockLines = 512
 
-type batch struct {
+// block is a run of consecutive lines of one input, parsed by a worker.
+type block struct {
+	lines   []string
+	trunc   []int // indices of lines longer than source.MaxLine
+	first   int   // 1-based number of lines[0]
 	entries []parser.Entry
+	rejects []rejectAt
+	done    chan struct{} // closed when entries and rejects are ready
 }
 
-// reader parses one input on its own goroutine.
+type rejectAt struct {
+	n   int
+	err error
+}
+
+// parse parses every line of b with p.
+func (b *block) parse(p *parser.Parser) {
+	t := 0
+	for i, line := range b.lines {
+		n := b.first + i
+		e, err := p.ParseString(line, n)
+		if err == nil && t < len(b.trunc) && b.trunc[t] == i {
+			err = &parser.Error{Line: n, Field: "line", Reason: fmt.Sprintf("longer than %d bytes", source.MaxLine)}
+		}
+		if t < len(b.trunc) && b.trunc[t] == i {
+			t++
+		}
+		if err != nil {
+			b.rejects = append(b.rejects, rejectAt{n, err})
+			continue
+		}
+		b.entries = append(b.entries, e)
+	}
+	close(b.done)
+}
+
+// reader reads one input: its own goroutine splits the input into blocks
+// of lines, in file order, and a few workers parse the blocks in parallel;
+// the merger takes the blocks in file order (each when its worker is done),
+// so a file's entries keep their order whatever the workers' timing.
 type reader struct {
-	in       Input
-	format   string
+	in      Input
+	workers int
+	order   chan *block // every block, in file order
+	free    chan *block // blocks the merger is done with, for reuse
+
+	// Written by the goroutine of run before it sends its first block.
+	format string
+
+	// Written by the merger only (account), read after the replay.
 	lines    int64
 	rejected []RejectedLine // the first samples
 	reasons  map[string]int64
 	nrej     int64
-	ch       chan *batch
-	free     chan *batch
 }
 
-func (r *reader) run(ctx context.Context, stdin io.Reader, samples int) error {
-	defer close(r.ch)
+func newReader(in Input, workers int) *reader {
+	return &reader{
+		in:      in,
+		workers: workers,
+		reasons: map[string]int64{},
+		order:   make(chan *block, 2*workers+2),
+		free:    make(chan *block, 2*workers+4),
+	}
+}
+
+func (r *reader) run(ctx context.Context, stdin io.Reader) error {
+	defer close(r.order)
 	lg, err := source.OpenLog(r.in.Name, r.in.Source.Parser, stdin)
 	if err != nil {
 		return err
 	}
 	defer lg.Close()
 	r.format = lg.Parser.Name()
-	b := r.newBatch()
+
+	work := make(chan *block, r.workers)
+	var wg sync.WaitGroup
+	for range r.workers {
+		wg.Go(func() {
+			for b := range work {
+				b.parse(lg.Parser)
+			}
+		})
+	}
+	defer wg.Wait()
+	defer close(work)
+
+	send := func(b *block) error {
+		select {
+		case r.order <- b:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		select {
+		case work <- b:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return nil
+	}
+	b := r.newBlock()
 	for {
 		line, n, ok := lg.Lines.Next()
 		if !ok {
 			break
 		}
-		r.lines++
-		e, err := lg.Parser.ParseString(line, n)
-		if err == nil && lg.Lines.Truncated() {
-			err = &parser.Error{Line: n, Field: "line", Reason: fmt.Sprintf("longer than %d bytes", source.MaxLine)}
+		if len(b.lines) == 0 {
+			b.first = n
 		}
-		if err != nil {
-			r.reject(n, err, samples)
-			continue
+		if lg.Lines.Truncated() {
+			b.trunc = append(b.trunc, len(b.lines))
 		}
-		b.entries = append(b.entries, e)
-		if len(b.entries) == batchSize {
-			select {
-			case r.ch <- b:
-			case <-ctx.Done():
-				return ctx.Err()
+		b.lines = append(b.lines, line)
+		if len(b.lines) == blockLines {
+			if err := send(b); err != nil {
+				return err
 			}
-			b = r.newBatch()
+			b = r.newBlock()
 		}
 	}
 	if err := lg.Lines.Err(); err != nil {
 		return fmt.Errorf("%s: %w", r.in.Name, err)
 	}
-	if len(b.entries) > 0 {
-		select {
-		case r.ch <- b:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if len(b.lines) > 0 {
+		return send(b)
 	}
 	return nil
 }
 
-func (r *reader) newBatch() *batch {
+func (r *reader) newBlock() *block {
 	select {
 	case b := <-r.free:
-		b.entries = b.entries[:0]
+		clear(b.lines) // let the previous chunk's strings go
+		b.lines, b.trunc, b.entries, b.rejects = b.lines[:0], b.trunc[:0], b.entries[:0], b.rejects[:0]
+		b.done = make(chan struct{})
 		return b
 	default:
-		return &batch{entries: make([]parser.Entry, 0, batchSize)}
+		return &block{
+			lines:   make([]string, 0, blockLines),
+			entries: make([]parser.Entry, 0, blockLines),
+			done:    make(chan struct{}),
+		}
 	}
 }
 
-func (r *reader) reject(n int, err error, samples int) {
-	r.nrej++
-	reason := err.Error()
-	var pe *parser.Error
-	if errors.As(err, &pe) {
-		reason = pe.Field + ": " + pe.Reason
-	}
-	r.reasons[reason]++
-	if len(r.rejected) < samples {
-		r.rejected = append(r.rejected, RejectedLine{File: r.in.Name, Line: n, Error: err.Error()})
+// account adds a parsed block's counts and rejected lines, in file order.
+func (r *reader) account(b *block, samples int) {
+	r.lines += int64(len(b.lines))
+	for _, rj := range b.rejects {
+		r.nrej++
+		reason := rj.err.Error()
+		var pe *parser.Error
+		if errors.As(rj.err, &pe) {
+			reason = pe.Field + ": " + pe.Reason
+		}
+		r.reasons[reason]++
+		if len(r.rejected) < samples {
+			r.rejected = append(r.rejected, RejectedLine{File: r.in.Name, Line: rj.n, Error: rj.err.Error()})
+		}
 	}
 }
 
 // cursor is a reader's position in the k-way merge.
 type cursor struct {
-	r *reader
-	b *batch
-	i int
+	r       *reader
+	b       *block
+	i       int
+	samples int
 }
 
 func (c *cursor) head() *parser.Entry { return &c.b.entries[c.i] }
 
-// next moves to the next entry, receiving the next batch when needed; it
-// reports false at the end of the reader's input.
+// next moves to the next entry, waiting for the next parsed block when
+// needed; it reports false at the end of the reader's input.
 func (c *cursor) next(ctx context.Context) (bool, error) {
 	c.i++
-	if c.b != nil && c.i < len(c.b.entries) {
-		return true, nil
-	}
-	if c.b != nil {
-		select {
-		case c.r.free <- c.b:
-		default:
-		}
-	}
-	select {
-	case b, ok := <-c.r.ch:
-		if !ok {
+	for c.b == nil || c.i >= len(c.b.entries) {
+		if c.b != nil {
+			clear(c.b.entries) // let the previous chunk's strings go
+			select {
+			case c.r.free <- c.b:
+			default:
+			}
 			c.b = nil
-			return false, nil
 		}
+		var b *block
+		var ok bool
+		select {
+		case b, ok = <-c.r.order:
+			if !ok {
+				return false, nil
+			}
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+		select {
+		case <-b.done:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+		c.r.account(b, c.samples)
 		c.b, c.i = b, 0
-		return true, nil
-	case <-ctx.Done():
-		return false, ctx.Err()
 	}
+	return true, nil
 }
 
 // cursorHeap orders cursors by their head entry's time, then by input order,
@@ -205,10 +293,11 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 
 	g, gctx := errgroup.WithContext(ctx)
 	readers := make([]*reader, len(inputs))
+	workers := max(1, runtime.GOMAXPROCS(0))
 	for i, in := range inputs {
-		r := &reader{in: in, reasons: map[string]int64{}, ch: make(chan *batch, 4), free: make(chan *batch, 8)}
+		r := newReader(in, workers)
 		readers[i] = r
-		g.Go(func() error { return r.run(gctx, o.Stdin, o.RejectSamples) })
+		g.Go(func() error { return r.run(gctx, o.Stdin) })
 	}
 
 	rep := newReport(cfg, o.RejectSamples)
@@ -216,13 +305,13 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 		// Drain every reader even after an error elsewhere, so none blocks.
 		defer func() {
 			for _, r := range readers {
-				for range r.ch {
+				for range r.order {
 				}
 			}
 		}()
 		h := make(cursorHeap, 0, len(readers))
 		for _, r := range readers {
-			c := &cursor{r: r, i: -1}
+			c := &cursor{r: r, i: -1, samples: o.RejectSamples}
 			ok, err := c.next(gctx)
 			if err != nil {
 				return err

@@ -31,6 +31,36 @@ const MaxUserAgentKey = 512
 // src may be nil (an entry of no known source): then only the rules without
 // `sources` see it. Classify allocates nothing but the key strings it builds.
 func (c *Config) Classify(src *Source, e *parser.Entry, dst []Charge) ([]Charge, Verdict) {
+	return c.ClassifyCached(nil, src, e, dst)
+}
+
+// KeyCache remembers the `ip` and `prefix` key strings of recent addresses
+// for one Config, so that a caller classifying a stream of entries (a
+// pipeline) does not format the same address for every request. It holds at
+// most KeyCacheSize addresses of each kind and starts over when full. A
+// KeyCache is used by one goroutine and belongs to one Config (the keys
+// depend on ipv6_prefix and ipv4_prefix). The zero value is ready.
+type KeyCache struct {
+	ip, prefix map[netip.Addr]string
+}
+
+// KeyCacheSize bounds a KeyCache: about 4 MB when full.
+const KeyCacheSize = 1 << 16
+
+func (k *KeyCache) get(m *map[netip.Addr]string, a netip.Addr, build func(netip.Addr) string) string {
+	if s, ok := (*m)[a]; ok {
+		return s
+	}
+	if *m == nil || len(*m) >= KeyCacheSize {
+		*m = make(map[netip.Addr]string, 1024)
+	}
+	s := build(a)
+	(*m)[a] = s
+	return s
+}
+
+// ClassifyCached is Classify with a KeyCache (nil: none).
+func (c *Config) ClassifyCached(kcache *KeyCache, src *Source, e *parser.Entry, dst []Charge) ([]Charge, Verdict) {
 	a := e.IP
 	if c.allow.Contains(a) {
 		return dst, VerdictAllowed
@@ -52,7 +82,7 @@ func (c *Config) Classify(src *Source, e *parser.Entry, dst []Charge) ([]Charge,
 	if e.Has&parser.HasDuration != 0 {
 		dur = e.Duration
 	}
-	var kc keyCache
+	kc := keyCache{cache: kcache}
 	if ri, ok := c.ranges.Lookup(a); ok {
 		rg := &c.rangeDefs[ri]
 		switch rg.mode {
@@ -91,18 +121,27 @@ func (c *Config) Classify(src *Source, e *parser.Entry, dst []Charge) ([]Charge,
 // keyCache builds each kind of key of one entry at most once.
 type keyCache struct {
 	ip, prefix, ua string
+	cache          *KeyCache
 }
 
 func (kc *keyCache) key(c *Config, k KeyKind, e *parser.Entry) (string, bool) {
 	switch k {
 	case KeyIP:
 		if kc.ip == "" {
-			kc.ip = c.IPKey(e.IP)
+			if kc.cache != nil {
+				kc.ip = kc.cache.get(&kc.cache.ip, e.IP, c.IPKey)
+			} else {
+				kc.ip = c.IPKey(e.IP)
+			}
 		}
 		return kc.ip, true
 	case KeyPrefix:
 		if kc.prefix == "" {
-			kc.prefix = c.PrefixKey(e.IP)
+			if kc.cache != nil {
+				kc.prefix = kc.cache.get(&kc.cache.prefix, e.IP, c.PrefixKey)
+			} else {
+				kc.prefix = c.PrefixKey(e.IP)
+			}
 		}
 		return kc.prefix, true
 	case KeyUser:
@@ -117,7 +156,11 @@ func (kc *keyCache) key(c *Config, k KeyKind, e *parser.Entry) (string, bool) {
 		return kc.ua, true
 	case KeyIPUserAgent:
 		if kc.ip == "" {
-			kc.ip = c.IPKey(e.IP)
+			if kc.cache != nil {
+				kc.ip = kc.cache.get(&kc.cache.ip, e.IP, c.IPKey)
+			} else {
+				kc.ip = c.IPKey(e.IP)
+			}
 		}
 		if kc.ua == "" {
 			kc.ua = uaKey(e)

@@ -530,3 +530,37 @@ rules: [{name: r, limits: ["5 per second"]}]
 		t.Errorf("StaticBans (-want +got):\n%s", diff)
 	}
 }
+
+// TestKeyCache: keys from a KeyCache are those Classify builds, for IPv4,
+// IPv6 /64 and prefix keys, also after the cache starts over when full.
+func TestKeyCache(t *testing.T) {
+	const cfg = `
+sources: [{name: web, paths: [/var/log/x.log], format: combined}]
+ipv4_prefix: 24
+ipv6_prefix: 64
+rules:
+  - {name: byip, limits: ["5 per second"]}
+  - {name: bynet, key: prefix, limits: ["50 per second"]}
+`
+	c := mustParse(t, cfg, testOptions)
+	var kc KeyCache
+	addrs := []string{"203.0.113.7", "2001:db8:1:2::7", "198.51.100.200", "2001:db8:1:3::1"}
+	for round := 0; round < 2; round++ {
+		for i := 0; i < KeyCacheSize+10; i++ {
+			a := netip.MustParseAddr(addrs[i%len(addrs)])
+			if i >= len(addrs) && i < KeyCacheSize {
+				// Fill the cache with other addresses so that it starts over.
+				a = netip.AddrFrom4([4]byte{198, 51, byte(i >> 8), byte(i)})
+			}
+			e := parser.Entry{IP: a}
+			want, _ := c.Classify(nil, &e, nil)
+			got, _ := c.ClassifyCached(&kc, nil, &e, nil)
+			if len(got) != 2 || len(want) != 2 || got[0].Key != want[0].Key || got[1].Key != want[1].Key {
+				t.Fatalf("%s: cached %v, uncached %v", a, got, want)
+			}
+		}
+	}
+	if len(kc.ip) > KeyCacheSize || len(kc.prefix) > KeyCacheSize {
+		t.Errorf("cache holds %d/%d addresses, more than %d", len(kc.ip), len(kc.prefix), KeyCacheSize)
+	}
+}

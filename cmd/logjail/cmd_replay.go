@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -53,6 +54,13 @@ A file is read with the format of --source, else of the source whose paths
 Exit codes: 0 done; 2 usage error or a config that cannot be loaded.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// A replay's live heap is small (the windows) while its garbage
+			// (parsed lines) is large: collecting at 4x the live heap instead
+			// of 2x saves a sixth of the CPU for some 20 MB more. GOGC in the
+			// environment wins.
+			if os.Getenv("GOGC") == "" {
+				defer debug.SetGCPercent(debug.SetGCPercent(400))
+			}
 			return runReplay(cmd, &o, args, s)
 		},
 	}
