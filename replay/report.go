@@ -96,6 +96,7 @@ type RuleReport struct {
 type KeyReport struct {
 	Key            string      `json:"key"`
 	FirstViolation time.Time   `json:"first_violation"`
+	FirstReason    string      `json:"first_reason"` // why the key first went over
 	Throttles      int         `json:"throttles"`
 	Bans           []BanRecord `json:"bans"`
 }
@@ -189,7 +190,7 @@ func (r *Report) decide(ds []detector.Decision) {
 		if !ok {
 			k = len(rr.Keys)
 			idx[d.Key] = k
-			rr.Keys = append(rr.Keys, KeyReport{Key: d.Key, FirstViolation: d.Time})
+			rr.Keys = append(rr.Keys, KeyReport{Key: d.Key, FirstViolation: d.Time, FirstReason: d.Reason})
 		}
 		switch d.Kind {
 		case detector.Throttle:
@@ -370,7 +371,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintln(tw)
 	if in.First != nil {
-		fmt.Fprintf(tw, "time:  %s .. %s (%s)\n", in.First.Format(time.RFC3339), in.Last.Format(time.RFC3339), in.Last.Sub(*in.First).Round(time.Second))
+		fmt.Fprintf(tw, "time:  %s .. %s (%s)\n", in.First.Format(time.RFC3339), in.Last.Format(time.RFC3339), span(in.Last.Sub(*in.First)))
 	}
 	for _, f := range r.Files {
 		fmt.Fprintf(tw, "file:  %s\tsource %s\tformat %s\t%d lines\t%d rejected\n", f.Name, f.Source, f.Format, f.Lines, f.Rejected)
@@ -390,7 +391,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "\nrule %s%s: %d keys throttled, %d keys banned\n", rr.Name, mode, rr.Throttled, rr.Banned)
 		if len(rr.Keys) > 0 {
 			tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-			fmt.Fprintln(tw, "  KEY\tFIRST OVER\tTHROTTLES\tBANS\tLAST BAN\tREASON")
+			fmt.Fprintln(tw, "  KEY\tFIRST OVER\tTHROTTLES\tBANS\tLAST BAN\tREASON (of the last ban, else of the first throttle)")
 			keys := append([]KeyReport(nil), rr.Keys...)
 			sort.SliceStable(keys, func(a, b int) bool { return keys[a].FirstViolation.Before(keys[b].FirstViolation) })
 			for i, k := range keys {
@@ -398,7 +399,7 @@ func (r *Report) WriteText(w io.Writer) error {
 					fmt.Fprintf(tw, "  ... %d more keys (--output json lists all)\n", len(keys)-50)
 					break
 				}
-				lastBan, reason := "-", "-"
+				lastBan, reason := "-", k.FirstReason
 				if n := len(k.Bans); n > 0 {
 					b := k.Bans[n-1]
 					until := "until lifted"
@@ -449,4 +450,14 @@ func (r *Report) WriteText(w io.Writer) error {
 		tw.Flush()
 	}
 	return nil
+}
+
+// span writes a duration for a person: days beyond two days.
+func span(d time.Duration) string {
+	d = d.Round(time.Second)
+	if d < 48*time.Hour {
+		return d.String()
+	}
+	days := d / (24 * time.Hour)
+	return fmt.Sprintf("%dd%s", days, (d - days*24*time.Hour).String())
 }

@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -65,8 +66,9 @@ func (g *gzipFile) Close() error {
 }
 
 // Expand turns the command line's arguments into file names: "-" stays as it
-// is, a glob is expanded (sorted), and a plain name must exist. A glob that
-// matches nothing is an error: an operator who typed it expected files.
+// is, a glob is expanded (sorted, directories left out), and a plain name
+// must exist and not be a directory. A glob that matches no file is an
+// error: an operator who typed it expected files.
 func Expand(args []string) ([]string, error) {
 	var out []string
 	for _, a := range args {
@@ -75,8 +77,12 @@ func Expand(args []string) ([]string, error) {
 			continue
 		}
 		if !strings.ContainsAny(a, "*?[") {
-			if _, err := os.Stat(a); err != nil {
+			fi, err := os.Stat(a)
+			if err != nil {
 				return nil, err
+			}
+			if fi.IsDir() {
+				return nil, fmt.Errorf("%s is a directory: name its logs, e.g. '%s'", a, filepath.Join(a, "*.log"))
 			}
 			out = append(out, a)
 			continue
@@ -85,6 +91,10 @@ func Expand(args []string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", a, err)
 		}
+		m = slices.DeleteFunc(m, func(name string) bool {
+			fi, err := os.Stat(name)
+			return err == nil && fi.IsDir()
+		})
 		if len(m) == 0 {
 			return nil, fmt.Errorf("%s: no file matches", a)
 		}

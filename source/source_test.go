@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -137,6 +138,19 @@ func TestExpand(t *testing.T) {
 	}
 	if _, err := Expand([]string{filepath.Join(dir, "nope.log")}); err == nil {
 		t.Error("a missing file: no error")
+	}
+	// A directory named outright is refused with a hint; a glob leaves
+	// directories out.
+	os.Mkdir(filepath.Join(dir, "old.log"), 0o700)
+	if _, err := Expand([]string{dir}); err == nil || !strings.Contains(err.Error(), "is a directory") {
+		t.Errorf("a directory: error %v, want one saying it is a directory", err)
+	}
+	got, err = Expand([]string{filepath.Join(dir, "*.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{filepath.Join(dir, "a.log"), filepath.Join(dir, "b.log")}; !slices.Equal(got, want) {
+		t.Errorf("glob with a directory: got %v, want %v", got, want)
 	}
 }
 
