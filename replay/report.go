@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -110,6 +111,13 @@ type BanRecord struct {
 
 // LimitReport gives, over every key the rule tracked, percentiles of the
 // peak value each key reached against one limit: where a threshold would cut.
+// For `last N within`, where the peak is the shortest span of N requests and
+// a smaller span is the more severe, the ranking is reversed: p90 is the span
+// that 90% of keys stay above, and Max is the shortest span of all. Keys with
+// fewer than N requests have no span and are not counted. A banned key's
+// requests are not charged while it is banned, so its peak reads just over
+// the limit it crossed: percentiles show where a threshold would cut, and
+// --sweep what another threshold would do.
 type LimitReport struct {
 	Limit string  `json:"limit"`
 	Unit  string  `json:"unit"`
@@ -130,15 +138,16 @@ type TopList struct {
 // TopKey is one key of a top list with its peak window values.
 type TopKey struct {
 	Key      string      `json:"key"`
-	Requests int64       `json:"requests"`
+	Requests int64       `json:"requests"` // every request the rule saw, blocked ones included
+	Blocked  int64       `json:"blocked"`  // requests while banned: counted, not charged
 	CPU      float64     `json:"cpu_seconds"`
 	Peaks    []LimitPeak `json:"peaks"`
 }
 
 // LimitPeak is the peak a key reached against one limit.
 type LimitPeak struct {
-	Limit string  `json:"limit"`
-	Value float64 `json:"value"`
+	Limit string   `json:"limit"`
+	Value *float64 `json:"value"` // null when the key never reached a value (fewer than N requests for last N)
 }
 
 func newReport(cfg *rules.Config, samples int) *Report {
@@ -232,13 +241,14 @@ func (r *Report) finish(p *pipeline.Pipeline, top int) {
 	r.Detector = p.Detector().Stats()
 	type keyPeak struct {
 		key      string
-		requests int64
+		requests int64 // charged and blocked
+		blocked  int64
 		cpu      float64
 		peak     []float64
 	}
 	perRule := map[*rules.Rule][]keyPeak{}
 	p.Detector().Peaks(func(kp detector.KeyPeak) {
-		perRule[kp.Rule] = append(perRule[kp.Rule], keyPeak{kp.Key, kp.Requests, kp.CPU, append([]float64(nil), kp.Peak...)})
+		perRule[kp.Rule] = append(perRule[kp.Rule], keyPeak{kp.Key, kp.Requests + kp.Blocked, kp.Blocked, kp.CPU, append([]float64(nil), kp.Peak...)})
 	})
 	for i := range r.Rules {
 		rr := &r.Rules[i]
@@ -263,6 +273,10 @@ func (r *Report) finish(p *pipeline.Pipeline, top int) {
 				}
 			}
 			sort.Float64s(vals)
+			if l.Kind == rules.LimitLastN {
+				// A smaller span is the more severe: rank from the top.
+				slices.Reverse(vals)
+			}
 			lr := LimitReport{Limit: l.Text, Unit: unit(l), Keys: len(vals)}
 			if len(vals) > 0 {
 				lr.P50, lr.P90, lr.P99, lr.Max = pct(vals, 50), pct(vals, 90), pct(vals, 99), vals[len(vals)-1]
@@ -285,10 +299,15 @@ func (r *Report) finish(p *pipeline.Pipeline, top int) {
 				if by == "cpu" && k.cpu == 0 {
 					break
 				}
-				tk := TopKey{Key: k.key, Requests: k.requests, CPU: round(k.cpu, 3), Peaks: []LimitPeak{}}
+				tk := TopKey{Key: k.key, Requests: k.requests, Blocked: k.blocked, CPU: round(k.cpu, 3), Peaks: []LimitPeak{}}
 				for li, l := range rule.Limits {
 					if li < len(k.peak) {
-						tk.Peaks = append(tk.Peaks, LimitPeak{Limit: l.Text, Value: round(k.peak[li], 4)})
+						lp := LimitPeak{Limit: l.Text}
+						if v := k.peak[li]; !math.IsNaN(v) && !math.IsInf(v, 0) {
+							v = round(v, 4)
+							lp.Value = &v
+						}
+						tk.Peaks = append(tk.Peaks, lp)
 					}
 				}
 				tl.Keys = append(tl.Keys, tk)
@@ -429,13 +448,17 @@ func (r *Report) WriteText(w io.Writer) error {
 				continue
 			}
 			tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-			fmt.Fprintf(tw, "  TOP BY %s\tREQUESTS\tCPU s\tPEAKS\n", strings.ToUpper(tl.By))
+			fmt.Fprintf(tw, "  TOP BY %s\tREQUESTS\tBLOCKED\tCPU s\tPEAKS\n", strings.ToUpper(tl.By))
 			for _, k := range tl.Keys {
 				var peaks []string
 				for i, p := range k.Peaks {
-					peaks = append(peaks, fmtPeak(rule.Limits[i], p.Value)+" vs "+p.Limit)
+					v := "-"
+					if p.Value != nil {
+						v = fmtPeak(rule.Limits[i], *p.Value)
+					}
+					peaks = append(peaks, v+" vs "+p.Limit)
 				}
-				fmt.Fprintf(tw, "  %s\t%d\t%.1f\t%s\n", k.Key, k.Requests, k.CPU, strings.Join(peaks, "; "))
+				fmt.Fprintf(tw, "  %s\t%d\t%d\t%.1f\t%s\n", k.Key, k.Requests, k.Blocked, k.CPU, strings.Join(peaks, "; "))
 			}
 			tw.Flush()
 		}
