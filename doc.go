@@ -5,7 +5,14 @@
 //   - parser: one access-log line to a parser.Entry (formats, no I/O).
 //   - rules: the one YAML configuration, compiled (match, keys, limits, lists, ranges).
 //   - detector: sliding windows per (rule, key) and the ban ladder, on log time.
-//   - replay: the pipeline from files to decisions, shared by replay and the daemon.
-//   - actions: what makes a ban real (later issues).
+//   - pipeline: entries to decisions (rules, then detector), the one code path
+//     that replay and the daemon share.
+//   - source: opening logs (plain, gzip, stdin, globs, rotated siblings) and
+//     reading their lines.
+//   - replay: old logs through the pipeline, merged by time, acting on nothing;
+//     the report for tuning.
 //   - cmd/logjail: the command line, thin.
+//
+// Not yet built: the SQLite store, the daemon (tailing, control socket), the
+// actions that make a ban real and the decision endpoint.
 package logjail

@@ -3,9 +3,11 @@
 // input and globs, with rotated siblings (access.log.1, access.log.2.gz,
 // access.log-20261122) recognised as belonging to the file they rotated from.
 //
-// Lines are handed out as strings that share one allocation per read chunk,
-// so a caller that keeps a piece of a line beyond the next call to Next must
-// copy it (strings.Clone). Nothing here parses; nothing here keeps global state.
+// Lines are handed out as strings that share one allocation per read chunk
+// (64 KiB and more): they stay valid, but keeping a small piece of a line
+// keeps its whole chunk in memory, so a caller that keeps pieces for long
+// (keys, the daemon's state) clones them (strings.Clone). Nothing here
+// parses; nothing here keeps global state.
 package source
 
 import (
