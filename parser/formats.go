@@ -130,6 +130,30 @@ func headerName(prefix, h string) string {
 	return prefix + strings.ReplaceAll(strings.ToLower(h), "-", "_")
 }
 
+// directive reads the %-directive at f[i] of an Apache or PHP-FPM format:
+// optional modifiers (Apache only: status conditions and '<' '>' '!' ','),
+// an optional {argument}, and the letter. It returns the letter, the
+// argument and the index after the letter.
+func directive(f string, i int, family string, modifiers bool) (c byte, arg string, hasArg bool, next int, err error) {
+	start := i
+	i++
+	for modifiers && i < len(f) && (f[i] == '<' || f[i] == '>' || f[i] == '!' || f[i] == ',' || f[i]-'0' <= 9) {
+		i++
+	}
+	if i < len(f) && f[i] == '{' {
+		j := strings.IndexByte(f[i:], '}')
+		if j < 0 {
+			return 0, "", false, 0, fmt.Errorf("%s format: %q: unclosed {", family, f[start:])
+		}
+		arg, hasArg = f[i+1:i+j], true
+		i += j + 1
+	}
+	if i >= len(f) {
+		return 0, "", false, 0, fmt.Errorf("%s format: %q: directive without a letter", family, f[start:])
+	}
+	return f[i], arg, hasArg, i + 1, nil
+}
+
 // compileApache turns an Apache LogFormat string into items.
 func compileApache(f string) ([]item, error) {
 	f = unescapeFormat(f)
@@ -145,25 +169,11 @@ func compileApache(f string) ([]item, error) {
 			continue
 		}
 		start := i
-		i++
-		// modifiers: status conditions, '<' '>' '!' ','
-		for i < len(f) && (f[i] == '<' || f[i] == '>' || f[i] == '!' || f[i] == ',' || f[i]-'0' <= 9) {
-			i++
+		c, arg, hasArg, next, err := directive(f, i, "apache", true)
+		if err != nil {
+			return nil, err
 		}
-		arg, hasArg := "", false
-		if i < len(f) && f[i] == '{' {
-			j := strings.IndexByte(f[i:], '}')
-			if j < 0 {
-				return nil, fmt.Errorf("apache format: %q: unclosed {", f[start:])
-			}
-			arg, hasArg = f[i+1:i+j], true
-			i += j + 1
-		}
-		if i >= len(f) {
-			return nil, fmt.Errorf("apache format: %q: directive without a letter", f[start:])
-		}
-		c := f[i]
-		i++
+		i = next
 		if c == '%' {
 			items = appendLit(items, "%")
 			continue
@@ -327,21 +337,11 @@ func compileFPM(f string) ([]item, error) {
 			continue
 		}
 		start := i
-		i++
-		arg, hasArg := "", false
-		if i < len(f) && f[i] == '{' {
-			j := strings.IndexByte(f[i:], '}')
-			if j < 0 {
-				return nil, fmt.Errorf("fpm format: %q: unclosed {", f[start:])
-			}
-			arg, hasArg = f[i+1:i+j], true
-			i += j + 1
+		c, arg, hasArg, next, err := directive(f, i, "fpm", false)
+		if err != nil {
+			return nil, err
 		}
-		if i >= len(f) {
-			return nil, fmt.Errorf("fpm format: %q: directive without a letter", f[start:])
-		}
-		c := f[i]
-		i++
+		i = next
 		if c == '%' {
 			items = appendLit(items, "%")
 			continue

@@ -124,16 +124,20 @@ type keyCache struct {
 	cache          *KeyCache
 }
 
+func (kc *keyCache) ipKey(c *Config, e *parser.Entry) {
+	switch {
+	case kc.ip != "":
+	case kc.cache != nil:
+		kc.ip = kc.cache.get(&kc.cache.ip, e.IP, c.IPKey)
+	default:
+		kc.ip = c.IPKey(e.IP)
+	}
+}
+
 func (kc *keyCache) key(c *Config, k KeyKind, e *parser.Entry) (string, bool) {
 	switch k {
 	case KeyIP:
-		if kc.ip == "" {
-			if kc.cache != nil {
-				kc.ip = kc.cache.get(&kc.cache.ip, e.IP, c.IPKey)
-			} else {
-				kc.ip = c.IPKey(e.IP)
-			}
-		}
+		kc.ipKey(c, e)
 		return kc.ip, true
 	case KeyPrefix:
 		if kc.prefix == "" {
@@ -155,13 +159,7 @@ func (kc *keyCache) key(c *Config, k KeyKind, e *parser.Entry) (string, bool) {
 		}
 		return kc.ua, true
 	case KeyIPUserAgent:
-		if kc.ip == "" {
-			if kc.cache != nil {
-				kc.ip = kc.cache.get(&kc.cache.ip, e.IP, c.IPKey)
-			} else {
-				kc.ip = c.IPKey(e.IP)
-			}
-		}
+		kc.ipKey(c, e)
 		if kc.ua == "" {
 			kc.ua = uaKey(e)
 		}
