@@ -2,6 +2,7 @@ package parser
 
 import (
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,6 +121,24 @@ func FuzzFormatStrings(f *testing.F) {
 			if p, err := New(o); err == nil {
 				checkSane(t, p, line)
 			}
+		}
+	})
+}
+
+// FuzzDottedQuad checks the IPv4 fast path against netip.ParseAddr: whatever
+// it accepts, netip reads as the same address.
+func FuzzDottedQuad(f *testing.F) {
+	for _, s := range []string{"203.0.113.7", "0.0.0.0", "255.255.255.255", "256.1.1.1", "01.2.3.4", "1.2.3", "1.2.3.4.5", "1.2.3.4 ", "::1", "1..2.3", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, ok := parseDottedQuad(s)
+		if !ok {
+			return
+		}
+		b, err := netip.ParseAddr(s)
+		if err != nil || a != b {
+			t.Fatalf("parseDottedQuad(%q) = %v; netip.ParseAddr = %v, %v", s, a, b, err)
 		}
 	})
 }

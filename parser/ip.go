@@ -9,6 +9,9 @@ import (
 // without brackets, "[v6]:port", "v4:port", with a zone (dropped). IPv4-mapped
 // IPv6 addresses are unmapped.
 func parseAddr(s string) (netip.Addr, bool) {
+	if a, ok := parseDottedQuad(s); ok {
+		return a, true
+	}
 	s = trimSpace(s)
 	if s == "" || s == "-" {
 		return netip.Addr{}, false
@@ -99,4 +102,34 @@ func splitLast(list string) (head, last string) {
 		return list[:j], trimSpace(list[j+1:])
 	}
 	return "", trimSpace(list)
+}
+
+// parseDottedQuad reads the common case, a plain IPv4 address ("203.0.113.7"),
+// without netip.ParseAddr's generality. Anything else (blanks, a port, a
+// leading zero, IPv6) reports false and takes the general path, which
+// decides exactly as netip does.
+func parseDottedQuad(s string) (netip.Addr, bool) {
+	var b [4]byte
+	i := 0
+	for k := 0; k < 4; k++ {
+		if k > 0 {
+			if i >= len(s) || s[i] != '.' {
+				return netip.Addr{}, false
+			}
+			i++
+		}
+		start, v := i, 0
+		for i < len(s) && i-start < 3 && s[i]-'0' <= 9 {
+			v = v*10 + int(s[i]-'0')
+			i++
+		}
+		if i == start || v > 255 || (i-start > 1 && s[start] == '0') {
+			return netip.Addr{}, false
+		}
+		b[k] = byte(v)
+	}
+	if i != len(s) {
+		return netip.Addr{}, false
+	}
+	return netip.AddrFrom4(b), true
 }

@@ -348,3 +348,21 @@ func TestAllocs(t *testing.T) {
 		t.Errorf("Parse: %v allocs, want at most 1", n)
 	}
 }
+
+func TestDottedQuad(t *testing.T) {
+	for s, want := range map[string]bool{
+		"203.0.113.7": true, "0.0.0.0": true, "255.255.255.255": true,
+		"256.1.1.1": false, "01.2.3.4": false, "1.2.3": false, "1.2.3.4.5": false,
+		"1.2.3.4 ": false, "::1": false, "1..2.3": false, "": false, "1.2.3.4:80": false, "1234.1.1.1": false,
+	} {
+		if _, got := parseDottedQuad(s); got != want {
+			t.Errorf("parseDottedQuad(%q) ok = %v, want %v", s, got, want)
+		}
+	}
+	// What the fast path refuses, the general path still reads.
+	for _, s := range []string{" 203.0.113.7", "203.0.113.7:8080", "::ffff:203.0.113.7"} {
+		if a, ok := parseAddr(s); !ok || a.String() != "203.0.113.7" {
+			t.Errorf("parseAddr(%q) = %v, %v; want 203.0.113.7", s, a, ok)
+		}
+	}
+}
