@@ -16,6 +16,7 @@ import (
 	"io"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/logjail/logjail/detector"
@@ -48,15 +49,23 @@ type Options struct {
 
 // blockLines is how many lines a reader hands to a parsing worker at once:
 // large enough to make the channel cost vanish, small enough to stay in cache.
-const blockLines = 512
+// An input's first block is only firstBlockLines long: until the merge
+// reaches an input, its head is all it needs, and a replay of many rotated
+// files holds one small block of each.
+const (
+	blockLines      = 512
+	firstBlockLines = 16
+)
 
 // block is a run of consecutive lines of one input, parsed by a worker.
 type block struct {
+	parser  *parser.Parser
 	lines   []string
 	trunc   []int // indices of lines longer than source.MaxLine
 	first   int   // 1-based number of lines[0]
 	entries []parser.Entry
 	rejects []rejectAt
+	token   bool          // holds one of the pool's tokens
 	done    chan struct{} // closed when entries and rejects are ready
 }
 
@@ -65,12 +74,12 @@ type rejectAt struct {
 	err error
 }
 
-// parse parses every line of b with p.
-func (b *block) parse(p *parser.Parser) {
+// parse parses every line of b.
+func (b *block) parse() {
 	t := 0
 	for i, line := range b.lines {
 		n := b.first + i
-		e, err := p.ParseString(line, n)
+		e, err := b.parser.ParseString(line, n)
 		if err == nil && t < len(b.trunc) && b.trunc[t] == i {
 			err = &parser.Error{Line: n, Field: "line", Reason: fmt.Sprintf("longer than %d bytes", source.MaxLine)}
 		}
@@ -86,15 +95,40 @@ func (b *block) parse(p *parser.Parser) {
 	close(b.done)
 }
 
-// reader reads one input: its own goroutine splits the input into blocks
-// of lines, in file order, and a few workers parse the blocks in parallel;
-// the merger takes the blocks in file order (each when its worker is done),
-// so a file's entries keep their order whatever the workers' timing.
+// pool is the parsing workers all inputs share, and the budget that bounds
+// the blocks in flight, so that replaying a year of rotated files costs
+// about as much memory as replaying one.
+//
+// Every reader may always have one block in flight (sent and not yet
+// released by the merger): the merger can always get the head of every
+// input, so the merge never waits on a reader that waits on the budget.
+// More blocks in flight, which let the workers parse ahead in parallel,
+// each take one of the pool's tokens.
+type pool struct {
+	work   chan *block
+	tokens chan struct{}
+}
+
+func newPool(workers int) *pool {
+	p := &pool{work: make(chan *block, workers), tokens: make(chan struct{}, 4*workers+4)}
+	for range cap(p.tokens) {
+		p.tokens <- struct{}{}
+	}
+	return p
+}
+
+// reader reads one input on its own goroutine: it splits the input into
+// blocks of lines, in file order, which the pool's workers parse in
+// parallel; the merger takes the blocks in file order (each when its worker
+// is done), so a file's entries keep their order whatever the workers' timing.
 type reader struct {
-	in      Input
-	workers int
-	order   chan *block // every block, in file order
-	free    chan *block // blocks the merger is done with, for reuse
+	in       Input
+	pool     *pool
+	order    chan *block   // the blocks in flight, in file order
+	free     chan *block   // blocks the merger is done with, for reuse
+	inflight atomic.Int32  // blocks sent and not yet released
+	reached  atomic.Bool   // the merger has released one of its blocks
+	drained  chan struct{} // the merger released the last block in flight
 
 	// Written by the goroutine of run before it sends its first block.
 	format string
@@ -106,13 +140,14 @@ type reader struct {
 	nrej     int64
 }
 
-func newReader(in Input, workers int) *reader {
+func newReader(in Input, p *pool) *reader {
 	return &reader{
 		in:      in,
-		workers: workers,
+		pool:    p,
 		reasons: map[string]int64{},
-		order:   make(chan *block, 2*workers+2),
-		free:    make(chan *block, 2*workers+4),
+		order:   make(chan *block, cap(p.tokens)+1),
+		free:    make(chan *block, 4),
+		drained: make(chan struct{}, 1),
 	}
 }
 
@@ -125,71 +160,117 @@ func (r *reader) run(ctx context.Context, stdin io.Reader) error {
 	defer lg.Close()
 	r.format = lg.Parser.Name()
 
-	work := make(chan *block, r.workers)
-	var wg sync.WaitGroup
-	for range r.workers {
-		wg.Go(func() {
-			for b := range work {
-				b.parse(lg.Parser)
-			}
-		})
-	}
-	defer wg.Wait()
-	defer close(work)
-
-	send := func(b *block) error {
-		select {
-		case r.order <- b:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		select {
-		case work <- b:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		return nil
-	}
-	b := r.newBlock()
+	size := firstBlockLines
 	for {
-		line, n, ok := lg.Lines.Next()
-		if !ok {
-			break
+		// Wait for room in the budget before reading on: an input the merge
+		// has not reached yet holds only its first block.
+		b := r.newBlock(lg.Parser, size)
+		if err := r.acquire(ctx, b); err != nil {
+			return err
+		}
+		for len(b.lines) < size {
+			line, n, ok := lg.Lines.Next()
+			if !ok {
+				break
+			}
+			if len(b.lines) == 0 {
+				b.first = n
+			}
+			if lg.Lines.Truncated() {
+				b.trunc = append(b.trunc, len(b.lines))
+			}
+			b.lines = append(b.lines, line)
 		}
 		if len(b.lines) == 0 {
-			b.first = n
+			r.release(b)
+			break
 		}
-		if lg.Lines.Truncated() {
-			b.trunc = append(b.trunc, len(b.lines))
+		if err := r.send(ctx, b); err != nil {
+			return err
 		}
-		b.lines = append(b.lines, line)
-		if len(b.lines) == blockLines {
-			if err := send(b); err != nil {
-				return err
-			}
-			b = r.newBlock()
+		if len(b.lines) < size {
+			break
 		}
+		size = blockLines
 	}
 	if err := lg.Lines.Err(); err != nil {
 		return fmt.Errorf("%s: %w", r.in.Name, err)
 	}
-	if len(b.lines) > 0 {
-		return send(b)
+	return nil
+}
+
+// acquire waits for room in the budget for b: the reader's own slot when
+// it has no block in flight, else, once the merge has reached the input, one
+// of the pool's tokens. An input the merge has not reached takes no token:
+// with many rotated files, the tokens go to the file being replayed.
+func (r *reader) acquire(ctx context.Context, b *block) error {
+	for r.inflight.Load() > 0 {
+		var tokens chan struct{}
+		if r.reached.Load() {
+			tokens = r.pool.tokens
+		}
+		select {
+		case <-tokens:
+			b.token = true
+			r.inflight.Add(1)
+			return nil
+		case <-r.drained: // look again: the reader's own slot may be free
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	r.inflight.Add(1)
+	return nil
+}
+
+// send hands b to the merger (in file order) and to the workers.
+func (r *reader) send(ctx context.Context, b *block) error {
+	select {
+	case r.order <- b:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case r.pool.work <- b:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	return nil
 }
 
-func (r *reader) newBlock() *block {
+// release gives back what b held in the budget and keeps b for reuse. The
+// merger calls it when it is done with b.
+func (r *reader) release(b *block) {
+	r.reached.Store(true)
+	if b.token {
+		b.token = false
+		r.pool.tokens <- struct{}{}
+	}
+	if r.inflight.Add(-1) == 0 {
+		select {
+		case r.drained <- struct{}{}:
+		default:
+		}
+	}
+	clear(b.entries) // let the chunks' strings go
+	select {
+	case r.free <- b:
+	default:
+	}
+}
+
+func (r *reader) newBlock(p *parser.Parser, size int) *block {
 	select {
 	case b := <-r.free:
-		clear(b.lines) // let the previous chunk's strings go
+		clear(b.lines)
 		b.lines, b.trunc, b.entries, b.rejects = b.lines[:0], b.trunc[:0], b.entries[:0], b.rejects[:0]
-		b.done = make(chan struct{})
+		b.parser, b.done = p, make(chan struct{})
 		return b
 	default:
 		return &block{
-			lines:   make([]string, 0, blockLines),
-			entries: make([]parser.Entry, 0, blockLines),
+			parser:  p,
+			lines:   make([]string, 0, size),
+			entries: make([]parser.Entry, 0, size),
 			done:    make(chan struct{}),
 		}
 	}
@@ -228,11 +309,7 @@ func (c *cursor) next(ctx context.Context) (bool, error) {
 	c.i++
 	for c.b == nil || c.i >= len(c.b.entries) {
 		if c.b != nil {
-			clear(c.b.entries) // let the previous chunk's strings go
-			select {
-			case c.r.free <- c.b:
-			default:
-			}
+			c.r.release(c.b)
 			c.b = nil
 		}
 		var b *block
@@ -240,7 +317,15 @@ func (c *cursor) next(ctx context.Context) (bool, error) {
 		select {
 		case b, ok = <-c.r.order:
 			if !ok {
-				return false, nil
+				// The input is done: let its blocks go.
+				for {
+					select {
+					case <-c.r.free:
+						continue
+					default:
+					}
+					return false, nil
+				}
 			}
 		case <-ctx.Done():
 			return false, ctx.Err()
@@ -294,11 +379,29 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 	g, gctx := errgroup.WithContext(ctx)
 	readers := make([]*reader, len(inputs))
 	workers := max(1, runtime.GOMAXPROCS(0))
+	pl := newPool(workers)
+	var splitters sync.WaitGroup
 	for i, in := range inputs {
-		r := newReader(in, workers)
+		r := newReader(in, pl)
 		readers[i] = r
-		g.Go(func() error { return r.run(gctx, o.Stdin) })
+		splitters.Add(1)
+		g.Go(func() error {
+			defer splitters.Done()
+			return r.run(gctx, o.Stdin)
+		})
 	}
+	for range workers {
+		g.Go(func() error {
+			for b := range pl.work {
+				b.parse()
+			}
+			return nil
+		})
+	}
+	go func() {
+		splitters.Wait()
+		close(pl.work)
+	}()
 
 	rep := newReport(cfg, o.RejectSamples)
 	g.Go(func() error {

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -212,4 +213,73 @@ rules:
 	if !strings.Contains(buf.String(), `"value": null`) {
 		t.Errorf("the key without a span has no null peak in the JSON:\n%s", buf.String())
 	}
+}
+
+// TestManyFilesMergeLikeOne splits a log into many files two ways (runs of
+// consecutive lines, like rotated files, and round-robin, like two servers
+// writing at once) and checks that the merge decides exactly what the whole
+// file decides: the budget that bounds the blocks in flight neither loses,
+// reorders nor stalls anything.
+func TestManyFilesMergeLikeOne(t *testing.T) {
+	cfg := parseConfig(t, rateConfig)
+	var ls []string
+	for i := 0; i < 6000; i++ {
+		// 20 clients; client k sends every (k+1)/4 s, so the fast ones flood.
+		k := i % 20
+		ls = append(ls, line(fmt.Sprintf("203.0.113.%d", k), float64(i/20)*float64(k+1)/8, 200))
+	}
+	sortByTime(ls)
+	whole := decisionsOf(replayOne(t, cfg, writeLog(t, ls), Options{}))
+	if len(whole) == 0 {
+		t.Fatal("the log decides nothing: the test would prove nothing")
+	}
+	dir := t.TempDir()
+	for _, split := range []string{"runs", "round-robin"} {
+		const n = 60
+		parts := make([][]string, n)
+		for i, l := range ls {
+			j := i * n / len(ls)
+			if split == "round-robin" {
+				j = i % n
+			}
+			parts[j] = append(parts[j], l)
+		}
+		var inputs []Input
+		for j, p := range parts {
+			name := filepath.Join(dir, fmt.Sprintf("%s.%02d.log", split, j))
+			if err := os.WriteFile(name, []byte(strings.Join(p, "\n")+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			inputs = append(inputs, Input{Name: name, Source: cfg.Sources[0]})
+		}
+		rep, err := Run(context.Background(), cfg, inputs, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Input.Parsed != int64(len(ls)) {
+			t.Errorf("%s: parsed %d lines, want %d", split, rep.Input.Parsed, len(ls))
+		}
+		if diff := cmp.Diff(whole, decisionsOf(rep)); diff != "" {
+			t.Errorf("%s: %d files decide differently from the whole file (-whole +files):\n%s", split, n, diff)
+		}
+	}
+}
+
+// sortByTime orders lines written by line() by their time, stably.
+func sortByTime(ls []string) {
+	key := func(l string) time.Time {
+		i := strings.IndexByte(l, '[')
+		t, _ := time.Parse("02/Jan/2006:15:04:05 -0700", l[i+1:i+27])
+		return t
+	}
+	slices.SortStableFunc(ls, func(a, b string) int { return key(a).Compare(key(b)) })
+}
+
+// decisionsOf is the report's decisions, one line each, for comparing.
+func decisionsOf(rep *Report) []string {
+	var out []string
+	for _, d := range rep.Decisions {
+		out = append(out, formatDecision(d))
+	}
+	return out
 }

@@ -42,7 +42,9 @@ func Open(name string, stdin io.Reader) (io.ReadCloser, error) {
 		}
 		rc = f
 	}
-	br := bufio.NewReaderSize(rc, 64<<10)
+	// A small buffer: it only has to hold the magic bytes; larger reads go
+	// straight to the file.
+	br := bufio.NewReaderSize(rc, 4<<10)
 	magic, _ := br.Peek(2)
 	if len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
@@ -157,7 +159,7 @@ type LineReader struct {
 
 // NewLineReader returns a reader of the lines of r.
 func NewLineReader(r io.Reader) *LineReader {
-	return &LineReader{r: r, buf: make([]byte, 0, 256<<10)}
+	return &LineReader{r: r, buf: make([]byte, 0, 64<<10)}
 }
 
 // Next returns the next line without its line ending ("\n" or "\r\n") and
