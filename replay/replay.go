@@ -364,6 +364,9 @@ func (h *cursorHeap) Pop() any {
 
 // Run replays inputs under cfg and returns the report.
 func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Report, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if o.RejectSamples == 0 {
 		o.RejectSamples = 5
 	}

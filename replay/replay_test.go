@@ -283,3 +283,20 @@ func decisionsOf(rep *Report) []string {
 	}
 	return out
 }
+
+// TestErrorsStopTheReplay: an input that cannot be opened, or a cancelled
+// context, ends the replay with an error, without a hang.
+func TestErrorsStopTheReplay(t *testing.T) {
+	cfg := parseConfig(t, rateConfig)
+	good := writeLog(t, rampLog())
+	missing := filepath.Join(t.TempDir(), "missing.log")
+	_, err := Run(context.Background(), cfg, []Input{{Name: good, Source: cfg.Sources[0]}, {Name: missing, Source: cfg.Sources[0]}}, Options{})
+	if err == nil || !strings.Contains(err.Error(), "missing.log") {
+		t.Errorf("a missing input: error %v, want one naming missing.log", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Run(ctx, cfg, []Input{{Name: good, Source: cfg.Sources[0]}}, Options{}); err == nil {
+		t.Error("a cancelled context: no error")
+	}
+}
