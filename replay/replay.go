@@ -39,8 +39,9 @@ type Options struct {
 	Sweeps   []Sweep
 	Stdin    io.Reader
 	// Progress, when set, is called from the merging goroutine about every
-	// 64k lines with the lines read so far.
-	Progress func(lines int64)
+	// 64k lines with the lines merged so far and the share of the input's
+	// bytes read (0 to 1; -1 when unknown, as for stdin).
+	Progress func(lines int64, done float64)
 	// RejectSamples is how many rejected lines the report quotes (default 5).
 	RejectSamples int
 	// Top is how many keys each top list holds (default 10).
@@ -132,6 +133,7 @@ type reader struct {
 
 	// Written by the goroutine of run before it sends its first block.
 	format string
+	log    atomic.Pointer[source.Log] // set once the input is open
 
 	// Written by the merger only (account), read after the replay.
 	lines    int64
@@ -159,6 +161,7 @@ func (r *reader) run(ctx context.Context, stdin io.Reader) error {
 	}
 	defer lg.Close()
 	r.format = lg.Parser.Name()
+	r.log.Store(lg)
 
 	size := firstBlockLines
 	for {
@@ -341,6 +344,19 @@ func (c *cursor) next(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
+// done is the share of the inputs' bytes read so far, -1 when unknown.
+func done(readers []*reader) float64 {
+	var read, size int64
+	for _, r := range readers {
+		lg := r.log.Load()
+		if lg == nil || lg.Size == 0 {
+			return -1
+		}
+		read, size = read+lg.Read(), size+lg.Size
+	}
+	return min(1, float64(read)/float64(size))
+}
+
 // cursorHeap orders cursors by their head entry's time, then by input order,
 // so that equal times come out in a stable order.
 type cursorHeap []*cursor
@@ -435,7 +451,7 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 			src := c.r.in.Source
 			seen++
 			if o.Progress != nil && seen&0xffff == 0 {
-				o.Progress(seen)
+				o.Progress(seen, done(readers))
 			}
 			if (o.From.IsZero() || !e.Time.Before(o.From)) && (o.To.IsZero() || e.Time.Before(o.To)) {
 				rep.observe(e)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/logjail/logjail/rules"
+	"github.com/logjail/logjail/source"
 )
 
 // t0 is the time of the tests' first line.
@@ -298,5 +299,40 @@ func TestErrorsStopTheReplay(t *testing.T) {
 	cancel()
 	if _, err := Run(ctx, cfg, []Input{{Name: good, Source: cfg.Sources[0]}}, Options{}); err == nil {
 		t.Error("a cancelled context: no error")
+	}
+}
+
+// TestDone: the progress share is what was read of the files' bytes, and
+// unknown (-1) when an input is stdin.
+func TestDone(t *testing.T) {
+	cfg := parseConfig(t, rateConfig)
+	var ls []string
+	for i := 0; i < 1000; i++ {
+		ls = append(ls, line("203.0.113.1", float64(i), 200))
+	}
+	name := writeLog(t, ls)
+	lg, err := source.OpenLog(name, cfg.Sources[0].Parser, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lg.Close()
+	r := &reader{}
+	r.log.Store(lg)
+	if got := done([]*reader{r}); got < 0 || got > 0.1 {
+		t.Errorf("before reading lines: done = %v, want at most 0.1 (the gzip check reads 4 KiB of 80)", got)
+	}
+	for _, _, ok := lg.Lines.Next(); ok; _, _, ok = lg.Lines.Next() {
+	}
+	if got := done([]*reader{r}); got != 1 {
+		t.Errorf("after reading all: done = %v, want 1", got)
+	}
+	in, err := source.OpenLog("-", cfg.Sources[0].Parser, strings.NewReader(line("203.0.113.1", 0, 200)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := &reader{}
+	rs.log.Store(in)
+	if got := done([]*reader{r, rs}); got != -1 {
+		t.Errorf("with stdin: done = %v, want -1 (unknown)", got)
 	}
 }

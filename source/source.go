@@ -22,6 +22,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/logjail/logjail/parser"
 )
@@ -32,15 +33,29 @@ const Stdin = "-"
 // Open opens name for reading, transparently decompressing gzip content.
 // Name "-" reads stdin (which Open does not close).
 func Open(name string, stdin io.Reader) (io.ReadCloser, error) {
+	rc, _, err := open(name, stdin, new(atomic.Int64))
+	return rc, err
+}
+
+// open is Open, counting the bytes read from the file in read and returning
+// the file's size (0 when not a regular file).
+func open(name string, stdin io.Reader, read *atomic.Int64) (io.ReadCloser, int64, error) {
 	var rc io.ReadCloser
+	var size int64
 	if name == Stdin {
-		rc = io.NopCloser(stdin)
+		rc = io.NopCloser(countingReader{stdin, read})
 	} else {
 		f, err := os.Open(name)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		rc = f
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			size = fi.Size()
+		}
+		rc = struct {
+			io.Reader
+			io.Closer
+		}{countingReader{f, read}, f}
 	}
 	// A small buffer: it only has to hold the magic bytes; larger reads go
 	// straight to the file.
@@ -50,14 +65,14 @@ func Open(name string, stdin io.Reader) (io.ReadCloser, error) {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
 			rc.Close()
-			return nil, fmt.Errorf("%s: gzip: %w", name, err)
+			return nil, 0, fmt.Errorf("%s: gzip: %w", name, err)
 		}
-		return &gzipFile{Reader: zr, under: rc}, nil
+		return &gzipFile{Reader: zr, under: rc}, size, nil
 	}
 	return struct {
 		io.Reader
 		io.Closer
-	}{br, rc}, nil
+	}{br, rc}, size, nil
 }
 
 type gzipFile struct {
@@ -262,14 +277,34 @@ type Log struct {
 	Name   string
 	Parser *parser.Parser
 	Lines  *LineReader
+	// Size is the file's size in bytes, 0 when unknown (stdin, a pipe).
+	Size   int64
+	read   *atomic.Int64
 	closer io.Closer
+}
+
+// Read returns how many bytes of the file itself (compressed, for a gzip
+// file) have been read so far, for a progress bar. Safe from any goroutine.
+func (l *Log) Read() int64 { return l.read.Load() }
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 // OpenLog opens name (a file, a .gz file or "-") and compiles the parser
 // for po. For Format "auto" it reads up to the first 50 lines and picks the
 // preset parser.Detect chooses (Log.Parser.Name says which).
 func OpenLog(name string, po parser.Options, stdin io.Reader) (*Log, error) {
-	rc, err := Open(name, stdin)
+	read := new(atomic.Int64)
+	rc, size, err := open(name, stdin, read)
 	if err != nil {
 		return nil, err
 	}
@@ -299,7 +334,7 @@ func OpenLog(name string, po parser.Options, stdin io.Reader) (*Log, error) {
 		rc.Close()
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return &Log{Name: name, Parser: p, Lines: NewLineReader(r), closer: rc}, nil
+	return &Log{Name: name, Parser: p, Lines: NewLineReader(r), Size: size, read: read, closer: rc}, nil
 }
 
 // Close closes the log's file.

@@ -134,12 +134,19 @@ func runReplay(cmd *cobra.Command, o *replayOptions, args []string, s streams) e
 	return rep.WriteText(s.out)
 }
 
-// progress returns a progress reporter that redraws one line on a terminal.
-func progress(w io.Writer) func(int64) {
+// progress returns a progress reporter that redraws one line on a
+// terminal: a bar when the input's size is known, and the lines and rate.
+func progress(w io.Writer) func(int64, float64) {
 	start := time.Now()
-	return func(lines int64) {
-		el := time.Since(start).Seconds()
-		fmt.Fprintf(w, "\rreplay: %s lines, %.0f lines/s%s", human(lines), float64(lines)/max(el, 1e-3), strings.Repeat(" ", 4))
+	return func(lines int64, done float64) {
+		rate := float64(lines) / max(time.Since(start).Seconds(), 1e-3)
+		bar := ""
+		if done >= 0 {
+			const width = 30
+			n := int(done * width)
+			bar = fmt.Sprintf("[%s%s] %3.0f%% ", strings.Repeat("#", n), strings.Repeat(".", width-n), done*100)
+		}
+		fmt.Fprintf(w, "\rreplay: %s%s lines, %s lines/s    ", bar, human(lines), human(int64(rate)))
 	}
 }
 
