@@ -19,6 +19,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	// The IANA zone database in the binary (about 450 KB), so that a
+	// source's `timezone: Europe/Paris` reads the same on a machine or in a
+	// container without /usr/share/zoneinfo.
+	_ "time/tzdata"
 
 	"github.com/spf13/cobra"
 )
