@@ -9,4 +9,14 @@ shared=${LOGJAIL_SHARED:-../shared}
 LOGJAIL_BENCH=1 ./scripts/deps.sh
 go build -o logjail ./cmd/logjail
 "$shared/bench/vs-fail2ban.sh" "$@" -- ./logjail replay --config testdata/genlog.yaml --source web
+
+# The reference loop (address and time only) on the same log, then logjail
+# again, so that the figures read as a ratio on a busy machine.
+work=${BENCH_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/logjail-bench}
+log=$(ls -t "$work"/access-*.log | head -1)
+go build -o baseline ./scripts/baseline
+for i in 1 2 3; do
+  /usr/bin/time -f "reference loop %e s" ./baseline "$log" >/dev/null
+  /usr/bin/time -f "logjail replay %e s, %M KB" ./logjail replay --config testdata/genlog.yaml --source web "$log" >/dev/null
+done
 go test -run '^$' -bench . -benchmem ./parser/ ./detector/
