@@ -159,22 +159,35 @@ const MaxLine = 1 << 20
 
 // LineReader reads lines from r in large chunks. The zero value is not
 // usable; call NewLineReader.
+//
+// Offset says where the lines returned so far end in the stream, exactly,
+// so that a reader that stops after any line can start again there
+// (NewLineReaderAt) without losing or repeating one.
 type LineReader struct {
 	r         io.Reader
 	buf       []byte
 	chunk     string // the current chunk, one allocation shared by its lines
 	pos       int
-	n         int // lines handed out
-	bytes     int64
+	n         int   // lines handed out
+	bytes     int64 // offset in the stream just after the bytes read from r
+	start     int64 // offset in the stream of chunk[0]
+	long      bool  // chunk is the head of one over-long line, plus "\n"
+	longEnd   int64 // for a long chunk: the offset just after the line's newline
 	err       error
 	eof       bool
 	truncated bool
-	skipping  bool // discarding the rest of an over-long line
 }
 
 // NewLineReader returns a reader of the lines of r.
 func NewLineReader(r io.Reader) *LineReader {
-	return &LineReader{r: r, buf: make([]byte, 0, 64<<10)}
+	return NewLineReaderAt(r, 0, 0)
+}
+
+// NewLineReaderAt returns a reader of the lines of r, which is positioned at
+// offset in its stream after line lines: Offset and the line numbers go on
+// from there.
+func NewLineReaderAt(r io.Reader, offset int64, line int) *LineReader {
+	return &LineReader{r: r, buf: make([]byte, 0, 64<<10), n: line, bytes: offset, start: offset}
 }
 
 // Next returns the next line without its line ending ("\n" or "\r\n") and
@@ -193,7 +206,7 @@ func (lr *LineReader) Next() (line string, n int, ok bool) {
 				l = rest[:i]
 				lr.pos += i + 1
 			}
-			lr.truncated = false
+			lr.truncated = lr.long
 			if len(l) > MaxLine {
 				l = l[:MaxLine]
 				lr.truncated = true
@@ -211,11 +224,34 @@ func (lr *LineReader) Next() (line string, n int, ok bool) {
 // Truncated reports whether the line last returned was longer than MaxLine.
 func (lr *LineReader) Truncated() bool { return lr.truncated }
 
-// Bytes returns how many bytes were read so far.
+// Offset returns the offset in the stream just after the last line returned
+// and its line ending: where the next line starts.
+func (lr *LineReader) Offset() int64 {
+	if lr.long && lr.pos == len(lr.chunk) {
+		return lr.longEnd
+	}
+	return lr.start + int64(lr.pos)
+}
+
+// Line returns the number of the last line returned (0 before the first).
+func (lr *LineReader) Line() int { return lr.n }
+
+// Bytes returns the offset in the stream just after the bytes read so far
+// (read ahead of Offset).
 func (lr *LineReader) Bytes() int64 { return lr.bytes }
 
 // Err returns the first read error other than io.EOF.
 func (lr *LineReader) Err() error { return lr.err }
+
+// read reads into buf's spare capacity.
+func (lr *LineReader) read(buf []byte) ([]byte, error) {
+	m, err := lr.r.Read(buf[len(buf):cap(buf)])
+	lr.bytes += int64(m)
+	if err != nil && !errors.Is(err, io.EOF) {
+		lr.err = err
+	}
+	return buf[:len(buf)+m], err
+}
 
 // fill reads the next chunk: whole lines only, except at the end of input.
 func (lr *LineReader) fill() bool {
@@ -225,49 +261,55 @@ func (lr *LineReader) fill() bool {
 	buf := lr.buf
 	for {
 		if len(buf) == cap(buf) {
-			if len(buf) >= MaxLine+1 && !lr.skipping {
-				// An over-long line: hand out its first MaxLine+1 bytes (Next
-				// cuts them to MaxLine) and skip the rest up to its newline.
-				lr.chunk = string(buf) + "\n"
-				lr.pos = 0
-				lr.buf = buf[:0]
-				lr.skipping = true
+			if len(buf) > MaxLine {
+				// An over-long line: hand out its head (Next cuts it to
+				// MaxLine) and read on to its newline now, so that Offset
+				// after it is exact.
+				lr.chunk, lr.pos, lr.long = string(buf[:MaxLine+1])+"\n", 0, true
+				lr.start = lr.bytes - int64(len(buf))
+				lr.buf, lr.longEnd = lr.skipLine(buf[:0])
 				return true
 			}
-			if lr.skipping {
-				buf = buf[:0]
-			} else {
-				nb := make([]byte, len(buf), 2*cap(buf))
-				copy(nb, buf)
-				buf = nb
-			}
+			nb := make([]byte, len(buf), 2*cap(buf))
+			copy(nb, buf)
+			buf = nb
 		}
-		m, err := lr.r.Read(buf[len(buf):cap(buf)])
-		lr.bytes += int64(m)
-		buf = buf[:len(buf)+m]
-		if lr.skipping {
-			if i := bytes.IndexByte(buf, '\n'); i >= 0 {
-				buf = buf[:copy(buf, buf[i+1:])]
-				lr.skipping = false
-			} else {
-				buf = buf[:0]
-			}
-		}
+		var err error
+		old := len(buf) // buf[:old] holds no newline: search only what is new
+		buf, err = lr.read(buf)
 		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				lr.err = err
-			}
 			lr.eof = true
-			if len(buf) == 0 || lr.skipping {
+			if len(buf) == 0 {
+				lr.buf = buf
 				return false
 			}
-			lr.chunk, lr.pos, lr.buf = string(buf), 0, buf[:0]
+			lr.chunk, lr.pos, lr.long = string(buf), 0, false
+			lr.start, lr.buf = lr.bytes-int64(len(buf)), buf[:0]
 			return true
 		}
-		if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
-			lr.chunk, lr.pos = string(buf[:i+1]), 0
+		if i := bytes.LastIndexByte(buf[old:], '\n'); i >= 0 {
+			i += old
+			lr.chunk, lr.pos, lr.long = string(buf[:i+1]), 0, false
+			lr.start = lr.bytes - int64(len(buf))
 			lr.buf = buf[:copy(buf, buf[i+1:])]
 			return true
+		}
+	}
+}
+
+// skipLine discards input up to and including the next newline. It returns
+// the bytes read after the newline (in buf) and the offset just after it.
+func (lr *LineReader) skipLine(buf []byte) ([]byte, int64) {
+	for {
+		var err error
+		buf, err = lr.read(buf[:0])
+		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+			rest := buf[:copy(buf, buf[i+1:])]
+			return rest, lr.bytes - int64(len(rest))
+		}
+		if err != nil {
+			lr.eof = true
+			return buf[:0], lr.bytes
 		}
 	}
 }

@@ -174,3 +174,79 @@ func TestRotatedFrom(t *testing.T) {
 		}
 	}
 }
+
+// TestLineReaderOffsetAndResume: after every line, Offset is where the next
+// line starts in the input, whatever the chunking of the reads, and a reader
+// started there with NewLineReaderAt goes on with the same lines and numbers.
+func TestLineReaderOffsetAndResume(t *testing.T) {
+	var in strings.Builder
+	var ends []int64 // offset after each line
+	add := func(l, nl string) {
+		in.WriteString(l + nl)
+		ends = append(ends, int64(in.Len()))
+	}
+	add("first", "\n")
+	add("", "\n")
+	add("crlf", "\r\n")
+	add(strings.Repeat("x", 100_000), "\n")
+	add(strings.Repeat("y", 3*MaxLine), "\n") // skipped past its newline
+	add(strings.Repeat("z", MaxLine+10), "\n")
+	add("after the long ones", "\n")
+	add("no newline at the end", "")
+	text := in.String()
+
+	type reader func(string) io.Reader
+	for name, mk := range map[string]reader{
+		"whole":    func(s string) io.Reader { return strings.NewReader(s) },
+		"one byte": func(s string) io.Reader { return iotest.OneByteReader(strings.NewReader(s)) },
+		"half":     func(s string) io.Reader { return iotest.HalfReader(strings.NewReader(s)) },
+	} {
+		if name == "one byte" {
+			// Byte by byte through 5 MB is slow under -race; the other
+			// readers cover the long lines.
+			text := text[:ends[3]]
+			lr := NewLineReader(mk(text))
+			for i := 0; ; i++ {
+				if _, _, ok := lr.Next(); !ok {
+					break
+				}
+				if lr.Offset() != ends[i] {
+					t.Fatalf("%s: after line %d, Offset %d, want %d", name, i+1, lr.Offset(), ends[i])
+				}
+			}
+			continue
+		}
+		lr := NewLineReader(mk(text))
+		var lines []string
+		for i := 0; ; i++ {
+			l, n, ok := lr.Next()
+			if !ok {
+				break
+			}
+			lines = append(lines, l)
+			if n != i+1 || lr.Line() != i+1 {
+				t.Fatalf("%s: line number %d (Line %d), want %d", name, n, lr.Line(), i+1)
+			}
+			if lr.Offset() != ends[i] {
+				t.Fatalf("%s: after line %d, Offset %d, want %d", name, i+1, lr.Offset(), ends[i])
+			}
+		}
+		if len(lines) != len(ends) {
+			t.Fatalf("%s: %d lines, want %d", name, len(lines), len(ends))
+		}
+		for k := range ends {
+			off := ends[k]
+			r := NewLineReaderAt(mk(text[off:]), off, k+1)
+			for j := k + 1; j < len(ends); j++ {
+				l, n, ok := r.Next()
+				if !ok || l != lines[j] || n != j+1 || r.Offset() != ends[j] {
+					t.Fatalf("%s: resumed after line %d: line %d is %.20q (n %d, ok %v, offset %d), want %.20q (offset %d)",
+						name, k+1, j+1, l, n, ok, r.Offset(), lines[j], ends[j])
+				}
+			}
+			if _, _, ok := r.Next(); ok {
+				t.Fatalf("%s: resumed after line %d: a line after the last", name, k+1)
+			}
+		}
+	}
+}
