@@ -14,6 +14,8 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +25,7 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/logjail/logjail/parser"
 )
@@ -33,15 +36,18 @@ const Stdin = "-"
 // Open opens name for reading, transparently decompressing gzip content.
 // Name "-" reads stdin (which Open does not close).
 func Open(name string, stdin io.Reader) (io.ReadCloser, error) {
-	rc, _, err := open(name, stdin, new(atomic.Int64))
+	rc, _, err := open(name, stdin, new(atomic.Int64), 0)
 	return rc, err
 }
 
 // open is Open, counting the bytes read from the file in read and returning
-// the file's size (0 when not a regular file).
-func open(name string, stdin io.Reader, read *atomic.Int64) (io.ReadCloser, int64, error) {
+// the file's size (0 when not a regular file). With offset > 0 the stream
+// (decompressed, for a gzip file) is positioned there: a plain file by a
+// seek, anything else by reading and discarding.
+func open(name string, stdin io.Reader, read *atomic.Int64, offset int64) (io.ReadCloser, int64, error) {
 	var rc io.ReadCloser
 	var size int64
+	var seeker *os.File
 	if name == Stdin {
 		rc = io.NopCloser(countingReader{stdin, read})
 	} else {
@@ -50,29 +56,46 @@ func open(name string, stdin io.Reader, read *atomic.Int64) (io.ReadCloser, int6
 			return nil, 0, err
 		}
 		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-			size = fi.Size()
+			size, seeker = fi.Size(), f
 		}
 		rc = struct {
 			io.Reader
 			io.Closer
 		}{countingReader{f, read}, f}
 	}
+	if seeker != nil && offset > 0 {
+		var magic [2]byte
+		if n, _ := seeker.ReadAt(magic[:], 0); n < 2 || magic != [2]byte{0x1f, 0x8b} {
+			if _, err := seeker.Seek(offset, io.SeekStart); err != nil {
+				rc.Close()
+				return nil, 0, fmt.Errorf("%s: seek to %d: %w", name, offset, err)
+			}
+			read.Store(offset)
+			offset = 0
+		}
+	}
 	// A small buffer: it only has to hold the magic bytes; larger reads go
 	// straight to the file.
 	br := bufio.NewReaderSize(rc, 4<<10)
-	magic, _ := br.Peek(2)
-	if len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+	var out io.ReadCloser = struct {
+		io.Reader
+		io.Closer
+	}{br, rc}
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
 			rc.Close()
 			return nil, 0, fmt.Errorf("%s: gzip: %w", name, err)
 		}
-		return &gzipFile{Reader: zr, under: rc}, size, nil
+		out = &gzipFile{Reader: zr, under: rc}
 	}
-	return struct {
-		io.Reader
-		io.Closer
-	}{br, rc}, size, nil
+	if offset > 0 {
+		if n, err := io.CopyN(io.Discard, out, offset); err != nil {
+			out.Close()
+			return nil, 0, fmt.Errorf("%s: skipping to %d: only %d bytes: %w", name, offset, n, err)
+		}
+	}
+	return out, size, nil
 }
 
 type gzipFile struct {
@@ -314,6 +337,56 @@ func (lr *LineReader) skipLine(buf []byte) ([]byte, int64) {
 	}
 }
 
+// FileID identifies a log file across restarts: the device and inode it
+// lives on, its size, and a hash of its first line, so that a file rotated
+// away (another inode), or truncated and written again (a size below the
+// saved offset, another first line), is told apart from the file a position
+// was saved for.
+type FileID struct {
+	Dev, Inode uint64
+	Size       int64
+	HeadHash   string // hex SHA-256 of the first line (at most 4 KiB of it); "" for an empty file
+}
+
+// Identify returns the FileID of the file at name.
+func Identify(name string) (FileID, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return FileID{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return FileID{}, err
+	}
+	id := FileID{Size: fi.Size()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		id.Dev, id.Inode = uint64(st.Dev), st.Ino
+	}
+	head := make([]byte, 4<<10)
+	n, err := io.ReadFull(f, head)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return FileID{}, fmt.Errorf("%s: %w", name, err)
+	}
+	head = head[:n]
+	if i := bytes.IndexByte(head, '\n'); i >= 0 {
+		head = head[:i+1]
+	}
+	if len(head) > 0 {
+		sum := sha256.Sum256(head)
+		id.HeadHash = hex.EncodeToString(sum[:16])
+	}
+	return id, nil
+}
+
+// Continues reports whether a position saved at offset for the file saved
+// still applies to the file id: the same file, not truncated below offset.
+// A first line still being written when the position was saved (no newline
+// yet) counts as changed; the file is then read again from the start.
+func (id FileID) Continues(saved FileID, offset int64) bool {
+	return id.Dev == saved.Dev && id.Inode == saved.Inode && id.HeadHash == saved.HeadHash && id.Size >= offset
+}
+
 // Log is an opened access log with the parser that reads it.
 type Log struct {
 	Name   string
@@ -345,8 +418,16 @@ func (c countingReader) Read(p []byte) (int, error) {
 // for po. For Format "auto" it reads up to the first 50 lines and picks the
 // preset parser.Detect chooses (Log.Parser.Name says which).
 func OpenLog(name string, po parser.Options, stdin io.Reader) (*Log, error) {
+	return OpenLogAt(name, po, stdin, 0, 0)
+}
+
+// OpenLogAt is OpenLog for a log already read up to offset (bytes of the
+// stream, decompressed for a gzip file) and line lines: reading goes on from
+// there, and Lines numbers and offsets go on from there too. Format "auto"
+// then looks at the lines after offset.
+func OpenLogAt(name string, po parser.Options, stdin io.Reader, offset int64, line int) (*Log, error) {
 	read := new(atomic.Int64)
-	rc, size, err := open(name, stdin, read)
+	rc, size, err := open(name, stdin, read, offset)
 	if err != nil {
 		return nil, err
 	}
@@ -376,7 +457,7 @@ func OpenLog(name string, po parser.Options, stdin io.Reader) (*Log, error) {
 		rc.Close()
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return &Log{Name: name, Parser: p, Lines: NewLineReader(r), Size: size, read: read, closer: rc}, nil
+	return &Log{Name: name, Parser: p, Lines: NewLineReaderAt(r, offset, line), Size: size, read: read, closer: rc}, nil
 }
 
 // Close closes the log's file.

@@ -12,6 +12,7 @@ import (
 	"testing/iotest"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/logjail/logjail/parser"
 )
 
 func readAll(t *testing.T, r io.Reader) (lines []string, truncated []int) {
@@ -248,5 +249,65 @@ func TestLineReaderOffsetAndResume(t *testing.T) {
 				t.Fatalf("%s: resumed after line %d: a line after the last", name, k+1)
 			}
 		}
+	}
+}
+
+// TestOpenLogAtAndIdentify: a plain and a gzipped log opened at a saved
+// offset go on with the next line and its number; Identify tells the same
+// file from a rotated (another inode) or truncated one.
+func TestOpenLogAtAndIdentify(t *testing.T) {
+	dir := t.TempDir()
+	lines := []string{
+		`203.0.113.1 - - [22/Nov/2026:10:00:01 +0000] "GET /a HTTP/1.1" 200 1 "-" "t"`,
+		`203.0.113.2 - - [22/Nov/2026:10:00:02 +0000] "GET /b HTTP/1.1" 200 1 "-" "t"`,
+		`203.0.113.3 - - [22/Nov/2026:10:00:03 +0000] "GET /c HTTP/1.1" 200 1 "-" "t"`,
+	}
+	text := strings.Join(lines, "\n") + "\n"
+	plain := filepath.Join(dir, "access.log")
+	os.WriteFile(plain, []byte(text), 0o600)
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	zw.Write([]byte(text))
+	zw.Close()
+	gz := filepath.Join(dir, "access.log.1.gz")
+	os.WriteFile(gz, zb.Bytes(), 0o600)
+
+	off := int64(len(lines[0]) + 1)
+	for _, name := range []string{plain, gz} {
+		lg, err := OpenLogAt(name, parser.Options{Format: "combined"}, nil, off, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, n, ok := lg.Lines.Next()
+		if !ok || l != lines[1] || n != 2 || lg.Lines.Offset() != off+int64(len(lines[1])+1) {
+			t.Errorf("%s at %d: line %d %q offset %d, want line 2 %q", name, off, n, l, lg.Lines.Offset(), lines[1])
+		}
+		lg.Close()
+	}
+
+	id, err := Identify(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id.Inode == 0 || id.HeadHash == "" || id.Size != int64(len(text)) {
+		t.Fatalf("Identify = %+v", id)
+	}
+	if !id.Continues(id, int64(len(text))) {
+		t.Error("the same file does not continue its own position")
+	}
+	// Rotated: the path now holds a new file with the same first line.
+	os.Rename(plain, plain+".1")
+	os.WriteFile(plain, []byte(lines[0]+"\n"), 0o600)
+	now, _ := Identify(plain)
+	if now.Continues(id, off) {
+		t.Error("a rotated file (another inode) continues the old position")
+	}
+	// Truncated in place and written again: shorter than the offset.
+	f, _ := os.OpenFile(plain+".1", os.O_WRONLY|os.O_TRUNC, 0)
+	f.WriteString(lines[2] + "\n")
+	f.Close()
+	tr, _ := Identify(plain + ".1")
+	if tr.Continues(id, int64(len(text))) {
+		t.Error("a truncated file continues the old position")
 	}
 }
