@@ -130,6 +130,16 @@ type Detector struct {
 
 	stats Stats
 
+	// Checkpoint bookkeeping (snapshot.go): the slots of states changed
+	// since the last Changes, the states dropped since, the static bans
+	// changed since, and the LRU stamp handed out last.
+	dirty       []int32
+	gone        []goneKey
+	staticDirty map[string]struct{}
+	lruStamp    uint64
+	ks          KeyState
+	buf         []byte
+
 	// scratch for one charge
 	vals  []float64
 	overs []bool
@@ -178,9 +188,11 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 	}
 	ri := d.rule(c.Rule)
 	s := d.lookup(ri, c.Key)
+	s.seen = max(s.seen, ns)
 	if s.phase == phaseBanned {
 		d.stats.Blocked++
 		s.blocked++
+		d.markDirty(s)
 		return out
 	}
 	d.touch(s)
@@ -240,7 +252,8 @@ func (d *Detector) Banned(t time.Time, c *rules.Charge) bool {
 
 // Lift ends the ban or throttle of (r, key) at log time t, as an operator's
 // unban does, and appends the unban decision (reason "lifted") if the key
-// was banned. Earlier bans stay remembered for escalation.
+// was banned. Earlier bans stay remembered for escalation. Either way the
+// key becomes the most recently charged, as a charge would make it.
 func (d *Detector) Lift(t time.Time, r *rules.Rule, key string, out []Decision) []Decision {
 	s := d.find(r, key)
 	if s == nil {
@@ -251,6 +264,7 @@ func (d *Detector) Lift(t time.Time, r *rules.Rule, key string, out []Decision) 
 		out = d.unban(s, t, "lifted", out)
 	case phaseThrottled:
 		s.allow()
+		d.touch(s)
 	}
 	return out
 }
@@ -271,7 +285,7 @@ func (d *Detector) Stats() Stats {
 }
 
 // Peaks calls fn for every tracked (rule, key), in the order the states were
-// created (slots of evicted states are reused).
+// created or restored (slots of evicted states are reused).
 func (d *Detector) Peaks(fn func(KeyPeak)) {
 	for i := int32(0); i < d.used; i++ {
 		if s := d.at(i); s.ri != nil {
@@ -412,9 +426,17 @@ func (d *Detector) at(i int32) *state {
 }
 
 // The LRU list: head is the most recently charged state. Banned states are
-// off the list.
+// off the list. Every state moved to the front is marked moved (and dirty)
+// for the next checkpoint, so that the states moved since the last one are
+// the list's first ones (snapshot.go).
 
 func (d *Detector) pushFront(s *state) {
+	d.link(s)
+	d.markMoved(s)
+}
+
+// link puts s at the front of the list.
+func (d *Detector) link(s *state) {
 	s.prev, s.next = -1, d.head
 	if d.head >= 0 {
 		d.at(d.head).prev = s.slot
@@ -442,6 +464,7 @@ func (d *Detector) unlink(s *state) {
 
 func (d *Detector) touch(s *state) {
 	if d.head == s.slot {
+		d.markMoved(s)
 		return
 	}
 	d.unlink(s)

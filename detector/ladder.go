@@ -137,6 +137,7 @@ func (d *Detector) ban(s *state, ri *ruleInfo, t time.Time, ns int64, violations
 	d.unlink(s)
 	d.banned++
 	d.seq++
+	x.banSeq = d.seq
 	heap.Push(&d.expiries, expiry{until: x.until, seq: d.seq, slot: s.slot, gen: s.gen})
 	d.stats.Bans++
 	return append(out, Decision{
@@ -218,7 +219,8 @@ func (d *Detector) evict() int32 {
 	}
 	d.lastKey, d.lastHead = "", -1
 	d.stats.Evictions++
-	*old = state{gen: old.gen + 1, slot: i, prev: -1, next: -1, sib: -1}
+	d.forget(old)
+	*old = state{gen: old.gen + 1, slot: i, prev: -1, next: -1, sib: -1, flags: old.flags & flagListed}
 	d.free = append(d.free, i)
 	return i
 }
@@ -228,7 +230,7 @@ func (d *Detector) expire(now int64, out []Decision) []Decision {
 	for len(d.expiries) > 0 && d.expiries[0].until <= now {
 		e := heap.Pop(&d.expiries).(expiry)
 		s := d.at(e.slot)
-		if s.gen != e.gen || s.phase != phaseBanned || s.x.until != e.until {
+		if s.gen != e.gen || s.phase != phaseBanned || s.x.banSeq != e.seq {
 			continue // lifted, and maybe banned again
 		}
 		out = d.unban(s, s.x.untilT, "ban expired", out)

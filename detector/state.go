@@ -23,7 +23,9 @@ type state struct {
 	sib        int32 // next state of the same key (another rule), -1 if none
 	gen        uint32
 	phase      uint8
-	multi      bool // not a single address: track the addresses seen
+	multi      bool  // not a single address: track the addresses seen
+	flags      uint8 // checkpoint bookkeeping (flagDirty, ...)
+	seen       int64 // log time of the newest entry, charged or blocked, unix ns
 	requests   int64
 	blocked    int64
 	cpu        float64
@@ -42,6 +44,7 @@ type extra struct {
 	violations int
 	firstOver  int64
 	banLogOnly bool
+	banSeq     uint64  // the expiry heap's seq of the current ban
 	bans       []int64 // start of earlier bans within remember, oldest first
 	addrs      []addrSeen
 	banAddrs   []netip.Addr // the addresses the current ban blocks

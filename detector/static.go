@@ -21,14 +21,18 @@ func (d *Detector) Static(t time.Time, bans []rules.StaticBan, out []Decision) [
 			continue
 		}
 		next[key] = b
-		if _, had := d.static[key]; had {
+		if old, had := d.static[key]; had {
+			if old != b {
+				d.staticChanged(key)
+			}
 			continue
 		}
+		d.staticChanged(key)
 		reason := b.Reason
 		if reason == "" {
 			reason = "deny list"
 		}
-		out = append(out, Decision{Rule: "deny", Key: key, Kind: Ban, Time: t, Reason: reason, Origin: b.Origin})
+		out = append(out, Decision{Rule: staticRule, Key: key, Kind: Ban, Time: t, Reason: reason, Origin: b.Origin})
 	}
 	var gone []string
 	for key := range d.static {
@@ -38,10 +42,22 @@ func (d *Detector) Static(t time.Time, bans []rules.StaticBan, out []Decision) [
 	}
 	slices.Sort(gone)
 	for _, key := range gone {
-		out = append(out, Decision{Rule: "deny", Key: key, Kind: Unban, Time: t, Reason: "removed from config", Origin: d.static[key].Origin})
+		out = append(out, Decision{Rule: staticRule, Key: key, Kind: Unban, Time: t, Reason: "removed from config", Origin: d.static[key].Origin})
+		d.gone = append(d.gone, goneKey{rule: staticRule, key: key})
 	}
 	d.static = next
 	return out
+}
+
+// staticRule is the rule name of static bans' decisions and key states.
+const staticRule = "deny"
+
+// staticChanged marks a static ban changed for the next checkpoint.
+func (d *Detector) staticChanged(key string) {
+	if d.staticDirty == nil {
+		d.staticDirty = map[string]struct{}{}
+	}
+	d.staticDirty[key] = struct{}{}
 }
 
 // prefixKey is the canonical key of a denied CIDR: the address alone for a

@@ -15,8 +15,9 @@ type ruleInfo struct {
 	rule *rules.Rule
 	id   int32 // by name: states survive a reload of the same rule
 	lims []limitInfo
-	all  bool  // combine: all
-	span int64 // longest window, ns: addresses seen within it are listed
+	all  bool   // combine: all
+	span int64  // longest window, ns: addresses seen within it are listed
+	fp   uint64 // fingerprint of lims, saved with each state (snapshot.go)
 }
 
 // limitInfo is one limit compiled for the detector. It is comparable, so
@@ -63,6 +64,7 @@ func compileRule(r *rules.Rule, id int32) *ruleInfo {
 		ri.span = max(ri.span, li.window)
 		ri.lims = append(ri.lims, li)
 	}
+	ri.fp = limitsFingerprint(ri.lims)
 	return ri
 }
 

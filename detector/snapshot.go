@@ -1,0 +1,917 @@
+package detector
+
+import (
+	"cmp"
+	"container/heap"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"iter"
+	"maps"
+	"math"
+	"math/bits"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/logjail/logjail/rules"
+)
+
+// KeyState is the saved state of one tracked (rule, key).
+type KeyState struct {
+	Rule string // rule name (static bans: the decision's rule name, "deny")
+	Key  string
+	// Data is the state, in a versioned binary encoding private to this
+	// package (first byte a format version). nil means the (rule, key) is no
+	// longer tracked (evicted, forgotten, static ban removed): delete it.
+	Data []byte
+	// A summary for readers of the store; Restore does not need it.
+	LastSeen time.Time // log time of its last entry, charged or blocked (zero for static bans)
+	Requests int64     // entries charged
+	Blocked  int64     // entries seen while banned
+	CPU      float64   // CPU seconds charged
+	Phase    Kind      // "" (allowed), Throttle or Ban
+	Until    time.Time // end of the throttle or ban; zero when allowed or a ban without end
+}
+
+// RestoreStats says what Restore did with the saved key states.
+type RestoreStats struct {
+	Keys    int // states restored, static bans included
+	Dropped int // states of rules no longer in the configuration: forgotten
+	Reset   int // of Keys, states whose rule's limits changed: ladder kept, windows afresh
+}
+
+// Errors of Restore.
+var (
+	// ErrCorrupt is wrapped by the errors of Restore about saved data it
+	// cannot read: truncated, garbled, or of an unknown format version.
+	ErrCorrupt = errors.New("corrupt checkpoint data")
+	// ErrNotEmpty is returned by Restore into a detector that has been used.
+	ErrNotEmpty = errors.New("restore into a detector that is not empty")
+)
+
+// snapshotVersion is the first byte of every encoding this file writes.
+const snapshotVersion = 1
+
+// The second byte of a key state's Data.
+const (
+	tagRule   byte = 1 // a rule's state
+	tagStatic byte = 2 // a static ban
+)
+
+// Window encodings.
+const (
+	winBuckets byte = 1 // rate and shares
+	winTimes   byte = 2 // last N
+	winTokens  byte = 3 // token bucket
+)
+
+// Bits of a rule state's flags byte.
+const (
+	encMulti      = 1 << iota // state.multi
+	encExtra                  // state.x follows
+	encBanLogOnly             // extra.banLogOnly
+)
+
+// Bits of state.flags.
+const (
+	flagListed uint8 = 1 << iota // the slot is in d.dirty (survives eviction)
+	flagDirty                    // changed since the last Changes
+	flagMoved                    // moved to the LRU front since the last Changes
+	flagStored                   // reported by a Changes: the store holds it
+)
+
+// goneKey is a (rule, key) forgotten since the last Changes.
+type goneKey struct{ rule, key string }
+
+// markDirty marks s changed for the next Changes.
+func (d *Detector) markDirty(s *state) {
+	if s.flags&flagListed == 0 {
+		d.dirty = append(d.dirty, s.slot)
+	}
+	s.flags |= flagListed | flagDirty
+}
+
+// markMoved marks s changed and moved to the LRU front.
+func (d *Detector) markMoved(s *state) {
+	if s.flags&flagListed == 0 {
+		d.dirty = append(d.dirty, s.slot)
+	}
+	s.flags |= flagListed | flagDirty | flagMoved
+}
+
+// forget notes that s, about to be dropped, must be deleted from the store.
+func (d *Detector) forget(s *state) {
+	if s.flags&flagStored != 0 {
+		d.gone = append(d.gone, goneKey{rule: s.ri.rule.Name, key: s.key})
+	}
+}
+
+// Changes calls fn for every (rule, key) whose state changed since the last
+// call to Changes (every tracked one on the first call), and for every one
+// dropped since (Data nil), then marks all clean. The dropped ones come
+// first, so that a (rule, key) dropped and tracked again ends tracked. fn
+// must not keep ks or its Data after it returns.
+//
+// The cost is proportional to the number of changed and dropped keys, not to
+// the number tracked: changed states are listed as they change, and the
+// states charged since the last call are the first ones of the LRU list.
+// Each state's Data carries its place in the LRU order (a stamp handed out
+// here, in list order), so that Restore rebuilds the same order.
+func (d *Detector) Changes(fn func(ks *KeyState)) {
+	ks := &d.ks
+	for i, g := range d.gone {
+		*ks = KeyState{Rule: g.rule, Key: g.key}
+		fn(ks)
+		d.gone[i] = goneKey{}
+	}
+	d.gone = d.gone[:0]
+
+	// The states moved to the front since the last call, least recent
+	// first: their stamps follow every stamp handed out before.
+	last := int32(-1)
+	for i := d.head; i >= 0; {
+		s := d.at(i)
+		if s.flags&flagMoved == 0 {
+			break
+		}
+		last, i = i, s.next
+	}
+	for i := last; i >= 0; {
+		s := d.at(i)
+		d.lruStamp++
+		d.report(s, d.lruStamp, fn)
+		i = s.prev
+	}
+	// The others: banned states (off the list), and slots freed since.
+	for _, i := range d.dirty {
+		s := d.at(i)
+		s.flags &^= flagListed
+		if s.ri != nil && s.flags&flagDirty != 0 {
+			d.report(s, 0, fn)
+		}
+	}
+	d.dirty = d.dirty[:0]
+
+	if len(d.staticDirty) > 0 {
+		for _, key := range slices.Sorted(maps.Keys(d.staticDirty)) {
+			b, ok := d.static[key]
+			if !ok {
+				continue // removed since: in gone
+			}
+			d.buf = appendStatic(d.buf[:0], b)
+			*ks = KeyState{Rule: staticRule, Key: key, Data: d.buf, Phase: Ban}
+			fn(ks)
+		}
+		clear(d.staticDirty)
+	}
+	*ks = KeyState{}
+}
+
+// report encodes s for fn and marks it clean and stored.
+func (d *Detector) report(s *state, stamp uint64, fn func(*KeyState)) {
+	s.flags = s.flags&^(flagDirty|flagMoved) | flagStored
+	d.buf = d.appendState(d.buf[:0], s, stamp)
+	ks := &d.ks
+	*ks = KeyState{
+		Rule:     s.ri.rule.Name,
+		Key:      s.key,
+		Data:     d.buf,
+		LastSeen: time.Unix(0, s.seen).In(d.newestT.Location()),
+		Requests: s.requests,
+		Blocked:  s.blocked,
+		CPU:      s.cpu,
+	}
+	switch s.phase {
+	case phaseThrottled:
+		ks.Phase, ks.Until = Throttle, s.x.untilT
+	case phaseBanned:
+		ks.Phase, ks.Until = Ban, s.x.untilT
+	}
+	fn(ks)
+}
+
+// SaveGlobal encodes the detector-wide state: the newest time, the circuit
+// breaker, Stats, the expiry and LRU sequence counters. Static bans are not
+// in it: they are key states (rule "deny") reported by Changes. The expiry
+// order is rebuilt by Restore from the banned states, which carry their
+// place in it.
+func (d *Detector) SaveGlobal() []byte {
+	b := make([]byte, 0, 96+4*len(d.brk.times))
+	var fl byte
+	if d.started {
+		fl |= 1
+	}
+	if d.brk.open {
+		fl |= 2
+	}
+	if d.brk.justTripped {
+		fl |= 4
+	}
+	b = append(b, snapshotVersion, fl)
+	b = binary.AppendVarint(b, d.newest)
+	b = appendTime(b, d.newestT)
+	b = binary.AppendUvarint(b, d.seq)
+	b = binary.AppendUvarint(b, d.lruStamp)
+	st := &d.stats
+	for _, n := range [...]int64{st.Charges, st.Late, st.Blocked, st.Evictions, st.Throttles, st.Bans, st.Unbans} {
+		b = binary.AppendVarint(b, n)
+	}
+	b = binary.AppendVarint(b, d.brk.trips)
+	// The breaker's ban times, oldest first.
+	n := len(d.brk.times)
+	b = binary.AppendUvarint(b, uint64(n))
+	prev := int64(0)
+	for i := range n {
+		t := d.brk.times[(d.brk.head+i)%n]
+		b = binary.AppendVarint(b, t-prev)
+		prev = t
+	}
+	return b
+}
+
+// Restore loads into an empty detector (fresh from New) the global state and
+// the key states saved by SaveGlobal and Changes (the union of all
+// checkpoints so far: the latest Data per (rule, key); states with nil Data
+// are skipped). cfg resolves rule names to the current *rules.Rule.
+//
+//   - A state whose rule is no longer in cfg is dropped (RestoreStats.Dropped)
+//     and reported deleted by the next Changes.
+//   - A state whose rule's limits changed keeps its totals and ladder
+//     (violations, throttle, ban, earlier bans, addresses) and starts its
+//     windows afresh, as a reload does (RestoreStats.Reset).
+//   - States are put back in the LRU order they had; if there are more than
+//     Options.MaxKeys, the least recent are evicted (and reported deleted by
+//     the next Changes). Bans are put back in their expiry order; those due
+//     are lifted by the next Charge or Advance, as they would have been.
+//
+// After Restore, Changes reports nothing (but the deletions above) until the
+// detector changes again. Data that cannot be read is an error wrapping
+// ErrCorrupt, naming the (rule, key); on any error the detector is left
+// empty.
+func (d *Detector) Restore(cfg *rules.Config, global []byte, states iter.Seq[*KeyState]) (st RestoreStats, err error) {
+	if d.used != 0 || d.started || d.static != nil || d.stats != (Stats{}) || d.brk.trips != 0 || len(d.gone) != 0 {
+		return st, ErrNotEmpty
+	}
+	defer func() {
+		if err != nil {
+			*d = *New(d.opt)
+			st = RestoreStats{}
+		}
+	}()
+	locs := map[int]*time.Location{}
+	g := decoder{b: global, locs: locs}
+	d.decodeGlobal(&g)
+	if g.err != nil {
+		return st, fmt.Errorf("global state: %w", g.err)
+	}
+
+	type lruPlace struct {
+		stamp uint64
+		slot  int32
+	}
+	var order []lruPlace
+	var lastRule *rules.Rule // states come in runs of one rule, often
+	for ks := range states {
+		if ks == nil || ks.Data == nil {
+			continue
+		}
+		r := decoder{b: ks.Data, locs: locs}
+		if v := r.u8(); v != snapshotVersion && r.err == nil {
+			r.fail(fmt.Sprintf("format version %d, want %d", v, snapshotVersion))
+		}
+		switch tag := r.u8(); {
+		case r.err != nil:
+		case tag == tagStatic:
+			b := r.static()
+			switch {
+			case r.err != nil:
+			case len(r.b) != 0:
+				r.fail("trailing bytes")
+			case prefixKey(b.Key) != ks.Key:
+				r.fail(fmt.Sprintf("static ban of %s under key %q", b.Key, ks.Key))
+			default:
+				if _, dup := d.static[ks.Key]; dup {
+					return st, fmt.Errorf("static ban %q: %w: saved twice", ks.Key, ErrCorrupt)
+				}
+				if d.static == nil {
+					d.static = map[string]rules.StaticBan{}
+				}
+				d.static[strings.Clone(ks.Key)] = b
+				st.Keys++
+			}
+		case tag == tagRule:
+			rule := lastRule
+			if rule == nil || rule.Name != ks.Rule {
+				rule = cfg.Rule(ks.Rule)
+				lastRule = rule
+			}
+			if rule == nil {
+				st.Dropped++
+				d.gone = append(d.gone, goneKey{rule: strings.Clone(ks.Rule), key: strings.Clone(ks.Key)})
+				continue
+			}
+			ri := d.rule(rule)
+			head, tracked := d.index[ks.Key]
+			for i := head; tracked && i >= 0; i = d.at(i).sib {
+				if d.at(i).ri.id == ri.id {
+					return st, fmt.Errorf("rule %q key %q: %w: saved twice", ks.Rule, ks.Key, ErrCorrupt)
+				}
+			}
+			i := d.alloc()
+			s := d.at(i)
+			*s = state{slot: i, prev: -1, next: -1, sib: -1, ri: ri, flags: flagStored}
+			stamp, reset := r.ruleState(s, ri)
+			if r.err == nil && len(r.b) != 0 {
+				r.fail("trailing bytes")
+			}
+			if r.err != nil {
+				break
+			}
+			s.key = strings.Clone(ks.Key)
+			if tracked {
+				s.sib = head
+			}
+			d.index[s.key] = i
+			if reset {
+				st.Reset++
+			}
+			if s.phase == phaseBanned {
+				d.banned++
+				d.expiries = append(d.expiries, expiry{until: s.x.until, seq: s.x.banSeq, slot: i, gen: s.gen})
+			} else {
+				order = append(order, lruPlace{stamp, i})
+			}
+			st.Keys++
+		default:
+			r.fail(fmt.Sprintf("unknown state tag %d", tag))
+		}
+		if r.err != nil {
+			return st, fmt.Errorf("rule %q key %q: %w", ks.Rule, ks.Key, r.err)
+		}
+	}
+
+	slices.SortFunc(order, func(a, b lruPlace) int {
+		return cmp.Or(cmp.Compare(a.stamp, b.stamp), cmp.Compare(a.slot, b.slot))
+	})
+	for _, p := range order {
+		d.link(d.at(p.slot))
+		d.lruStamp = max(d.lruStamp, p.stamp)
+	}
+	heap.Init(&d.expiries)
+	// As lookup and unban keep it: over the cap only while at most one
+	// state is not banned.
+	for d.lruLen+d.banned > d.maxKeys && d.lruLen > 1 {
+		d.evict()
+	}
+	d.lastKey, d.lastHead = "", -1
+	return st, nil
+}
+
+// appendState encodes a rule's state s with its LRU stamp.
+func (d *Detector) appendState(b []byte, s *state, stamp uint64) []byte {
+	var fl byte
+	if s.multi {
+		fl |= encMulti
+	}
+	x := s.x
+	if x != nil {
+		fl |= encExtra
+		if x.banLogOnly {
+			fl |= encBanLogOnly
+		}
+	}
+	b = append(b, snapshotVersion, tagRule, s.phase, fl)
+	b = binary.LittleEndian.AppendUint64(b, s.ri.fp)
+	b = binary.AppendUvarint(b, stamp)
+	b = binary.AppendVarint(b, s.seen)
+	b = binary.AppendVarint(b, s.requests)
+	b = binary.AppendVarint(b, s.blocked)
+	b = appendFloat(b, s.cpu)
+	lims := s.ri.lims
+	b = binary.AppendUvarint(b, uint64(len(lims)))
+	for j := range lims {
+		b = appendWindow(b, s.win(j), &lims[j])
+	}
+	if x == nil {
+		return b
+	}
+	b = binary.AppendVarint(b, x.until)
+	b = appendTime(b, x.untilT)
+	b = binary.AppendVarint(b, int64(x.delay))
+	b = binary.AppendVarint(b, x.last)
+	b = binary.AppendVarint(b, int64(x.violations))
+	b = binary.AppendVarint(b, x.firstOver)
+	b = binary.AppendUvarint(b, x.banSeq)
+	b = binary.AppendUvarint(b, uint64(len(x.bans)))
+	prev := int64(0)
+	for _, t := range x.bans {
+		b = binary.AppendVarint(b, t-prev)
+		prev = t
+	}
+	b = binary.AppendUvarint(b, uint64(len(x.addrs)))
+	for _, a := range x.addrs {
+		b = appendAddr(b, a.addr)
+		b = binary.AppendVarint(b, a.seen)
+	}
+	b = binary.AppendUvarint(b, uint64(len(x.banAddrs)))
+	for _, a := range x.banAddrs {
+		b = appendAddr(b, a)
+	}
+	return b
+}
+
+// appendWindow encodes a window: its ring's capacity and elements oldest
+// first (buckets as delta and value, times as deltas), or its token bucket,
+// and its peak.
+func appendWindow(b []byte, w *window, li *limitInfo) []byte {
+	switch li.kind {
+	case rules.LimitTokenBucket:
+		b = append(b, winTokens)
+		b = binary.AppendUvarint(b, uint64(w.n))
+		b = binary.AppendUvarint(b, w.acc)
+		b = appendFloat(b, w.tokens)
+	case rules.LimitLastN:
+		b = append(b, winTimes)
+		b = binary.AppendUvarint(b, uint64(len(w.ring)))
+		b = binary.AppendUvarint(b, uint64(w.n))
+		prev := uint64(0)
+		for i := range w.n {
+			t := *w.at(i)
+			b = binary.AppendUvarint(b, t-prev)
+			prev = t
+		}
+	default:
+		b = append(b, winBuckets)
+		b = binary.AppendUvarint(b, uint64(len(w.ring)))
+		b = binary.AppendUvarint(b, uint64(w.n))
+		prev := uint64(0)
+		for i := range w.n {
+			x := *w.at(i)
+			b = binary.AppendUvarint(b, bucketOf(x)-prev)
+			b = binary.AppendUvarint(b, valueOf(x))
+			prev = bucketOf(x)
+		}
+	}
+	return appendFloat(b, w.peak)
+}
+
+func appendStatic(b []byte, sb rules.StaticBan) []byte {
+	b = append(b, snapshotVersion, tagStatic)
+	b = appendAddr(b, sb.Key.Addr())
+	b = binary.AppendVarint(b, int64(sb.Key.Bits()))
+	b = appendString(b, sb.Origin)
+	return appendString(b, sb.Reason)
+}
+
+// appendFloat writes a float's bits byte-reversed as a uvarint: integers,
+// 0 and ±Inf, whose low mantissa bytes are zero, take 1 to 3 bytes.
+func appendFloat(b []byte, f float64) []byte {
+	return binary.AppendUvarint(b, bits.ReverseBytes64(math.Float64bits(f)))
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// appendTime writes a time as seconds, nanoseconds and zone offset, or a
+// single 0 for the zero time.
+func appendTime(b []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(b, 0)
+	}
+	_, off := t.Zone()
+	b = append(b, 1)
+	b = binary.AppendVarint(b, t.Unix())
+	b = binary.AppendUvarint(b, uint64(t.Nanosecond()))
+	return binary.AppendVarint(b, int64(off))
+}
+
+// Address encodings: a tag, then the bytes.
+const (
+	addrInvalid byte = 0
+	addr4       byte = 4
+	addr6       byte = 6
+	addr6Zone   byte = 7 // 16 bytes, then the zone as a string
+)
+
+func appendAddr(b []byte, a netip.Addr) []byte {
+	switch {
+	case a.Is4():
+		a4 := a.As4()
+		return append(append(b, addr4), a4[:]...)
+	case a.Is6():
+		a16 := a.As16()
+		if z := a.Zone(); z != "" {
+			return appendString(append(append(b, addr6Zone), a16[:]...), z)
+		}
+		return append(append(b, addr6), a16[:]...)
+	}
+	return append(b, addrInvalid)
+}
+
+// decoder reads what the append functions wrote. After the first error it
+// reads zeros and keeps that error; it never panics.
+type decoder struct {
+	b    []byte
+	err  error
+	locs map[int]*time.Location // zones by offset, shared by one Restore
+}
+
+func (r *decoder) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s", ErrCorrupt, what)
+	}
+	r.b = nil
+}
+
+func (r *decoder) u8() byte {
+	if len(r.b) == 0 {
+		r.fail("truncated")
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *decoder) uvarint() uint64 {
+	x, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail("truncated or bad varint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return x
+}
+
+func (r *decoder) varint() int64 {
+	x, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail("truncated or bad varint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return x
+}
+
+func (r *decoder) u64() uint64 {
+	if p := r.bytes(8); p != nil {
+		return binary.LittleEndian.Uint64(p)
+	}
+	return 0
+}
+
+func (r *decoder) float() float64 {
+	return math.Float64frombits(bits.ReverseBytes64(r.uvarint()))
+}
+
+// count reads a length of at most limit, which cannot be more than the
+// bytes left (every element takes at least one).
+func (r *decoder) count(limit int) int {
+	n := r.uvarint()
+	if n > uint64(limit) || n > uint64(len(r.b)) {
+		r.fail(fmt.Sprintf("count %d out of range", n))
+		return 0
+	}
+	return int(n)
+}
+
+func (r *decoder) bytes(n int) []byte {
+	if n > len(r.b) {
+		r.fail("truncated")
+		return nil
+	}
+	p := r.b[:n]
+	r.b = r.b[n:]
+	return p
+}
+
+func (r *decoder) str() string {
+	n := r.count(len(r.b))
+	return string(r.bytes(n))
+}
+
+func (r *decoder) time() time.Time {
+	switch r.u8() {
+	case 0:
+		return time.Time{}
+	case 1:
+		sec, ns, off := r.varint(), r.uvarint(), r.varint()
+		if ns >= 1e9 || off <= -24*3600 || off >= 24*3600 {
+			r.fail("bad time")
+			return time.Time{}
+		}
+		return time.Unix(sec, int64(ns)).In(r.loc(int(off)))
+	}
+	r.fail("bad time")
+	return time.Time{}
+}
+
+// loc returns the zone of a UTC offset, named as the parser names it.
+func (r *decoder) loc(off int) *time.Location {
+	if off == 0 {
+		return time.UTC
+	}
+	l := r.locs[off]
+	if l == nil {
+		l = time.FixedZone(zoneName(off), off)
+		r.locs[off] = l
+	}
+	return l
+}
+
+// zoneName is the parser's name of a fixed zone: "+0100", "-0530".
+func zoneName(off int) string {
+	sign := byte('+')
+	if off < 0 {
+		sign, off = '-', -off
+	}
+	h, m := off/3600, off%3600/60
+	return string([]byte{sign, byte('0' + h/10), byte('0' + h%10), byte('0' + m/10), byte('0' + m%10)})
+}
+
+func (r *decoder) addr() netip.Addr {
+	switch r.u8() {
+	case addrInvalid:
+		return netip.Addr{}
+	case addr4:
+		if p := r.bytes(4); p != nil {
+			return netip.AddrFrom4([4]byte(p))
+		}
+	case addr6:
+		if p := r.bytes(16); p != nil {
+			return netip.AddrFrom16([16]byte(p))
+		}
+	case addr6Zone:
+		if p := r.bytes(16); p != nil {
+			z := r.str()
+			if z == "" {
+				r.fail("empty zone")
+				return netip.Addr{}
+			}
+			return netip.AddrFrom16([16]byte(p)).WithZone(z)
+		}
+	default:
+		r.fail("bad address")
+	}
+	return netip.Addr{}
+}
+
+func (r *decoder) static() rules.StaticBan {
+	a := r.addr()
+	n := r.varint()
+	p := netip.PrefixFrom(a, int(max(min(n, 1<<10), -1)))
+	if r.err == nil && !p.IsValid() {
+		r.fail("bad prefix")
+	}
+	origin := r.str()
+	reason := r.str()
+	return rules.StaticBan{Key: p, Origin: origin, Reason: reason}
+}
+
+// decodeGlobal reads what SaveGlobal wrote into d (empty).
+func (d *Detector) decodeGlobal(r *decoder) {
+	if v := r.u8(); v != snapshotVersion && r.err == nil {
+		r.fail(fmt.Sprintf("format version %d, want %d", v, snapshotVersion))
+	}
+	fl := r.u8()
+	if fl&^7 != 0 {
+		r.fail("bad flags")
+	}
+	newest := r.varint()
+	newestT := r.time()
+	seq := r.uvarint()
+	lruStamp := r.uvarint()
+	var st Stats
+	for _, p := range [...]*int64{&st.Charges, &st.Late, &st.Blocked, &st.Evictions, &st.Throttles, &st.Bans, &st.Unbans} {
+		*p = r.varint()
+	}
+	trips := r.varint()
+	n := r.count(len(r.b))
+	times := make([]int64, n)
+	prev := int64(0)
+	for i := range times {
+		prev += r.varint()
+		times[i] = prev
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("trailing bytes")
+	}
+	if r.err != nil {
+		return
+	}
+	d.started = fl&1 != 0
+	d.newest, d.newestT = newest, newestT
+	d.seq, d.lruStamp = seq, lruStamp
+	d.stats = st
+	// The ring oldest first (head 0), cut to the newest maxBans times if
+	// the limit is lower now.
+	if d.maxBans < 0 {
+		times = nil
+	} else if len(times) > d.maxBans {
+		times = times[len(times)-d.maxBans:]
+	}
+	if len(times) == 0 {
+		times = nil
+	}
+	d.brk = breaker{times: times, open: fl&2 != 0, justTripped: fl&4 != 0, trips: trips}
+}
+
+// ruleState reads a rule's state into s (ri set, everything else zero) and
+// returns its LRU stamp and whether its windows were reset because the
+// limits they were built for are not ri's.
+func (r *decoder) ruleState(s *state, ri *ruleInfo) (stamp uint64, reset bool) {
+	phase := r.u8()
+	fl := r.u8()
+	if phase > phaseBanned || fl&^(encMulti|encExtra|encBanLogOnly) != 0 {
+		r.fail("bad phase or flags")
+	}
+	fp := r.u64()
+	stamp = r.uvarint()
+	s.seen = r.varint()
+	s.requests = r.varint()
+	s.blocked = r.varint()
+	s.cpu = r.float()
+	s.phase = phase
+	s.multi = fl&encMulti != 0
+	nw := r.count(len(r.b))
+	same := fp == ri.fp
+	if same && nw != len(ri.lims) {
+		r.fail("windows do not match the limits")
+		return 0, false
+	}
+	if same && nw > 1 {
+		s.more = make([]window, nw-1)
+	}
+	for j := 0; j < nw && r.err == nil; j++ {
+		if same {
+			r.window(s.win(j), &ri.lims[j])
+		} else {
+			r.window(nil, nil)
+		}
+	}
+	if !same {
+		s.win0, s.more = window{}, nil
+		s.initWindows()
+	}
+	switch {
+	case fl&encExtra != 0:
+		s.x = &extra{banLogOnly: fl&encBanLogOnly != 0}
+		r.extra(s.x)
+	case phase != phaseAllowed:
+		r.fail("throttle or ban without its state")
+	}
+	return stamp, !same
+}
+
+// window reads a window into w, checked against li; with w nil it only
+// skips it.
+func (r *decoder) window(w *window, li *limitInfo) {
+	tag := r.u8()
+	if li != nil {
+		want := winBuckets
+		switch li.kind {
+		case rules.LimitTokenBucket:
+			want = winTokens
+		case rules.LimitLastN:
+			want = winTimes
+		}
+		if tag != want && r.err == nil {
+			r.fail("window of another kind")
+		}
+	}
+	switch tag {
+	case winTokens:
+		n, acc, tokens := r.uvarint(), r.uvarint(), r.float()
+		if n > 1 {
+			r.fail("bad token bucket")
+		}
+		if w != nil {
+			w.n, w.acc, w.tokens = uint32(n), acc, tokens
+		}
+	case winBuckets, winTimes:
+		c := r.uvarint()
+		n := r.count(int(min(c, math.MaxUint32)))
+		limit := uint64(0)
+		if li != nil {
+			limit = li.nb
+			if tag == winTimes {
+				limit = uint64(li.lastN)
+			}
+			if c > limit {
+				r.fail("ring over its limit")
+			}
+		}
+		if w != nil && r.err == nil && c > 0 {
+			w.ring = make([]uint64, c)
+		}
+		var prev, first, acc uint64
+		for i := 0; i < n && r.err == nil; i++ {
+			d := r.uvarint()
+			x := prev + d
+			if x < prev {
+				r.fail("time overflow")
+			}
+			if tag == winBuckets {
+				v := r.uvarint()
+				if (i > 0 && d == 0) || x > maxUint32 || v > maxUint32 {
+					r.fail("bad bucket")
+				}
+				if i == 0 {
+					first = x
+				}
+				if li != nil && x-first >= li.nb {
+					r.fail("buckets wider than the window")
+				}
+				prev = x
+				acc += v
+				x = x<<32 | v
+			} else {
+				prev = x
+			}
+			if w != nil && r.err == nil {
+				w.ring[i] = x
+			}
+		}
+		if w != nil && r.err == nil {
+			w.n = uint32(n)
+			if tag == winBuckets {
+				w.acc = acc
+			}
+		}
+	default:
+		r.fail("bad window")
+	}
+	if p := r.float(); w != nil {
+		w.peak = p
+	}
+}
+
+func (r *decoder) extra(x *extra) {
+	x.until = r.varint()
+	x.untilT = r.time()
+	x.delay = time.Duration(r.varint())
+	x.last = r.varint()
+	v := r.varint()
+	if v < 0 || v > math.MaxInt32 {
+		r.fail("bad violations")
+	}
+	x.violations = int(v)
+	x.firstOver = r.varint()
+	x.banSeq = r.uvarint()
+	if n := r.count(maxBans); n > 0 {
+		x.bans = make([]int64, n)
+		prev := int64(0)
+		for i := range x.bans {
+			prev += r.varint()
+			x.bans[i] = prev
+		}
+	}
+	if n := r.count(maxAddrs); n > 0 {
+		x.addrs = make([]addrSeen, n)
+		for i := range x.addrs {
+			x.addrs[i].addr = r.addr()
+			x.addrs[i].seen = r.varint()
+		}
+	}
+	if n := r.count(maxAddrs); n > 0 {
+		x.banAddrs = make([]netip.Addr, n)
+		for i := range x.banAddrs {
+			x.banAddrs[i] = r.addr()
+		}
+	}
+}
+
+// limitsFingerprint hashes (FNV-1a) everything of the limits that decides
+// whether a state's windows fit them: what a reload compares (state.adopt).
+func limitsFingerprint(lims []limitInfo) uint64 {
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	word := func(x uint64) {
+		for range 8 {
+			h = (h ^ x&0xff) * prime
+			x >>= 8
+		}
+	}
+	word(uint64(len(lims)))
+	for i := range lims {
+		li := &lims[i]
+		word(uint64(li.kind))
+		word(uint64(len(li.text)))
+		for j := 0; j < len(li.text); j++ {
+			h = (h ^ uint64(li.text[j])) * prime
+		}
+		word(math.Float64bits(li.n))
+		word(uint64(li.window))
+		word(uint64(li.width))
+		word(li.nb)
+		word(uint64(li.unit))
+		word(li.thr)
+		word(math.Float64bits(li.burst))
+		word(uint64(li.lastN))
+	}
+	return h
+}
