@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/gaissmai/bart v0.30.0
 	github.com/google/go-cmp v0.7.0
+	github.com/mattn/go-sqlite3 v1.14.53
 	github.com/spf13/cobra v1.10.2
 	golang.org/x/sync v0.24.0
 	golang.org/x/term v0.47.0

@@ -1,0 +1,138 @@
+package store
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// blobSize is the size of a key's state blob in the benchmarks and the
+// size test: a key with a window or two and a little ladder.
+const blobSize = 200
+
+// benchKeys makes n key rows of rule "flood" with distinct address keys
+// and blobs of blobSize bytes, last seen at t.
+func benchKeys(n int, t time.Time) []KeyRow {
+	rows := make([]KeyRow, n)
+	blobs := make([]byte, n*blobSize)
+	for i := range blobs {
+		blobs[i] = byte(i * 7)
+	}
+	for i := range rows {
+		rows[i] = KeyRow{
+			Rule: "flood", Key: keyName(i), Data: blobs[i*blobSize : (i+1)*blobSize : (i+1)*blobSize],
+			LastSeen: t, Requests: requests(i),
+		}
+		rows[i].CPU = float64(rows[i].Requests) / 100
+	}
+	return rows
+}
+
+// requests is a heavy-tailed count of requests for the i-th key: 2% of the
+// keys have 100 or more (1 + 2000/k for k = 1…1000), as on a web server
+// where most clients are light and a few are busy. CPU is 10ms a request.
+func requests(i int) int64 { return 1 + 2000/int64(1+i%1000) }
+
+// keyName is the i-th address key: 10.0.0.0 onwards.
+func keyName(i int) string {
+	return netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}).String()
+}
+
+// touch changes the rows as a checkpoint of the next interval would.
+func touch(rows []KeyRow, t time.Time) {
+	for i := range rows {
+		r := &rows[i]
+		r.LastSeen = t
+		r.Requests++
+		r.CPU += 0.01
+		r.Data[0]++
+	}
+}
+
+// BenchmarkCheckpoint measures one checkpoint of `changed` keys that are
+// already in the database (each with a blob of 200 bytes, plus a few
+// events and bans), and one of 10k changed keys in a database that tracks
+// 1M. ns/key is the time per changed key.
+func BenchmarkCheckpoint(b *testing.B) {
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	for _, n := range []int{10_000, 100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("changed=%s", count(n)), func(b *testing.B) {
+			db := mustOpen(b, filepath.Join(b.TempDir(), "logjail.db"), Options{})
+			rows := benchKeys(n, t0)
+			if err := db.Checkpoint(&Checkpoint{Time: t0, Keys: rows}); err != nil {
+				b.Fatal(err)
+			}
+			t := t0
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				t = t.Add(5 * time.Second)
+				touch(rows, t)
+				if err := db.Checkpoint(benchCheckpoint(t, rows)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/key")
+		})
+	}
+
+	b.Run("tracked=1M,changed=1%", func(b *testing.B) {
+		const tracked, changed = 1_000_000, 10_000
+		db := mustOpen(b, filepath.Join(b.TempDir(), "logjail.db"), Options{})
+		all := benchKeys(tracked, t0)
+		for i := 0; i < tracked; i += 100_000 {
+			if err := db.Checkpoint(&Checkpoint{Time: t0, Keys: all[i : i+100_000]}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := db.TruncateWAL(); err != nil {
+			b.Fatal(err)
+		}
+		r := rand.New(rand.NewPCG(1, 2))
+		rows := make([]KeyRow, changed)
+		t := t0
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			b.StopTimer()
+			t = t.Add(5 * time.Second)
+			for i, j := range r.Perm(tracked)[:changed] { // scattered over the whole key space
+				rows[i] = all[j]
+			}
+			touch(rows, t)
+			b.StartTimer()
+			if err := db.Checkpoint(benchCheckpoint(t, rows)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/changed, "ns/key")
+	})
+}
+
+// benchCheckpoint is a checkpoint of rows with what goes with them: a
+// global blob, a few decisions and a position.
+func benchCheckpoint(t time.Time, rows []KeyRow) *Checkpoint {
+	c := &Checkpoint{Time: t, Global: make([]byte, 4096), Keys: rows,
+		Positions: []Position{{Path: "/var/log/nginx/access.log", Offset: t.Unix(), Line: t.Unix() / 100}}}
+	for i := range 10 {
+		k := rows[(i*7919)%len(rows)]
+		c.Events = append(c.Events, Event{Time: t, Rule: k.Rule, Key: k.Key, Kind: KindBan, Until: t.Add(time.Minute),
+			Reason: "rate 21 per 1s > 20 (rule flood)", Origin: OriginDetector})
+		c.SetBans = append(c.SetBans, Ban{Rule: k.Rule, Key: k.Key, Kind: PhaseBan, Since: t, Until: t.Add(time.Minute),
+			Reason: "rate 21 per 1s > 20 (rule flood)", Origin: OriginDetector})
+	}
+	return c
+}
+
+func count(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return fmt.Sprintf("%dM", n/1_000_000)
+	case n >= 1000 && n%1000 == 0:
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return fmt.Sprint(n)
+}

@@ -1,0 +1,189 @@
+// Package store keeps logjail's state in one SQLite database, logjail.db in
+// state_dir (DESIGN.md, "Windows and limits", "Cleaner", "Operation"), so
+// that a restart, a crash or a reboot loses no ban and counts no line
+// twice, and so that an operator can read it with sqlite3 while the daemon
+// runs.
+//
+// Windows live in memory, in the detector. The store receives checkpoints:
+// every few seconds, in one transaction, the (rule, key) states changed
+// since the last one (the detector's opaque blob and a summary of it), the
+// detector's global blob, the decisions made since (history), the changes
+// to the active bans and the source positions that fed that state. Either
+// all of a checkpoint is in the database or none of it.
+//
+// # Files, modes, locks
+//
+// A writer (Open without ReadOnly) creates the directory (0750) when it
+// does not exist, and the database file, 0640. Where the group
+// Options.Group ("logjail" by default) exists and the process may give it
+// (root, or a member), the directory it creates and the files get that
+// group, so that members read while root writes; elsewhere the group is
+// left alone. An existing directory keeps its mode (it may be /tmp); the
+// files are set again at every writer Open. SQLite gives logjail.db-wal
+// and logjail.db-shm the database file's mode (and, as root, its owner and
+// group); Open sets them too.
+//
+// One writer at a time: Open takes an exclusive flock on logjail.db.lock
+// and writes its PID there. A second writer fails at once with a
+// *LockedError (errors.Is ErrLocked) naming that PID. The kernel releases
+// a flock when its holder dies, however it dies, so a crashed daemon never
+// leaves a stale lock; the file itself stays (removing it would let two
+// writers lock two different files).
+//
+// Readers (Options.ReadOnly) take no lock of logjail's. They open the file
+// read-only (mode=ro, query_only) in WAL mode, so they never block the
+// writer and the writer never blocks them: they never see "database is
+// locked". A reader needs the -wal and -shm files to exist when it may not
+// create them (a group member, who may not write the directory): the
+// writer keeps them when it closes (SQLITE_FCNTL_PERSIST_WAL, the WAL
+// emptied), so a member can read the database of a stopped daemon.
+// TestGroupReader runs a reader as nobody:nogroup against root's files.
+//
+// A DB is safe for concurrent use. Writes are serialised; reads run on
+// their own connections beside them. Each read method sees the latest
+// committed checkpoint; View runs several reads on one snapshot.
+//
+// # Settings
+//
+// WAL mode; synchronous=NORMAL (a commit does not wait for the disk: a
+// power loss can lose the last checkpoints, never corrupt the database; a
+// crash of the process loses nothing committed); busy_timeout 5 s (nothing
+// should ever wait: it covers an operator writing with sqlite3);
+// foreign_keys on; auto_vacuum=INCREMENTAL, set before the first table, so
+// that Prune can give free pages back; wal_autocheckpoint 1000 pages (the
+// WAL is copied into the database and reused once it holds 4 MiB);
+// journal_size_limit 64 MiB (a WAL grown by a large checkpoint is cut back
+// to that); a 64 MiB page cache for the writer. TruncateWAL empties the WAL
+// on demand, for when readers kept it from being reused.
+//
+// # Schema
+//
+// Times are INTEGER unix milliseconds, UTC, in columns named *_ms; NULL is
+// "none" (the zero time.Time), so that
+//
+//	sqlite3 -readonly /var/lib/logjail/logjail.db \
+//	  "select rule, key, kind, datetime(until_ms/1000, 'unixepoch'), reason from bans"
+//
+// reads as it says. Addresses are TEXT: canonical forms (netip.Addr's
+// String) joined by commas, the empty string for none. Booleans are
+// INTEGER 0 or 1. The schema version is PRAGMA user_version (Version).
+//
+//	meta             key TEXT PRIMARY KEY, value TEXT; WITHOUT ROWID
+//	                 Free-form settings (SetMeta, Checkpoint.Meta).
+//
+//	detector         one row (id = 1): the detector-wide state
+//	  time_ms        log time of the last checkpoint (its newest entry)
+//	  checkpoints    checkpoints written since the database was made
+//	  data           BLOB, the detector's global state (Global)
+//
+//	keys             one row per tracked (rule, key); PRIMARY KEY (rule,
+//	                 key), WITHOUT ROWID: the row is stored in the primary
+//	                 key's B-tree, in key order (Keys reads it in that order)
+//	  rule, key      TEXT, the rule's name and the key's canonical form
+//	  last_seen_ms   log time of the key's last request
+//	  requests       requests seen (charged and blocked)
+//	  blocked        requests seen while banned (not charged)
+//	  cpu            REAL, CPU seconds charged
+//	  phase          '' (allowed), 'throttle' or 'ban'
+//	  until_ms       end of the throttle or ban (NULL: none, or forever)
+//	  data           BLOB, the detector's state of the key (windows,
+//	                 ladder, earlier bans), opaque here
+//	  keys_last_seen (last_seen_ms): Prune's idle keys, TopKeys by
+//	                 last_seen (newest first)
+//	  keys_requests  (rule, requests) WHERE requests >= 100: TopKeys by
+//	                 requests
+//	  keys_cpu       (rule, cpu) WHERE cpu >= 1.0: TopKeys by cpu
+//
+//	bans             the active throttles and bans; PRIMARY KEY (rule, key),
+//	                 WITHOUT ROWID (ActiveBans lists them in that order)
+//	  rule, key      TEXT
+//	  kind           'throttle' or 'ban'
+//	  since_ms       when the decision was made (log time)
+//	  until_ms       when it ends; NULL: until lifted
+//	  reason         TEXT, as the decision gave it
+//	  violations     ladder violations at the decision
+//	  addresses      the addresses a ban of a key that is no address blocks
+//	  origin         'detector', 'deny', 'range' or 'operator'
+//	  who            the operator, for operator actions; '' otherwise
+//	  log_only       1: decided by a log_only rule, acted on by nothing
+//	  bans_until     (until_ms): EndedBans, the cleaner's bans that are due
+//
+//	history          one row per decision or operator action, never updated
+//	  id             INTEGER PRIMARY KEY, in the order written
+//	  time_ms, rule, key, kind, until_ms, reason, violations, addresses,
+//	  origin, who, log_only
+//	                 as in bans; kind is also 'unban' and the operator
+//	                 kinds (KindForget, KindBreakerReset)
+//	  history_time   (time_ms): History by time, Prune's old history
+//	  history_key    (key, time_ms): History of a key, newest first
+//
+//	positions        how far each source file was read; path PRIMARY KEY,
+//	                 WITHOUT ROWID
+//	  path           TEXT, as the source names it
+//	  dev, inode     the file's device and inode (uint64 stored as the
+//	                 INTEGER of the same 64 bits)
+//	  offset         bytes consumed, whole lines only
+//	  line           lines consumed
+//	  head_hash      TEXT, hash of the first line: tells a rotated or
+//	                 truncated file
+//	  size           the file's size when saved
+//	  updated_ms     log time of the checkpoint that saved it
+//
+// TestQueryPlans shows with EXPLAIN QUERY PLAN that each of those queries
+// (and the prune) is answered from its index, without a table scan or a
+// sort.
+//
+// The partial indexes of TopKeys hold only busy keys (100 requests, one
+// CPU second): the keys a top list is made of, and a small share of those a
+// checkpoint changes, so the long tail of light keys costs no index
+// upkeep (each full index cost some 2 µs per changed key, a third of a
+// checkpoint). TopKeys asks the index first; when it holds fewer than n
+// keys of the rule, the rest come from a scan of the rule's light keys,
+// which then are few or the database is small.
+//
+// # Migrations
+//
+// A writer brings the schema to Version at Open, each migration in its own
+// transaction with the version it reaches (PRAGMA user_version is part of
+// the transaction): a migration that fails leaves the database at the
+// version before it. A database newer than this build is refused, by
+// writers and readers, with an error wrapping ErrSchema that says so; so is
+// an older one by a reader, which cannot migrate it.
+//
+// # Checkpoint cost
+//
+// A checkpoint writes its keys in (rule, key) order (30% faster than a
+// map's order: each B-tree page is visited once), each key one upsert of a
+// prepared statement run on the driver's connection (see conn). A changed
+// key costs about 6 µs on the 2-core machine of the benchmarks, mostly in
+// SQLite: the row, its last_seen entry, and for busy keys the top-list
+// entries. BenchmarkCheckpoint: 100k changed keys in about 0.6 s, 1M in
+// about 7 s. Commits write every page they touched to the WAL, and the
+// automatic checkpoint copies them into the database: 10k changed keys
+// scattered over a million tracked dirty some 15k pages (60 MB of WAL) and
+// take about 0.4 s, two thirds of it the commit; ten scattered keys cost
+// some twenty pages, so a quiet daemon checkpointing every 5 s writes a
+// few GB of WAL a day.
+//
+// # Size
+//
+// The database holds the tracked keys and the history kept, in B-trees
+// that churn leaves between half and wholly full:
+//
+//	size ≤ 2 × (K × 320 B + E × 190 B) + 64 KiB
+//
+// K is the most (rule, key) rows present (the keys seen within twice the
+// longest window, plus those banned), E the events within
+// history_retention. 320 B is a key's row with a 200-byte blob (about 250
+// B with its cell) and its last_seen index entry (about 30 B), with room
+// for IPv6 prefix keys; a larger blob adds its size. 190 B is an event's
+// row (about 110 B with a 40-character reason) and its two index entries
+// (about 45 B). 64 KiB are the schema's pages and the free pages Prune has
+// not given back yet. The WAL comes on top: at most 1000 pages (4 MiB) plus
+// the last checkpoint's pages while it is reused, none after TruncateWAL.
+// TestSize runs a day at 20 requests a second (about 2,100 keys tracked,
+// 2,650 events kept, a checkpoint every 5 s, a prune with 1000 pages of
+// incremental vacuum every minute): the bound is 2.3 MB, the database
+// stays under 1.1 MB. A million tracked keys take about 320 MB (640 MB
+// bound).
+package store

@@ -1,0 +1,339 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Snapshot reads the database. One from View sees one checkpoint
+// throughout; the DB's own read methods each see the latest one.
+type Snapshot struct {
+	db *DB
+	q  querier
+}
+
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// View runs fn in one read transaction: every read through s sees the
+// same committed checkpoint, whatever the writer commits meanwhile, and
+// the writer is never blocked by it. s is valid only during fn.
+func (db *DB) View(fn func(s *Snapshot) error) error {
+	tx, err := db.r.Begin() // BEGIN DEFERRED: the snapshot is taken by the first read
+	if err != nil {
+		return db.errf("read", "%w", err)
+	}
+	defer tx.Rollback()
+	return fn(&Snapshot{db: db, q: tx})
+}
+
+func (db *DB) snap() *Snapshot { return &Snapshot{db: db, q: db.r} }
+
+// Global returns the detector-wide state of the last checkpoint and that
+// checkpoint's time; nil and the zero time when no checkpoint was written.
+func (db *DB) Global() ([]byte, time.Time, error) { return db.snap().Global() }
+
+// Keys calls fn with every saved key state, in (rule, key) order,
+// streaming. The row and its Data are reused: fn must copy what it keeps.
+// An error from fn stops the walk and is returned as it is.
+func (db *DB) Keys(fn func(*KeyRow) error) error { return db.snap().Keys(fn) }
+
+// Positions returns the saved source positions, by path.
+func (db *DB) Positions() ([]Position, error) { return db.snap().Positions() }
+
+// ActiveBans returns the active throttles and bans, sorted by rule, key.
+func (db *DB) ActiveBans() ([]Ban, error) { return db.snap().ActiveBans() }
+
+// EndedBans returns the active bans whose until is at or before t, the
+// soonest ended first: what the cleaner expires.
+func (db *DB) EndedBans(t time.Time) ([]Ban, error) { return db.snap().EndedBans(t) }
+
+// History returns the events q selects, newest first.
+func (db *DB) History(q HistoryQuery) ([]Event, error) { return db.snap().History(q) }
+
+// TopKeys returns the n key states of rule with the most requests, the most
+// CPU, or the latest last-seen time (by "requests", "cpu", "last_seen"),
+// without their Data. By CPU only keys with some CPU are listed.
+func (db *DB) TopKeys(rule, by string, n int) ([]KeyRow, error) {
+	return db.snap().TopKeys(rule, by, n)
+}
+
+// Meta returns a meta value and whether it is set.
+func (db *DB) Meta(k string) (string, bool, error) { return db.snap().Meta(k) }
+
+func (s *Snapshot) errf(op, format string, a ...any) error { return s.db.errf(op, format, a...) }
+
+// Global: see DB.Global.
+func (s *Snapshot) Global() ([]byte, time.Time, error) {
+	var data []byte
+	var t sql.NullInt64
+	err := s.q.QueryRowContext(context.Background(), `SELECT time_ms, data FROM detector WHERE id = 1`).Scan(&t, &data)
+	if err == sql.ErrNoRows {
+		return nil, time.Time{}, nil
+	}
+	if err != nil {
+		return nil, time.Time{}, s.errf("read detector state", "%w", err)
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	return data, fromMS(t), nil
+}
+
+const keysQuery = `SELECT rule, key, last_seen_ms, requests, blocked, cpu, phase, until_ms, data FROM keys ORDER BY rule, key`
+
+// Keys: see DB.Keys.
+func (s *Snapshot) Keys(fn func(*KeyRow) error) error {
+	rows, err := s.q.QueryContext(context.Background(), keysQuery)
+	if err != nil {
+		return s.errf("read keys", "%w", err)
+	}
+	defer rows.Close()
+	var r KeyRow
+	var seen, until sql.NullInt64
+	var data sql.RawBytes
+	for rows.Next() {
+		if err := rows.Scan(&r.Rule, &r.Key, &seen, &r.Requests, &r.Blocked, &r.CPU, &r.Phase, &until, &data); err != nil {
+			return s.errf("read keys", "%w", err)
+		}
+		r.LastSeen, r.Until = fromMS(seen), fromMS(until)
+		r.Data = data
+		if r.Data == nil {
+			r.Data = []byte{}
+		}
+		if err := fn(&r); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return s.errf("read keys", "%w", err)
+	}
+	return nil
+}
+
+// Positions: see DB.Positions.
+func (s *Snapshot) Positions() ([]Position, error) {
+	rows, err := s.q.QueryContext(context.Background(), `SELECT path, dev, inode, offset, line, head_hash, size FROM positions ORDER BY path`)
+	if err != nil {
+		return nil, s.errf("read positions", "%w", err)
+	}
+	defer rows.Close()
+	var ps []Position
+	for rows.Next() {
+		var p Position
+		var dev, inode int64
+		if err := rows.Scan(&p.Path, &dev, &inode, &p.Offset, &p.Line, &p.HeadHash, &p.Size); err != nil {
+			return nil, s.errf("read positions", "%w", err)
+		}
+		p.Dev, p.Inode = uint64(dev), uint64(inode)
+		ps = append(ps, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.errf("read positions", "%w", err)
+	}
+	return ps, nil
+}
+
+const banColumns = `rule, key, kind, since_ms, until_ms, reason, violations, addresses, origin, who, log_only`
+
+const (
+	activeBansQuery = `SELECT ` + banColumns + ` FROM bans ORDER BY rule, key`
+	endedBansQuery  = `SELECT ` + banColumns + ` FROM bans WHERE until_ms <= ?1 ORDER BY until_ms, rule, key`
+)
+
+// ActiveBans: see DB.ActiveBans.
+func (s *Snapshot) ActiveBans() ([]Ban, error) {
+	bs, err := s.bans(activeBansQuery)
+	if err != nil {
+		return nil, s.errf("read bans", "%w", err)
+	}
+	return bs, nil
+}
+
+// EndedBans: see DB.EndedBans.
+func (s *Snapshot) EndedBans(t time.Time) ([]Ban, error) {
+	bs, err := s.bans(endedBansQuery, t.UnixMilli())
+	if err != nil {
+		return nil, s.errf("read ended bans", "%w", err)
+	}
+	return bs, nil
+}
+
+func (s *Snapshot) bans(q string, args ...any) ([]Ban, error) {
+	rows, err := s.q.QueryContext(context.Background(), q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var bs []Ban
+	for rows.Next() {
+		var b Ban
+		var since, until sql.NullInt64
+		var as string
+		if err := rows.Scan(&b.Rule, &b.Key, &b.Kind, &since, &until, &b.Reason, &b.Violations, &as, &b.Origin, &b.Who, &b.LogOnly); err != nil {
+			return nil, err
+		}
+		b.Since, b.Until = fromMS(since), fromMS(until)
+		if b.Addresses, err = parseAddrs(as); err != nil {
+			return nil, fmt.Errorf("ban %s %s: %w", b.Rule, b.Key, err)
+		}
+		bs = append(bs, b)
+	}
+	return bs, rows.Err()
+}
+
+// HistoryQuery selects history events. Zero fields select everything.
+type HistoryQuery struct {
+	Key, Rule string
+	Kind      string    // an addition: one kind of event only
+	Since     time.Time // events at or after
+	Until     time.Time // events before
+	Limit     int       // at most this many, the newest (0: all)
+}
+
+// historyQuery builds the SQL for q: the key index serves a query by key,
+// the time index the others.
+func historyQuery(q HistoryQuery) (string, []any) {
+	var where []string
+	var args []any
+	add := func(cond string, arg any) {
+		args = append(args, arg)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if q.Key != "" {
+		add("key = ?%d", q.Key)
+	}
+	if q.Rule != "" {
+		add("rule = ?%d", q.Rule)
+	}
+	if q.Kind != "" {
+		add("kind = ?%d", q.Kind)
+	}
+	if !q.Since.IsZero() {
+		add("time_ms >= ?%d", q.Since.UnixMilli())
+	}
+	if !q.Until.IsZero() {
+		add("time_ms < ?%d", q.Until.UnixMilli())
+	}
+	var b strings.Builder
+	b.WriteString(`SELECT time_ms, rule, key, kind, until_ms, reason, violations, addresses, origin, who, log_only FROM history`)
+	if len(where) > 0 {
+		b.WriteString(" WHERE " + strings.Join(where, " AND "))
+	}
+	b.WriteString(" ORDER BY time_ms DESC, id DESC")
+	if q.Limit > 0 {
+		args = append(args, q.Limit)
+		fmt.Fprintf(&b, " LIMIT ?%d", len(args))
+	}
+	return b.String(), args
+}
+
+// History: see DB.History.
+func (s *Snapshot) History(q HistoryQuery) ([]Event, error) {
+	query, args := historyQuery(q)
+	rows, err := s.q.QueryContext(context.Background(), query, args...)
+	if err != nil {
+		return nil, s.errf("read history", "%w", err)
+	}
+	defer rows.Close()
+	var es []Event
+	for rows.Next() {
+		var e Event
+		var t, until sql.NullInt64
+		var as string
+		if err := rows.Scan(&t, &e.Rule, &e.Key, &e.Kind, &until, &e.Reason, &e.Violations, &as, &e.Origin, &e.Who, &e.LogOnly); err != nil {
+			return nil, s.errf("read history", "%w", err)
+		}
+		e.Time, e.Until = fromMS(t), fromMS(until)
+		if e.Addresses, err = parseAddrs(as); err != nil {
+			return nil, s.errf("read history", "event %s %s: %w", e.Rule, e.Key, err)
+		}
+		es = append(es, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.errf("read history", "%w", err)
+	}
+	return es, nil
+}
+
+// The partial indexes keys_requests and keys_cpu hold only the busy keys
+// (100 requests, 1 CPU second): those a top list is made of, and a small
+// share of the keys a checkpoint changes, so that the long tail of light
+// keys costs no index upkeep. The queries repeat the indexes' conditions
+// literally, which lets SQLite use them.
+
+// topKeysQueries serve TopKeys: for each order, the query answered by an
+// index and the one that completes it from the keys outside the partial
+// index ("" where the index holds every key). The order includes the
+// index's trailing primary key columns, so no sort is needed.
+var topKeysQueries = map[string][2]string{
+	"requests": {
+		`SELECT ` + topColumns + ` FROM keys WHERE rule = ?1 AND requests >= 100 ORDER BY requests DESC, key DESC LIMIT ?2`,
+		`SELECT ` + topColumns + ` FROM keys WHERE rule = ?1 AND requests < 100 ORDER BY requests DESC, key DESC LIMIT ?2`,
+	},
+	"cpu": {
+		`SELECT ` + topColumns + ` FROM keys WHERE rule = ?1 AND cpu >= 1.0 ORDER BY cpu DESC, key DESC LIMIT ?2`,
+		`SELECT ` + topColumns + ` FROM keys WHERE rule = ?1 AND cpu < 1.0 AND cpu > 0 ORDER BY cpu DESC, key DESC LIMIT ?2`,
+	},
+	"last_seen": {
+		// INDEXED BY: SQLite would rather sort all the rule's keys than
+		// walk the index back until it has found n of them. Ties come in
+		// the index's order (key descending) but SQLite cannot be told so
+		// without sorting.
+		`SELECT ` + topColumns + ` FROM keys INDEXED BY keys_last_seen WHERE rule = ?1 ORDER BY last_seen_ms DESC LIMIT ?2`,
+		"",
+	},
+}
+
+const topColumns = `rule, key, last_seen_ms, requests, blocked, cpu, phase, until_ms`
+
+// TopKeys: see DB.TopKeys.
+func (s *Snapshot) TopKeys(rule, by string, n int) ([]KeyRow, error) {
+	qs, ok := topKeysQueries[by]
+	if !ok {
+		return nil, s.errf("top keys", "by %q: want requests, cpu or last_seen", by)
+	}
+	var ks []KeyRow
+	for _, q := range qs {
+		if q == "" || len(ks) >= n {
+			break
+		}
+		rows, err := s.q.QueryContext(context.Background(), q, rule, n-len(ks))
+		if err != nil {
+			return nil, s.errf("top keys", "%w", err)
+		}
+		for rows.Next() {
+			var r KeyRow
+			var seen, until sql.NullInt64
+			if err := rows.Scan(&r.Rule, &r.Key, &seen, &r.Requests, &r.Blocked, &r.CPU, &r.Phase, &until); err != nil {
+				rows.Close()
+				return nil, s.errf("top keys", "%w", err)
+			}
+			r.LastSeen, r.Until = fromMS(seen), fromMS(until)
+			ks = append(ks, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, s.errf("top keys", "%w", err)
+		}
+	}
+	return ks, nil
+}
+
+// Meta: see DB.Meta.
+func (s *Snapshot) Meta(k string) (string, bool, error) {
+	var v string
+	err := s.q.QueryRowContext(context.Background(), `SELECT value FROM meta WHERE key = ?1`, k).Scan(&v)
+	if err == sql.ErrNoRows {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, s.errf("read meta", "%s: %w", k, err)
+	}
+	return v, true, nil
+}

@@ -1,0 +1,134 @@
+package store
+
+import (
+	"database/sql"
+	"fmt"
+)
+
+// migrations[i] takes the schema from version i to version i+1 (PRAGMA
+// user_version). They are only ever appended to: a released migration
+// never changes. doc.go describes the schema they make.
+var migrations = []string{
+	// 1: the first schema.
+	`
+CREATE TABLE meta (
+	key   TEXT PRIMARY KEY,
+	value TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE detector (
+	id          INTEGER PRIMARY KEY CHECK (id = 1),
+	time_ms     INTEGER,
+	checkpoints INTEGER NOT NULL,
+	data        BLOB NOT NULL
+);
+
+CREATE TABLE keys (
+	rule         TEXT NOT NULL,
+	key          TEXT NOT NULL,
+	last_seen_ms INTEGER,
+	requests     INTEGER NOT NULL,
+	blocked      INTEGER NOT NULL,
+	cpu          REAL NOT NULL,
+	phase        TEXT NOT NULL,
+	until_ms     INTEGER,
+	data         BLOB NOT NULL,
+	PRIMARY KEY (rule, key)
+) WITHOUT ROWID;
+CREATE INDEX keys_last_seen ON keys (last_seen_ms);
+CREATE INDEX keys_requests ON keys (rule, requests) WHERE requests >= 100;
+CREATE INDEX keys_cpu ON keys (rule, cpu) WHERE cpu >= 1.0;
+
+CREATE TABLE bans (
+	rule       TEXT NOT NULL,
+	key        TEXT NOT NULL,
+	kind       TEXT NOT NULL,
+	since_ms   INTEGER,
+	until_ms   INTEGER,
+	reason     TEXT NOT NULL,
+	violations INTEGER NOT NULL,
+	addresses  TEXT NOT NULL,
+	origin     TEXT NOT NULL,
+	who        TEXT NOT NULL,
+	log_only   INTEGER NOT NULL,
+	PRIMARY KEY (rule, key)
+) WITHOUT ROWID;
+CREATE INDEX bans_until ON bans (until_ms);
+
+CREATE TABLE history (
+	id         INTEGER PRIMARY KEY,
+	time_ms    INTEGER,
+	rule       TEXT NOT NULL,
+	key        TEXT NOT NULL,
+	kind       TEXT NOT NULL,
+	until_ms   INTEGER,
+	reason     TEXT NOT NULL,
+	violations INTEGER NOT NULL,
+	addresses  TEXT NOT NULL,
+	origin     TEXT NOT NULL,
+	who        TEXT NOT NULL,
+	log_only   INTEGER NOT NULL
+);
+CREATE INDEX history_time ON history (time_ms);
+CREATE INDEX history_key ON history (key, time_ms);
+
+CREATE TABLE positions (
+	path       TEXT PRIMARY KEY,
+	dev        INTEGER NOT NULL,
+	inode      INTEGER NOT NULL,
+	offset     INTEGER NOT NULL,
+	line       INTEGER NOT NULL,
+	head_hash  TEXT NOT NULL,
+	size       INTEGER NOT NULL,
+	updated_ms INTEGER
+) WITHOUT ROWID;
+`,
+}
+
+// Version is the schema version this build reads and writes.
+func Version() int { return len(migrations) }
+
+// migrate brings the database of w (one connection, IMMEDIATE
+// transactions) to version len(migs), each migration in its own
+// transaction with the version it reaches: a migration that fails leaves
+// the database at the version before it.
+func migrate(w *sql.DB, migs []string) error {
+	for {
+		done, err := migrateOne(w, migs)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+func migrateOne(w *sql.DB, migs []string) (done bool, err error) {
+	tx, err := w.Begin()
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	var v int
+	if err := tx.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
+		return false, err
+	}
+	switch {
+	case v > len(migs):
+		return false, fmt.Errorf("schema version %d is newer than this logjail knows (%d): upgrade logjail: %w", v, len(migs), ErrSchema)
+	case v == len(migs):
+		return true, tx.Rollback()
+	}
+	if _, err := tx.Exec(migs[v]); err != nil {
+		return false, fmt.Errorf("to version %d: %w", v+1, err)
+	}
+	if _, err := tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", v+1)); err != nil {
+		return false, fmt.Errorf("to version %d: %w", v+1, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("to version %d: %w", v+1, err)
+	}
+	return false, nil
+}

@@ -1,0 +1,429 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/mattn/go-sqlite3"
+)
+
+// DefaultGroup is the group that may read the database when Options.Group
+// is empty.
+const DefaultGroup = "logjail"
+
+const (
+	dirMode  = 0o750
+	fileMode = 0o640
+
+	// busyTimeout is how long a connection waits for a lock before
+	// SQLITE_BUSY. With one writer and WAL readers nothing should wait;
+	// it covers outside writers (an operator's sqlite3) and WAL recovery.
+	busyTimeout = 5 * time.Second
+	// walLimit is what the WAL is truncated to after a checkpoint resets
+	// it (PRAGMA journal_size_limit): a burst may grow it, it does not
+	// stay grown.
+	walLimit = 64 << 20
+	// cacheKiB is the writer's page cache (PRAGMA cache_size): the
+	// B-tree interior pages of a million keys fit.
+	cacheKiB = 64 << 10
+
+	// sqliteFcntlPersistWAL is SQLITE_FCNTL_PERSIST_WAL: the last writer
+	// connection to close leaves an empty -wal and the -shm in place, so
+	// that a reader without write access to the directory can still open
+	// the database while no writer runs.
+	sqliteFcntlPersistWAL = 10
+)
+
+// ErrLocked is wrapped by the error of a writer Open when another writer
+// holds the database (see LockedError).
+var ErrLocked = errors.New("store: database is held by another writer")
+
+// ErrSchema is wrapped by the error of Open when the database's schema
+// version is not the one this build reads: newer than it knows (a newer
+// logjail wrote it), or, for a reader, older (no writer of this version
+// has migrated it yet), or not a logjail database at all.
+var ErrSchema = errors.New("store: unsupported schema version")
+
+// ErrReadOnly is returned by the writing methods of a DB opened ReadOnly.
+var ErrReadOnly = errors.New("store: database opened read-only")
+
+// LockedError says which process holds the writer lock. It unwraps to
+// ErrLocked.
+type LockedError struct {
+	Path string // the database
+	PID  int    // the holder, 0 if it could not be read
+}
+
+func (e *LockedError) Error() string {
+	holder := "a process whose pid is unknown"
+	if e.PID > 0 {
+		holder = "pid " + strconv.Itoa(e.PID)
+	}
+	return fmt.Sprintf("store: %s: held by another writer (%s, lock %s)", e.Path, holder, e.Path+".lock")
+}
+
+// Unwrap returns ErrLocked.
+func (e *LockedError) Unwrap() error { return ErrLocked }
+
+// Options say how to open a database.
+type Options struct {
+	// ReadOnly opens a reader: read-only connections that take no lock of
+	// logjail's and never block the writer, nor are blocked by it. A
+	// reader neither creates nor migrates the database.
+	ReadOnly bool
+	// Group is the group that may read the database (default "logjail").
+	// A writer gives the files and the directory it creates that group
+	// where the group exists and the process may give it (root, or a
+	// member); elsewhere it is ignored.
+	Group string
+}
+
+// DB is an open logjail database. Its methods are safe for concurrent
+// use; writes are serialised (one transaction at a time), reads run on
+// their own connections beside them.
+type DB struct {
+	path string // as given, for errors
+	abs  string
+	ro   bool
+
+	r *sql.DB // read connections (mode=ro, query_only)
+	w *sql.DB // the writer's one connection; nil for a reader
+
+	lock *os.File // the writer lock, held open; nil for a reader
+
+	mu     sync.Mutex // serialises writes; guards closed
+	closed bool
+	wc     conn    // the writer's connection and its statements
+	order  []int32 // Checkpoint's buffer for the order of its keys
+}
+
+// Open opens the database at path. A writer (the default) creates it and
+// its directory when needed, takes the writer lock, migrates the schema
+// to the current version and sets the modes and group of its files. A
+// reader (Options.ReadOnly) opens an existing database of the current
+// version only. See the package documentation for what each does exactly.
+func Open(path string, o Options) (*DB, error) {
+	return open(path, o, migrations)
+}
+
+func open(path string, o Options, migs []string) (*DB, error) {
+	if o.Group == "" {
+		o.Group = DefaultGroup
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("store: %s: %w", path, err)
+	}
+	db := &DB{path: path, abs: abs, ro: o.ReadOnly}
+	if o.ReadOnly {
+		err = db.openReader(abs, len(migs))
+	} else {
+		err = db.openWriter(abs, o.Group, migs)
+	}
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+func (db *DB) openReader(abs string, version int) error {
+	if _, err := os.Stat(abs); err != nil {
+		return db.errf("open", "%w", err)
+	}
+	db.r = sql.OpenDB(&connector{dsn: dsn(abs, true), drv: &sqlite3.SQLiteDriver{ConnectHook: readerHook}})
+	db.r.SetMaxOpenConns(4)
+	db.r.SetMaxIdleConns(2)
+	var v int
+	if err := db.r.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
+		var se sqlite3.Error
+		if errors.As(err, &se) && (se.Code == sqlite3.ErrReadonly || se.Code == sqlite3.ErrCantOpen) {
+			if _, serr := os.Stat(abs + "-shm"); errors.Is(serr, fs.ErrNotExist) {
+				return db.errf("open", "%w (there is no %s-shm, which a reader that may not write the directory cannot make: open the database once as its writer)", err, filepath.Base(abs))
+			}
+		}
+		return db.errf("open", "%w", err)
+	}
+	switch {
+	case v > version:
+		return db.errf("open", "schema version %d is newer than this logjail reads (%d): upgrade logjail: %w", v, version, ErrSchema)
+	case v == 0:
+		return db.errf("open", "not a logjail database, or not yet created by the daemon (schema version 0): %w", ErrSchema)
+	case v < version:
+		return db.errf("open", "schema version %d is older than this logjail reads (%d): run the daemon (or any writer) of this version once to migrate it: %w", v, version, ErrSchema)
+	}
+	return nil
+}
+
+func (db *DB) openWriter(abs, group string, migs []string) error {
+	gid, err := groupID(group)
+	if err != nil {
+		return db.errf("open", "group %q: %w", group, err)
+	}
+	if err := ensureDir(filepath.Dir(abs), gid); err != nil {
+		return db.errf("open", "%w", err)
+	}
+	if db.lock, err = lock(abs, gid); err != nil {
+		var le *LockedError
+		if errors.As(err, &le) {
+			le.Path = db.path
+			return le
+		}
+		return db.errf("open", "%w", err)
+	}
+	// Created here rather than by SQLite, to have the mode and group
+	// from the start; SQLite gives -wal and -shm the mode (and, as root,
+	// the owner and group) of the database file.
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, fileMode)
+	if err != nil {
+		return db.errf("open", "%w", err)
+	}
+	f.Close()
+	if err := setMode(abs, gid, false); err != nil {
+		return db.errf("open", "%w", err)
+	}
+
+	db.w = sql.OpenDB(&connector{dsn: dsn(abs, false), drv: &sqlite3.SQLiteDriver{ConnectHook: writerHook}})
+	db.w.SetMaxOpenConns(1)
+	db.w.SetMaxIdleConns(1)
+	db.w.SetConnMaxLifetime(0)
+	db.w.SetConnMaxIdleTime(0)
+	if err := migrate(db.w, migs); err != nil {
+		return db.errf("migrate", "%w", err)
+	}
+	// Now that they exist (WAL mode made them), -wal and -shm get the
+	// database's mode and group too: SQLite sets the group only as root.
+	for _, p := range []string{abs + "-wal", abs + "-shm"} {
+		if err := setMode(p, gid, true); err != nil {
+			return db.errf("open", "%w", err)
+		}
+	}
+	if err := db.withConn(func(*conn) error { return nil }); err != nil {
+		return db.errf("open", "preparing statements: %w", err)
+	}
+	db.r = sql.OpenDB(&connector{dsn: dsn(abs, true), drv: &sqlite3.SQLiteDriver{ConnectHook: writerSideReaderHook}})
+	db.r.SetMaxOpenConns(4)
+	db.r.SetMaxIdleConns(2)
+	return nil
+}
+
+// Close closes the database and, for a writer, releases the writer lock.
+// It is safe to call twice.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		return nil
+	}
+	db.closed = true
+	var errs []error
+	// Readers first: the writer's connection is the last to close, which
+	// checkpoints the WAL and leaves it empty.
+	if db.r != nil {
+		errs = append(errs, db.r.Close())
+	}
+	if db.w != nil {
+		errs = append(errs, db.closeStmts())
+		errs = append(errs, db.w.Close())
+	}
+	if db.lock != nil {
+		// The lock file stays: removing it would let a writer lock a new
+		// file while another still holds the unlinked one.
+		errs = append(errs, db.lock.Close()) // closing releases the flock
+	}
+	if err := errors.Join(errs...); err != nil {
+		return db.errf("close", "%w", err)
+	}
+	return nil
+}
+
+// Path returns the path the database was opened with.
+func (db *DB) Path() string { return db.path }
+
+// errf wraps an error with the database's path and the operation.
+func (db *DB) errf(op, format string, a ...any) error {
+	return fmt.Errorf("store: %s: %s: "+format, append([]any{db.path, op}, a...)...)
+}
+
+// writable returns ErrReadOnly for a reader, and an error once closed. The
+// caller holds db.mu.
+func (db *DB) writable(op string) error {
+	if db.ro {
+		return db.errf(op, "%w", ErrReadOnly)
+	}
+	if db.closed {
+		return db.errf(op, "database closed")
+	}
+	return nil
+}
+
+// connector opens go-sqlite3 connections with a hook, without
+// registering a driver globally.
+type connector struct {
+	dsn string
+	drv *sqlite3.SQLiteDriver
+}
+
+func (c *connector) Connect(context.Context) (driver.Conn, error) { return c.drv.Open(c.dsn) }
+func (c *connector) Driver() driver.Driver                        { return c.drv }
+
+// dsn is the URI of the database for go-sqlite3. A writer's transactions
+// begin IMMEDIATE (the write lock at BEGIN, never an upgrade that could
+// fail); a reader's are DEFERRED on a read-only file.
+func dsn(abs string, ro bool) string {
+	u := "file:" + (&url.URL{Path: abs}).EscapedPath()
+	ms := strconv.Itoa(int(busyTimeout / time.Millisecond))
+	if ro {
+		return u + "?mode=ro&_txlock=deferred&_busy_timeout=" + ms
+	}
+	return u + "?mode=rwc&_txlock=immediate&_busy_timeout=" + ms
+}
+
+// writerPragmas run on the writer's connection, in this order:
+// auto_vacuum first, as it only takes on a database without tables.
+var writerPragmas = []string{
+	"PRAGMA auto_vacuum = INCREMENTAL",
+	"PRAGMA journal_mode = WAL",
+	"PRAGMA synchronous = NORMAL",
+	"PRAGMA foreign_keys = ON",
+	"PRAGMA wal_autocheckpoint = 1000",
+	"PRAGMA journal_size_limit = " + strconv.Itoa(walLimit),
+	"PRAGMA cache_size = -" + strconv.Itoa(cacheKiB),
+	"PRAGMA temp_store = MEMORY",
+}
+
+func writerHook(c *sqlite3.SQLiteConn) error {
+	for _, p := range writerPragmas {
+		if _, err := c.Exec(p, nil); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+	}
+	return c.SetFileControlInt("main", sqliteFcntlPersistWAL, 1)
+}
+
+func readerHook(c *sqlite3.SQLiteConn) error {
+	_, err := c.Exec("PRAGMA query_only = ON", nil)
+	return err
+}
+
+// writerSideReaderHook is for the read connections of a writer: should one
+// of them close last, the WAL is left in place as by the writer's.
+func writerSideReaderHook(c *sqlite3.SQLiteConn) error {
+	if err := readerHook(c); err != nil {
+		return err
+	}
+	return c.SetFileControlInt("main", sqliteFcntlPersistWAL, 1)
+}
+
+// groupID returns the id of the group the writer gives its files, or -1
+// where there is no such group or the process may not give it.
+func groupID(name string) (int, error) {
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		var unknown user.UnknownGroupError
+		if errors.As(err, &unknown) {
+			return -1, nil
+		}
+		return -1, err
+	}
+	gid, err := strconv.Atoi(g.Gid)
+	if err != nil {
+		return -1, err
+	}
+	if os.Geteuid() == 0 || os.Getegid() == gid {
+		return gid, nil
+	}
+	if groups, err := os.Getgroups(); err == nil && slices.Contains(groups, gid) {
+		return gid, nil
+	}
+	return -1, nil
+}
+
+// ensureDir creates dir (mode 0750, group gid) when it does not exist. An
+// existing directory is left as it is: it may be shared (a replay's
+// database in /tmp).
+func ensureDir(dir string, gid int) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.MkdirAll(dir, dirMode); err != nil {
+		return err
+	}
+	if err := os.Chmod(dir, dirMode); err != nil { // the umask may have taken bits
+		return err
+	}
+	if gid >= 0 {
+		return os.Chown(dir, -1, gid)
+	}
+	return nil
+}
+
+// setMode gives a file of the database mode 0640 and group gid (if >= 0).
+func setMode(path string, gid int, mayBeAbsent bool) error {
+	err := os.Chmod(path, fileMode)
+	if err == nil && gid >= 0 {
+		err = os.Chown(path, -1, gid)
+	}
+	if mayBeAbsent && errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// lock takes the writer lock: an exclusive flock on abs+".lock", which
+// then holds the PID. The kernel releases it when the process dies,
+// however it dies.
+func lock(abs string, gid int) (*os.File, error) {
+	name := abs + ".lock"
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, fileMode)
+	if err != nil {
+		return nil, err
+	}
+	if err := flock(f, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		defer f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			b := make([]byte, 32)
+			n, _ := f.ReadAt(b, 0)
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
+			return nil, &LockedError{PID: pid}
+		}
+		return nil, fmt.Errorf("locking %s: %w", name, err)
+	}
+	err = setMode(name, gid, false)
+	if err == nil {
+		err = f.Truncate(0)
+	}
+	if err == nil {
+		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return f, nil
+}
+
+func flock(f *os.File, how int) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), how)
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}
