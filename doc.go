@@ -11,8 +11,11 @@
 //     reading their lines.
 //   - replay: old logs through the pipeline, merged by time, acting on nothing;
 //     the report for tuning.
+//   - store: the SQLite database (bans, history, key states, positions).
+//   - checkpoint: the detector's state and the logs' positions into the store,
+//     and back after a restart.
 //   - cmd/logjail: the command line, thin.
 //
-// Not yet built: the SQLite store, the daemon (tailing, control socket), the
-// actions that make a ban real and the decision endpoint.
+// Not yet built: the daemon (tailing, control socket), the actions that
+// make a ban real and the decision endpoint.
 package logjail

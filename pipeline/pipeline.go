@@ -34,14 +34,24 @@ type Pipeline struct {
 
 // New returns a pipeline for cfg with a fresh detector.
 func New(cfg *rules.Config) *Pipeline {
-	return &Pipeline{
-		cfg: cfg,
-		det: detector.New(detector.Options{
-			Skew:             cfg.Skew,
-			MaxKeys:          cfg.MaxKeys,
-			MaxBansPerMinute: cfg.MaxBansPerMinute,
-		}),
-	}
+	return NewWithDetector(cfg, NewDetector(cfg))
+}
+
+// NewDetector returns an empty detector configured as cfg says (skew,
+// max_keys, max_bans_per_minute), for a pipeline restored from a checkpoint.
+func NewDetector(cfg *rules.Config) *detector.Detector {
+	return detector.New(detector.Options{
+		Skew:             cfg.Skew,
+		MaxKeys:          cfg.MaxKeys,
+		MaxBansPerMinute: cfg.MaxBansPerMinute,
+	})
+}
+
+// NewWithDetector returns a pipeline for cfg that feeds det, e.g. a detector
+// restored from a checkpoint. The static bans are applied at the first entry
+// as always; the detector applies only what changed since its checkpoint.
+func NewWithDetector(cfg *rules.Config, det *detector.Detector) *Pipeline {
+	return &Pipeline{cfg: cfg, det: det}
 }
 
 // Config returns the configuration the pipeline runs.

@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -10,8 +11,10 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/logjail/logjail/checkpoint"
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/rules"
+	"github.com/logjail/logjail/store"
 )
 
 // sharedDir is ../shared seen from the repository root; tests that need it
@@ -127,8 +130,9 @@ func TestGenlogTruth(t *testing.T) {
 
 // BenchmarkReplay replays a generated 200k-line log with testdata/genlog.yaml:
 // the whole replay (read, parse, merge, classify, detect, report), reported as
-// ns per line and lines/s. scripts/bench.sh measures the binary on 1M lines
-// against fail2ban-regex.
+// ns per line and lines/s; db=sqlite also writes the decisions and the final
+// state into a new database, as `replay --db` does. scripts/bench.sh measures
+// the binary on 1M lines against fail2ban-regex.
 func BenchmarkReplay(b *testing.B) {
 	const lines = 200000
 	log, _ := genlog(b, lines, 7)
@@ -140,18 +144,39 @@ func BenchmarkReplay(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.SetBytes(fi.Size())
-	b.ReportAllocs()
-	for b.Loop() {
-		rep, err := Run(context.Background(), cfg, []Input{{Name: log, Source: cfg.Sources[0]}}, Options{})
-		if err != nil {
-			b.Fatal(err)
+	for _, withDB := range []bool{false, true} {
+		name := "db=none"
+		if withDB {
+			name = "db=sqlite"
 		}
-		if rep.Input.Parsed != lines {
-			b.Fatalf("parsed %d lines, want %d", rep.Input.Parsed, lines)
-		}
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(fi.Size())
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				var o Options
+				var db *store.DB
+				if withDB {
+					i++
+					if db, err = store.Open(filepath.Join(b.TempDir(), fmt.Sprintf("run%d.db", i)), store.Options{}); err != nil {
+						b.Fatal(err)
+					}
+					o.Recorder = checkpoint.NewWriter(db)
+				}
+				rep, err := Run(context.Background(), cfg, []Input{{Name: log, Source: cfg.Sources[0]}}, o)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if db != nil {
+					db.Close()
+				}
+				if rep.Input.Parsed != lines {
+					b.Fatalf("parsed %d lines, want %d", rep.Input.Parsed, lines)
+				}
+			}
+			perLine := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / lines
+			b.ReportMetric(perLine, "ns/line")
+			b.ReportMetric(1e9/perLine, "lines/s")
+		})
 	}
-	perLine := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / lines
-	b.ReportMetric(perLine, "ns/line")
-	b.ReportMetric(1e9/perLine, "lines/s")
 }

@@ -46,6 +46,16 @@ type Options struct {
 	RejectSamples int
 	// Top is how many keys each top list holds (default 10).
 	Top int
+	// Recorder, when set, receives every decision in order, and the
+	// detector at the end of the replay with the log time of the newest
+	// entry: `replay --db` writes them into a database.
+	Recorder Recorder
+}
+
+// Recorder keeps what a replay decides (checkpoint.Writer is one).
+type Recorder interface {
+	Decisions(ds []detector.Decision)
+	Flush(det *detector.Detector, t time.Time) error
 }
 
 // blockLines is how many lines a reader hands to a parsing worker at once:
@@ -457,6 +467,9 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 				rep.observe(e)
 				decisions = main.Process(src, e, decisions[:0])
 				rep.decide(decisions)
+				if o.Recorder != nil && len(decisions) > 0 {
+					o.Recorder.Decisions(decisions)
+				}
 				for _, s := range sweeps {
 					s.process(src, e)
 				}
@@ -480,6 +493,11 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 	}
 	for _, r := range readers {
 		rep.addReader(r)
+	}
+	if o.Recorder != nil {
+		if err := o.Recorder.Flush(main.Detector(), rep.last); err != nil {
+			return nil, err
+		}
 	}
 	rep.finish(main, o.Top)
 	for _, s := range sweeps {

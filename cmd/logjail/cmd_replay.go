@@ -8,8 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/logjail/logjail/checkpoint"
 	"github.com/logjail/logjail/replay"
 	"github.com/logjail/logjail/source"
+	"github.com/logjail/logjail/store"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
@@ -22,6 +24,7 @@ type replayOptions struct {
 	to     string
 	sweeps []string
 	output string
+	db     string
 }
 
 func (o *replayOptions) addFlags(cmd *cobra.Command) {
@@ -32,6 +35,7 @@ func (o *replayOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.to, "to", "", "skip entries from this time on (RFC 3339 or a date)")
 	f.StringArrayVar(&o.sweeps, "sweep", nil, "`RULE[I]=A..B:STEPS`: vary the first number of limit I of RULE over STEPS values from A to B (repeatable)")
 	f.StringVarP(&o.output, "output", "o", "text", "text or json")
+	f.StringVar(&o.db, "db", "", "write the decisions and the final state into this new database, to inspect like a live one")
 }
 
 func newReplayCmd(s streams) *cobra.Command {
@@ -117,6 +121,14 @@ func runReplay(cmd *cobra.Command, o *replayOptions, args []string, s streams) e
 		}
 		inputs = append(inputs, replay.Input{Name: f, Source: src})
 	}
+	if o.db != "" {
+		db, err := openReplayDB(o.db)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		ro.Recorder = checkpoint.NewWriter(db)
+	}
 	ro.Stdin = s.in
 	if f, ok := s.err.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		ro.Progress = progress(s.err)
@@ -132,6 +144,24 @@ func runReplay(cmd *cobra.Command, o *replayOptions, args []string, s streams) e
 		return rep.WriteJSON(s.out)
 	}
 	return rep.WriteText(s.out)
+}
+
+// openReplayDB opens the database of --db, which must hold no state yet: a
+// replay's keys mixed into another run's would mean nothing.
+func openReplayDB(path string) (*store.DB, error) {
+	db, err := store.Open(path, store.Options{})
+	if err != nil {
+		return nil, err
+	}
+	global, _, err := db.Global()
+	if err == nil && global != nil {
+		err = usageError(fmt.Errorf("--db %s already holds a state: give a new file", path))
+	}
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
 }
 
 // progress returns a progress reporter that redraws one line on a

@@ -11,9 +11,11 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/logjail/logjail/rules"
+	"github.com/logjail/logjail/store"
 )
 
 // run runs the command line in-process and returns its exit code and output.
@@ -222,5 +224,62 @@ func TestReplayDeterministicAndOrderFree(t *testing.T) {
 	}
 	if got := decisions(fb, fa); got != whole {
 		t.Errorf("split files b,a decide differently from the whole file:\n got %s\nwant %s", got, whole)
+	}
+}
+
+// TestReplayDB: replay --db writes every decision into the history, the
+// bans still active at the end of the log into the table of active bans,
+// and the key states, readable by a read-only connection; a database that
+// already holds a state is refused.
+func TestReplayDB(t *testing.T) {
+	cfg := exampleConfig(t)
+	dbPath := filepath.Join(t.TempDir(), "state", "replay.db")
+	code, out, stderr := run(t, "", "replay", "--config", cfg, "--source", "web", "--output", "json", "--db", dbPath, "../../testdata/logs/sample/bots.log.gz")
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr: %s", code, stderr)
+	}
+	var doc struct {
+		Decisions []struct {
+			Rule, Key, Kind string
+			Until           *time.Time
+		} `json:"decisions"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(dbPath, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	hist, err := db.History(store.HistoryQuery{Limit: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != len(doc.Decisions) || len(hist) == 0 {
+		t.Errorf("history holds %d events, the report %d decisions", len(hist), len(doc.Decisions))
+	}
+	// The bans active at the end: the last decision of each (rule, key) is
+	// a throttle or ban that has not ended by the last line.
+	last := map[string]string{}
+	for _, d := range doc.Decisions {
+		last[d.Rule+" "+d.Key] = d.Kind
+	}
+	bans, err := db.ActiveBans()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bans {
+		if k := last[b.Rule+" "+b.Key]; k != b.Kind {
+			t.Errorf("active %s %s/%s, but the report's last decision for it is %q", b.Kind, b.Rule, b.Key, k)
+		}
+	}
+	n := 0
+	if err := db.Keys(func(*store.KeyRow) error { n++; return nil }); err != nil || n == 0 {
+		t.Errorf("%d key states saved (err %v), want some", n, err)
+	}
+	code, _, stderr = run(t, "", "replay", "--config", cfg, "--source", "web", "--db", dbPath, "../../testdata/logs/sample/bots.log.gz")
+	if code != exitUsage || !strings.Contains(stderr, "already holds") {
+		t.Errorf("a second replay into the same database: exit %d, stderr %q; want 2 and a reason", code, stderr)
 	}
 }

@@ -1,0 +1,408 @@
+// Package checkpoint joins the detector and the store. A Writer turns
+// decisions into history and into the table of active bans, collects the key
+// states the detector changed and the source positions that fed them, and
+// writes them all as one checkpoint (one SQLite transaction). Restore gives a
+// fresh detector back the state of the last checkpoint, with the positions,
+// so that reading the logs again from there rebuilds exactly the state a
+// crash lost: no line counted twice, none lost.
+//
+// The invariant that makes this exact: a checkpoint holds the detector state
+// after some entry and the positions just past the lines that produced the
+// entries before it, never more, never less. Feed keeps it by checkpointing
+// between lines; the daemon does the same.
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/logjail/logjail/detector"
+	"github.com/logjail/logjail/pipeline"
+	"github.com/logjail/logjail/rules"
+	"github.com/logjail/logjail/source"
+	"github.com/logjail/logjail/store"
+)
+
+// Writer gathers what the next checkpoint writes. It is used by one
+// goroutine (the one that runs the pipeline).
+type Writer struct {
+	db        *store.DB
+	events    []store.Event
+	bans      map[store.BanKey]*store.Ban // nil: delete
+	throttles map[store.BanKey]time.Time  // active throttles, by end: they end silently
+	positions map[string]store.Position
+
+	async       bool
+	inflight    chan error        // the checkpoint being written, if any
+	failedAsync *store.Checkpoint // set by the writing goroutine on error
+	failed      *store.Checkpoint // a checkpoint that failed: the next one writes it too
+}
+
+// NewWriter returns a Writer that checkpoints into db, on the caller's
+// goroutine.
+func NewWriter(db *store.DB) *Writer {
+	return &Writer{
+		db:        db,
+		bans:      map[store.BanKey]*store.Ban{},
+		throttles: map[store.BanKey]time.Time{},
+		positions: map[string]store.Position{},
+	}
+}
+
+// NewAsyncWriter returns a Writer that writes each checkpoint on its own
+// goroutine, beside the reading of the logs. Call Close at the end.
+func NewAsyncWriter(db *store.DB) *Writer {
+	w := NewWriter(db)
+	w.async = true
+	return w
+}
+
+// Resume picks up the active bans of the last checkpoint. Throttles, which
+// end silently, are watched so that they leave the table of active bans as
+// if there had been no restart. A detector ban of a rule that cfg no longer
+// has cannot end by itself (its state was dropped at restore): it is lifted
+// at the checkpoint's time, with an unban in the history that says why.
+func (w *Writer) Resume(cfg *rules.Config) error {
+	bans, err := w.db.ActiveBans()
+	if err != nil {
+		return err
+	}
+	_, at, err := w.db.Global()
+	if err != nil {
+		return err
+	}
+	for _, b := range bans {
+		k := store.BanKey{Rule: b.Rule, Key: b.Key}
+		switch {
+		case b.Origin == store.OriginDetector && cfg.Rule(b.Rule) == nil:
+			w.bans[k] = nil
+			w.events = append(w.events, store.Event{
+				Time: at, Rule: b.Rule, Key: b.Key, Kind: string(detector.Unban), Addresses: b.Addresses,
+				Reason: "rule " + b.Rule + " is no longer in the configuration", Origin: b.Origin, LogOnly: b.LogOnly,
+			})
+		case b.Kind == string(detector.Throttle):
+			w.throttles[k] = b.Until
+		}
+	}
+	return nil
+}
+
+// Decisions records decisions, in the order made, for the next checkpoint:
+// each goes to the history; throttles and bans into the active bans, unbans
+// out of them.
+func (w *Writer) Decisions(ds []detector.Decision) {
+	for i := range ds {
+		d := &ds[i]
+		w.events = append(w.events, store.Event{
+			Time: d.Time, Rule: d.Rule, Key: d.Key, Kind: string(d.Kind), Until: d.Until,
+			Reason: d.Reason, Violations: d.Violations, Addresses: d.Addresses, Origin: d.Origin, LogOnly: d.LogOnly,
+		})
+		k := store.BanKey{Rule: d.Rule, Key: d.Key}
+		switch d.Kind {
+		case detector.Throttle, detector.Ban:
+			w.bans[k] = &store.Ban{
+				Rule: d.Rule, Key: d.Key, Kind: string(d.Kind), Since: d.Time, Until: d.Until,
+				Reason: d.Reason, Violations: d.Violations, Addresses: d.Addresses, Origin: d.Origin, LogOnly: d.LogOnly,
+			}
+			if d.Kind == detector.Throttle {
+				w.throttles[k] = d.Until
+			} else {
+				delete(w.throttles, k)
+			}
+		case detector.Unban:
+			w.bans[k] = nil
+			delete(w.throttles, k)
+		}
+	}
+}
+
+// Position records how far a source file has been read: the lines before
+// Offset are all in the detector state the next checkpoint writes.
+func (w *Writer) Position(p store.Position) { w.positions[p.Path] = p }
+
+// Flush takes one checkpoint at log time t: the key states det changed
+// since the last one, its global state, the decisions and positions
+// recorded since. A throttle that ended by t (throttles end silently) leaves
+// the active bans. Taking it costs the caller only the detector's Changes
+// (about 0.1 µs a changed key); an asynchronous Writer then writes it on its
+// own goroutine while the caller reads on, one checkpoint at a time, and
+// returns here the error of the previous write, if any. On error nothing is
+// lost: the next Flush writes the failed checkpoint's content with its own.
+func (w *Writer) Flush(det *detector.Detector, t time.Time) error {
+	c := w.collect(det, t)
+	prevErr := w.wait()
+	if w.failed != nil {
+		c = merge(w.failed, c)
+		w.failed = nil
+	}
+	if !w.async {
+		if err := w.db.Checkpoint(c); err != nil {
+			w.failed = c
+			return err
+		}
+		return prevErr
+	}
+	done := make(chan error, 1)
+	w.inflight = done
+	go func() {
+		err := w.db.Checkpoint(c)
+		if err != nil {
+			w.failedAsync = c
+		}
+		done <- err
+	}()
+	return prevErr
+}
+
+// Close waits for a checkpoint being written and, if it failed, tries it
+// once more. The Writer may not be used after.
+func (w *Writer) Close() error {
+	err := w.wait()
+	if w.failed != nil {
+		if err = w.db.Checkpoint(w.failed); err == nil {
+			w.failed = nil
+		}
+	}
+	return err
+}
+
+// wait waits for the checkpoint being written, if any.
+func (w *Writer) wait() error {
+	if w.inflight == nil {
+		return nil
+	}
+	err := <-w.inflight
+	w.inflight = nil
+	if err != nil {
+		w.failed, w.failedAsync = w.failedAsync, nil
+	}
+	return err
+}
+
+// collect takes what the next checkpoint writes and starts afresh.
+func (w *Writer) collect(det *detector.Detector, t time.Time) *store.Checkpoint {
+	c := &store.Checkpoint{Time: t, Global: det.SaveGlobal(), Events: w.events}
+	det.Changes(func(ks *detector.KeyState) {
+		c.Keys = append(c.Keys, store.KeyRow{
+			Rule: ks.Rule, Key: ks.Key, Data: bytes.Clone(ks.Data), LastSeen: ks.LastSeen,
+			Requests: ks.Requests, Blocked: ks.Blocked, CPU: ks.CPU, Phase: string(ks.Phase), Until: ks.Until,
+		})
+	})
+	for k, until := range w.throttles {
+		if !until.After(t) {
+			if b, pending := w.bans[k]; !pending || b == nil || b.Kind == string(detector.Throttle) {
+				w.bans[k] = nil
+			}
+			delete(w.throttles, k)
+		}
+	}
+	for k, b := range w.bans {
+		if b == nil {
+			c.DelBans = append(c.DelBans, k)
+		} else {
+			c.SetBans = append(c.SetBans, *b)
+		}
+	}
+	for _, p := range w.positions {
+		c.Positions = append(c.Positions, p)
+	}
+	w.events = nil // the checkpoint owns them now
+	clear(w.bans)
+	clear(w.positions)
+	return c
+}
+
+// merge is the checkpoint that writes old then c: c's rows win.
+func merge(old, c *store.Checkpoint) *store.Checkpoint {
+	m := *c
+	m.Events = append(append([]store.Event(nil), old.Events...), c.Events...)
+	seen := map[store.BanKey]bool{}
+	for _, r := range c.Keys {
+		seen[store.BanKey{Rule: r.Rule, Key: r.Key}] = true
+	}
+	for _, r := range old.Keys {
+		if !seen[store.BanKey{Rule: r.Rule, Key: r.Key}] {
+			m.Keys = append(m.Keys, r)
+		}
+	}
+	clear(seen)
+	for _, b := range c.SetBans {
+		seen[store.BanKey{Rule: b.Rule, Key: b.Key}] = true
+	}
+	for _, k := range c.DelBans {
+		seen[k] = true
+	}
+	for _, b := range old.SetBans {
+		if !seen[store.BanKey{Rule: b.Rule, Key: b.Key}] {
+			m.SetBans = append(m.SetBans, b)
+		}
+	}
+	for _, k := range old.DelBans {
+		if !seen[k] {
+			m.DelBans = append(m.DelBans, k)
+		}
+	}
+	paths := map[string]bool{}
+	for _, p := range c.Positions {
+		paths[p.Path] = true
+	}
+	for _, p := range old.Positions {
+		if !paths[p.Path] {
+			m.Positions = append(m.Positions, p)
+		}
+	}
+	return &m
+}
+
+// Restore loads the last checkpoint of db into det, which must be fresh
+// (pipeline.NewDetector), and returns the saved positions by path. A
+// database without a checkpoint leaves det empty.
+func Restore(db *store.DB, cfg *rules.Config, det *detector.Detector) (map[string]store.Position, detector.RestoreStats, error) {
+	global, _, err := db.Global()
+	if err != nil {
+		return nil, detector.RestoreStats{}, err
+	}
+	pos := map[string]store.Position{}
+	if global == nil {
+		return pos, detector.RestoreStats{}, nil
+	}
+	var readErr error
+	states := func(yield func(*detector.KeyState) bool) {
+		errStop := errors.New("stop")
+		var ks detector.KeyState
+		err := db.Keys(func(r *store.KeyRow) error {
+			ks = detector.KeyState{Rule: r.Rule, Key: r.Key, Data: r.Data, LastSeen: r.LastSeen,
+				Requests: r.Requests, Blocked: r.Blocked, CPU: r.CPU, Phase: detector.Kind(r.Phase), Until: r.Until}
+			if !yield(&ks) {
+				return errStop
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStop) {
+			readErr = err
+		}
+	}
+	st, err := det.Restore(cfg, global, iter.Seq[*detector.KeyState](states))
+	if err == nil {
+		err = readErr
+	}
+	if err != nil {
+		return nil, st, fmt.Errorf("restoring the checkpoint: %w", err)
+	}
+	ps, err := db.Positions()
+	if err != nil {
+		return nil, st, err
+	}
+	for _, p := range ps {
+		pos[p.Path] = p
+	}
+	return pos, st, nil
+}
+
+// FeedOptions tune Feed.
+type FeedOptions struct {
+	Source *rules.Source // the source whose format reads the file
+	Every  int           // lines between checkpoints (default 10,000)
+}
+
+// FeedResult says what Feed read.
+type FeedResult struct {
+	From     int64 // offset it started at (0: the file from its start)
+	Lines    int64 // lines read this time
+	Rejected int64
+	Restored detector.RestoreStats
+}
+
+// Feed reads the file at path through the pipeline into db, from where the
+// last checkpoint left it (or from its start when the file at path is not
+// the one the position was saved for), checkpointing every o.Every lines
+// and at the end. It is the daemon's reading loop for one file without the
+// following, and what the crash test kills and restarts.
+func Feed(ctx context.Context, cfg *rules.Config, db *store.DB, path string, o FeedOptions) (FeedResult, error) {
+	var res FeedResult
+	if o.Every <= 0 {
+		o.Every = 10_000
+	}
+	src := o.Source
+	if src == nil {
+		if src = cfg.SourceFor(path); src == nil {
+			return res, fmt.Errorf("%s: no source reads it", path)
+		}
+	}
+	det := pipeline.NewDetector(cfg)
+	positions, st, err := Restore(db, cfg, det)
+	if err != nil {
+		return res, err
+	}
+	res.Restored = st
+	id, err := source.Identify(path)
+	if err != nil {
+		return res, err
+	}
+	var offset int64
+	var line int
+	if p, ok := positions[path]; ok {
+		saved := source.FileID{Dev: p.Dev, Inode: p.Inode, Size: p.Size, HeadHash: p.HeadHash}
+		if id.Continues(saved, p.Offset) {
+			offset, line = p.Offset, int(p.Line)
+		}
+	}
+	res.From = offset
+	lg, err := source.OpenLogAt(path, src.Parser, nil, offset, line)
+	if err != nil {
+		return res, err
+	}
+	defer lg.Close()
+
+	p := pipeline.NewWithDetector(cfg, det)
+	w := NewAsyncWriter(db)
+	defer w.Close()
+	if err := w.Resume(cfg); err != nil {
+		return res, err
+	}
+	position := func() store.Position {
+		return store.Position{Path: path, Dev: id.Dev, Inode: id.Inode, Offset: lg.Lines.Offset(),
+			Line: int64(lg.Lines.Line()), HeadHash: id.HeadHash, Size: max(id.Size, lg.Lines.Offset())}
+	}
+	var out []detector.Decision
+	var last time.Time
+	for n := 1; ; n++ {
+		l, no, ok := lg.Lines.Next()
+		if !ok {
+			break
+		}
+		res.Lines++
+		e, err := lg.Parser.ParseString(l, no)
+		if err == nil && lg.Lines.Truncated() {
+			err = fmt.Errorf("line %d: longer than %d bytes", no, source.MaxLine)
+		}
+		if err != nil {
+			res.Rejected++
+		} else {
+			out = p.Process(src, &e, out[:0])
+			w.Decisions(out)
+			last = e.Time
+		}
+		if n%o.Every == 0 {
+			if err := ctx.Err(); err != nil {
+				return res, err
+			}
+			w.Position(position())
+			if err := w.Flush(det, last); err != nil {
+				return res, err
+			}
+		}
+	}
+	if err := lg.Lines.Err(); err != nil {
+		return res, fmt.Errorf("%s: %w", path, err)
+	}
+	w.Position(position())
+	if err := w.Flush(det, last); err != nil {
+		return res, err
+	}
+	return res, w.Close()
+}

@@ -1,0 +1,172 @@
+package checkpoint
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/logjail/logjail/rules"
+	"github.com/logjail/logjail/store"
+)
+
+const floodConfig = `
+sources: [{name: web, paths: [/var/log/access.log], format: combined, timezone: UTC}]
+rules:
+  - name: flood
+    limits: ["5 per 10s"]
+    ban: {for: 1h}
+  - name: slow
+    limits: ["1000 per minute"]
+`
+
+func parse(t *testing.T, text string) *rules.Config {
+	t.Helper()
+	cfg, err := rules.Parse("t.yaml", []byte(text), rules.Options{HostAddrs: []netip.Addr{netip.MustParseAddr("192.0.2.1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// writeLines writes n requests of ip, one every 100 ms from t0+sec.
+func writeLines(t *testing.T, path, ip string, sec, n int) {
+	t.Helper()
+	t0 := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		at := t0.Add(time.Duration(sec)*time.Second + time.Duration(i)*100*time.Millisecond)
+		fmt.Fprintf(&b, "%s - - [%s] \"GET / HTTP/1.1\" 200 1 \"-\" \"t\"\n", ip, at.Format("02/Jan/2006:15:04:05 -0700"))
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func feed(t *testing.T, cfg *rules.Config, dbPath, log string) FeedResult {
+	t.Helper()
+	db, err := store.Open(dbPath, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	res, err := Feed(context.Background(), cfg, db, log, FeedOptions{Every: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func activeBans(t *testing.T, dbPath string) []string {
+	t.Helper()
+	db, err := store.Open(dbPath, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	bans, err := db.ActiveBans()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, b := range bans {
+		out = append(out, b.Kind+" "+b.Rule+" "+b.Key)
+	}
+	return out
+}
+
+// TestFeedResumesAndRecognisesRotation: a second Feed of the same file reads
+// nothing again; after the file is rotated away, the new file at the path is
+// read from its start; a ban survives both.
+func TestFeedResumesAndRecognisesRotation(t *testing.T) {
+	dir := t.TempDir()
+	cfg := parse(t, floodConfig)
+	dbPath, log := filepath.Join(dir, "state", "logjail.db"), filepath.Join(dir, "access.log")
+	writeLines(t, log, "203.0.113.7", 0, 20)
+	if res := feed(t, cfg, dbPath, log); res.Lines != 20 || res.From != 0 {
+		t.Fatalf("first feed: %+v, want 20 lines from 0", res)
+	}
+	if got := activeBans(t, dbPath); len(got) != 1 || got[0] != "ban flood 203.0.113.7" {
+		t.Fatalf("active bans %q, want the flood ban of 203.0.113.7", got)
+	}
+	if res := feed(t, cfg, dbPath, log); res.Lines != 0 || res.From == 0 || res.Restored.Keys == 0 {
+		t.Errorf("second feed of the same file: %+v, want nothing read, from its end, keys restored", res)
+	}
+	os.Rename(log, log+".1")
+	writeLines(t, log, "203.0.113.8", 30, 3)
+	if res := feed(t, cfg, dbPath, log); res.Lines != 3 || res.From != 0 {
+		t.Errorf("after rotation: %+v, want the 3 lines of the new file from its start", res)
+	}
+	if got := activeBans(t, dbPath); len(got) != 1 {
+		t.Errorf("active bans after rotation %q, want the ban still there", got)
+	}
+}
+
+// TestRemovedRuleLiftsItsBans: a ban of a rule taken out of the
+// configuration is lifted at the next start, with an unban in the history.
+func TestRemovedRuleLiftsItsBans(t *testing.T) {
+	dir := t.TempDir()
+	dbPath, log := filepath.Join(dir, "logjail.db"), filepath.Join(dir, "access.log")
+	writeLines(t, log, "203.0.113.7", 0, 20)
+	feed(t, parse(t, floodConfig), dbPath, log)
+	without := parse(t, `
+sources: [{name: web, paths: [/var/log/access.log], format: combined, timezone: UTC}]
+rules:
+  - name: slow
+    limits: ["1000 per minute"]
+`)
+	res := feed(t, without, dbPath, log)
+	if res.Restored.Dropped == 0 {
+		t.Errorf("restore with the flood rule removed dropped nothing: %+v", res.Restored)
+	}
+	if got := activeBans(t, dbPath); len(got) != 0 {
+		t.Errorf("active bans %q, want none: their rule is gone", got)
+	}
+	db, err := store.Open(dbPath, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	hist, err := db.History(store.HistoryQuery{Key: "203.0.113.7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) < 2 || hist[0].Kind != "unban" || !strings.Contains(hist[0].Reason, "no longer in the configuration") {
+		t.Errorf("history of 203.0.113.7 = %+v, want the ban then an unban saying the rule is gone", hist)
+	}
+}
+
+// TestMerge: a checkpoint that failed is written with the next one, whose
+// rows win: nothing of it is lost, nothing newer is overwritten.
+func TestMerge(t *testing.T) {
+	old := &store.Checkpoint{
+		Events:    []store.Event{{Key: "e1"}},
+		Keys:      []store.KeyRow{{Rule: "r", Key: "A", Requests: 1}, {Rule: "r", Key: "B", Requests: 1}},
+		SetBans:   []store.Ban{{Rule: "r", Key: "X", Kind: "ban"}},
+		DelBans:   []store.BanKey{{Rule: "r", Key: "Y"}},
+		Positions: []store.Position{{Path: "/a", Offset: 1}, {Path: "/b", Offset: 5}},
+	}
+	c := &store.Checkpoint{
+		Global:    []byte("new"),
+		Events:    []store.Event{{Key: "e2"}},
+		Keys:      []store.KeyRow{{Rule: "r", Key: "B", Requests: 2}, {Rule: "r", Key: "C", Requests: 2}},
+		DelBans:   []store.BanKey{{Rule: "r", Key: "X"}},
+		Positions: []store.Position{{Path: "/a", Offset: 9}},
+	}
+	m := merge(old, c)
+	got := fmt.Sprint(m.Events, m.Keys, m.SetBans, m.DelBans, m.Positions, string(m.Global))
+	want := fmt.Sprint(
+		[]store.Event{{Key: "e1"}, {Key: "e2"}},
+		[]store.KeyRow{{Rule: "r", Key: "B", Requests: 2}, {Rule: "r", Key: "C", Requests: 2}, {Rule: "r", Key: "A", Requests: 1}},
+		[]store.Ban(nil),
+		[]store.BanKey{{Rule: "r", Key: "X"}, {Rule: "r", Key: "Y"}},
+		[]store.Position{{Path: "/a", Offset: 9}, {Path: "/b", Offset: 5}},
+		"new")
+	if got != want {
+		t.Errorf("merge:\n got %s\nwant %s", got, want)
+	}
+}
