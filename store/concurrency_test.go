@@ -21,6 +21,7 @@ import (
 // must see one whole checkpoint: the sequence number in meta, the global
 // blob, every key, ban and the newest events all carry the same number.
 func TestConcurrentReaders(t *testing.T) {
+	t.Parallel() // beside TestSize: it is bounded by time, not by work
 	const (
 		nKeys    = 1000
 		nBans    = 10
