@@ -61,12 +61,15 @@ func NewAsyncWriter(db *store.DB) *Writer {
 	return w
 }
 
-// Resume picks up the active bans of the last checkpoint. Throttles, which
-// end silently, are watched so that they leave the table of active bans as
-// if there had been no restart. A detector ban of a rule that cfg no longer
-// has cannot end by itself (its state was dropped at restore): it is lifted
-// at the checkpoint's time, with an unban in the history that says why.
-func (w *Writer) Resume(cfg *rules.Config) error {
+// Resume picks up the active bans of the last checkpoint, which det (just
+// restored from it) holds too. Throttles, which end silently, are watched
+// so that they leave the table of active bans as if there had been no
+// restart. A detector ban of a rule that cfg no longer has cannot end by
+// itself (its state was dropped at restore): it is lifted at the
+// checkpoint's time, with an unban in the history that says why. With a
+// non-zero now (the wall clock at start), a ban that ended while logjail was
+// not running is lifted in det at its end and recorded as expired, once.
+func (w *Writer) Resume(cfg *rules.Config, det *detector.Detector, now time.Time) error {
 	bans, err := w.db.ActiveBans()
 	if err != nil {
 		return err
@@ -75,10 +78,12 @@ func (w *Writer) Resume(cfg *rules.Config) error {
 	if err != nil {
 		return err
 	}
+	var out []detector.Decision
 	for _, b := range bans {
 		k := store.BanKey{Rule: b.Rule, Key: b.Key}
+		rule := cfg.Rule(b.Rule)
 		switch {
-		case b.Origin == store.OriginDetector && cfg.Rule(b.Rule) == nil:
+		case b.Origin == store.OriginDetector && rule == nil:
 			w.bans[k] = nil
 			w.events = append(w.events, store.Event{
 				Time: at, Rule: b.Rule, Key: b.Key, Kind: string(detector.Unban), Addresses: b.Addresses,
@@ -86,6 +91,12 @@ func (w *Writer) Resume(cfg *rules.Config) error {
 			})
 		case b.Kind == string(detector.Throttle):
 			w.throttles[k] = b.Until
+		case !now.IsZero() && rule != nil && !b.Until.IsZero() && !b.Until.After(now):
+			out = det.Lift(b.Until, rule, b.Key, out[:0])
+			for i := range out {
+				out[i].Reason = "ban expired while logjail was not running"
+			}
+			w.Decisions(out)
 		}
 	}
 	return nil
@@ -97,11 +108,11 @@ func (w *Writer) Resume(cfg *rules.Config) error {
 func (w *Writer) Decisions(ds []detector.Decision) {
 	for i := range ds {
 		d := &ds[i]
+		k := store.BanKey{Rule: d.Rule, Key: d.Key}
 		w.events = append(w.events, store.Event{
 			Time: d.Time, Rule: d.Rule, Key: d.Key, Kind: string(d.Kind), Until: d.Until,
 			Reason: d.Reason, Violations: d.Violations, Addresses: d.Addresses, Origin: d.Origin, LogOnly: d.LogOnly,
 		})
-		k := store.BanKey{Rule: d.Rule, Key: d.Key}
 		switch d.Kind {
 		case detector.Throttle, detector.Ban:
 			w.bans[k] = &store.Ban{
@@ -307,6 +318,9 @@ func Restore(db *store.DB, cfg *rules.Config, det *detector.Detector) (map[strin
 type FeedOptions struct {
 	Source *rules.Source // the source whose format reads the file
 	Every  int           // lines between checkpoints (default 10,000)
+	// Now is the wall clock at start: bans of the checkpoint that ended by
+	// then are recorded as expired. Zero: none (a test, a replay).
+	Now time.Time
 }
 
 // FeedResult says what Feed read.
@@ -361,7 +375,7 @@ func Feed(ctx context.Context, cfg *rules.Config, db *store.DB, path string, o F
 	p := pipeline.NewWithDetector(cfg, det)
 	w := NewAsyncWriter(db)
 	defer w.Close()
-	if err := w.Resume(cfg); err != nil {
+	if err := w.Resume(cfg, det, o.Now); err != nil {
 		return res, err
 	}
 	position := func() store.Position {
@@ -405,4 +419,27 @@ func Feed(ctx context.Context, cfg *rules.Config, db *store.DB, path string, o F
 		return res, err
 	}
 	return res, w.Close()
+}
+
+// PruneOptions returns what the cleaner prunes at now under cfg: key states
+// idle for twice the longest window of any rule (their windows are empty),
+// unless banned within the longest `remember` (their earlier bans still count
+// for escalation); history older than history_retention; and vacuumPages
+// free pages given back.
+func PruneOptions(cfg *rules.Config, now time.Time, vacuumPages int) store.PruneOptions {
+	var window, remember time.Duration
+	for _, r := range cfg.Rules {
+		for _, l := range r.Limits {
+			window = max(window, l.Window)
+		}
+		remember = max(remember, r.Ban.Remember)
+	}
+	p := store.PruneOptions{KeysBefore: now.Add(-2 * window), VacuumPages: vacuumPages}
+	if remember > 0 {
+		p.KeepBannedSince = now.Add(-remember)
+	}
+	if cfg.HistoryRetention > 0 {
+		p.HistoryBefore = now.Add(-cfg.HistoryRetention)
+	}
+	return p
 }

@@ -170,3 +170,65 @@ func TestMerge(t *testing.T) {
 		t.Errorf("merge:\n got %s\nwant %s", got, want)
 	}
 }
+
+// TestBansThatEndedWhileStopped: a ban that ended while logjail was not
+// running leaves the active bans at start and is recorded as expired once;
+// when the logs' time passes its end, the detector's own unban is not
+// recorded again.
+func TestBansThatEndedWhileStopped(t *testing.T) {
+	dir := t.TempDir()
+	cfg := parse(t, floodConfig)
+	dbPath, log := filepath.Join(dir, "logjail.db"), filepath.Join(dir, "access.log")
+	writeLines(t, log, "203.0.113.7", 0, 20) // banned at 10:00:00.5 for 1h
+	feed(t, cfg, dbPath, log)
+
+	db, err := store.Open(dbPath, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
+	if _, err := Feed(context.Background(), cfg, db, log, FeedOptions{Every: 3, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if got := activeBans(t, dbPath); len(got) != 0 {
+		t.Errorf("active bans at start, 2 h later: %q, want none", got)
+	}
+	// The logs go on past the ban's end: the detector unbans on its own.
+	more := filepath.Join(dir, "more.log")
+	writeLines(t, more, "203.0.113.9", 2*3600, 2)
+	extra, _ := os.ReadFile(more)
+	f, _ := os.OpenFile(log, os.O_APPEND|os.O_WRONLY, 0)
+	f.Write(extra)
+	f.Close()
+	feed(t, cfg, dbPath, log)
+
+	db, err = store.Open(dbPath, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	hist, err := db.History(store.HistoryQuery{Key: "203.0.113.7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range hist {
+		kinds = append(kinds, e.Kind+": "+e.Reason)
+	}
+	if len(hist) != 2 || hist[0].Kind != "unban" || !strings.Contains(hist[0].Reason, "while logjail was not running") {
+		t.Errorf("history of 203.0.113.7, newest first: %q; want the ban and one unban recorded at start", kinds)
+	}
+}
+
+func TestPruneOptions(t *testing.T) {
+	cfg := parse(t, floodConfig+"history_retention: 7d\n")
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	p := PruneOptions(cfg, now, 100)
+	// The longest window is "1000 per minute"; remember is the default 30 days.
+	want := store.PruneOptions{KeysBefore: now.Add(-2 * time.Minute), KeepBannedSince: now.Add(-30 * 24 * time.Hour),
+		HistoryBefore: now.Add(-7 * 24 * time.Hour), VacuumPages: 100}
+	if p != want {
+		t.Errorf("PruneOptions = %+v, want %+v", p, want)
+	}
+}

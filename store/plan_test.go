@@ -37,8 +37,8 @@ func TestQueryPlans(t *testing.T) {
 		{"top keys by requests", topKeysQueries["requests"][0], []any{"flood", 10}, "keys_requests"},
 		{"top keys by cpu", topKeysQueries["cpu"][0], []any{"flood", 10}, "keys_cpu"},
 		{"top keys by last seen", topKeysQueries["last_seen"][0], []any{"flood", 10}, "keys_last_seen"},
-		{"prune keys by last seen", pruneKeysQuery, []any{now, now}, "keys_last_seen"},
-		{"prune keys never seen", pruneUnseenQuery, []any{now, now}, "keys_last_seen"},
+		{"prune keys by last seen", pruneKeysQuery, []any{now, now, now}, "keys_last_seen"},
+		{"prune keys never seen", pruneUnseenQuery, []any{now, now, now}, "keys_last_seen"},
 		{"prune history by time", pruneHistoryQuery, []any{now}, "history_time"},
 		{"all keys in order", keysQuery, nil, "SCAN keys"},
 	} {

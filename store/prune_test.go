@@ -167,3 +167,33 @@ func TestTruncateWAL(t *testing.T) {
 		t.Errorf("Global after: %q, %v, %v", g, tm, err)
 	}
 }
+
+// TestPruneKeepsRecentlyBanned: an idle key banned within KeepBannedSince
+// keeps its state (its earlier bans count for escalation); one banned before
+// it, or never, goes.
+func TestPruneKeepsRecentlyBanned(t *testing.T) {
+	db := mustOpen(t, filepath.Join(t.TempDir(), "logjail.db"), Options{})
+	now := at("2026-11-22T12:00:00Z")
+	old := now.Add(-time.Hour)
+	c := &Checkpoint{Time: now, Events: []Event{
+		{Time: now.Add(-2 * time.Hour), Rule: "flood", Key: "banned-lately", Kind: KindBan},
+		{Time: now.Add(-2 * time.Hour), Rule: "other", Key: "banned-by-another-rule", Kind: KindBan},
+		{Time: now.Add(-40 * 24 * time.Hour), Rule: "flood", Key: "banned-long-ago", Kind: KindBan},
+	}}
+	for _, k := range []string{"banned-lately", "banned-by-another-rule", "banned-long-ago", "never-banned"} {
+		c.Keys = append(c.Keys, KeyRow{Rule: "flood", Key: k, Data: []byte{1}, LastSeen: old})
+	}
+	if err := db.Checkpoint(c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Prune(now, PruneOptions{KeysBefore: now.Add(-20 * time.Minute), KeepBannedSince: now.Add(-30 * 24 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	if err := db.Keys(func(r *KeyRow) error { left = append(left, r.Key); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(left, []string{"banned-lately"}) {
+		t.Errorf("keys left: %v, want only banned-lately", left)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 	"slices"
@@ -241,6 +242,10 @@ type PruneOptions struct {
 	// KeysBefore: key states last seen before this (twice the longest
 	// window ago) are deleted unless the key is throttled or banned.
 	KeysBefore time.Time
+	// KeepBannedSince: a key banned since this time (a ban in the history)
+	// keeps its state even when idle, so that its earlier bans still count
+	// for escalation (the rules' longest `remember` ago). Zero: no such keep.
+	KeepBannedSince time.Time
 	// HistoryBefore: history before this (history_retention ago) is
 	// deleted.
 	HistoryBefore time.Time
@@ -284,7 +289,9 @@ const (
 	pruneUnseenQuery = `DELETE FROM keys WHERE last_seen_ms IS NULL AND ` + notHeld
 	notHeld          = `(phase = '' OR until_ms <= ?2)
 		AND NOT EXISTS (SELECT 1 FROM bans b WHERE b.rule = keys.rule AND b.key = keys.key
-			AND (b.until_ms IS NULL OR b.until_ms > ?2))`
+			AND (b.until_ms IS NULL OR b.until_ms > ?2))
+		AND NOT EXISTS (SELECT 1 FROM history h WHERE h.key = keys.key AND h.time_ms >= ?3
+			AND h.rule = keys.rule AND h.kind = 'ban')`
 )
 
 const pruneHistoryQuery = `DELETE FROM history WHERE time_ms < ?1`
@@ -294,7 +301,11 @@ func (db *DB) prune(now time.Time, p PruneOptions, st *PruneStats) error {
 		err := w.tx(func() error {
 			if !p.KeysBefore.IsZero() {
 				for _, i := range []int{sPruneKeys, sPruneUnseen} {
-					n, err := w.execCount(i, p.KeysBefore.UnixMilli(), now.UnixMilli())
+					keep := int64(math.MaxInt64) // no ban is that recent: keep none for it
+					if !p.KeepBannedSince.IsZero() {
+						keep = p.KeepBannedSince.UnixMilli()
+					}
+					n, err := w.execCount(i, p.KeysBefore.UnixMilli(), now.UnixMilli(), keep)
 					if err != nil {
 						return fmt.Errorf("keys: %w", err)
 					}
