@@ -317,7 +317,9 @@ func Restore(db *store.DB, cfg *rules.Config, det *detector.Detector) (map[strin
 // FeedOptions tune Feed.
 type FeedOptions struct {
 	Source *rules.Source // the source whose format reads the file
-	Every  int           // lines between checkpoints (default 10,000)
+	// A checkpoint is taken every Every lines (0: never by count) and
+	// whenever cfg.Checkpoint has passed on the wall clock since the last.
+	Every int
 	// Now is the wall clock at start: bans of the checkpoint that ended by
 	// then are recorded as expired. Zero: none (a test, a replay).
 	Now time.Time
@@ -338,9 +340,6 @@ type FeedResult struct {
 // following, and what the crash test kills and restarts.
 func Feed(ctx context.Context, cfg *rules.Config, db *store.DB, path string, o FeedOptions) (FeedResult, error) {
 	var res FeedResult
-	if o.Every <= 0 {
-		o.Every = 10_000
-	}
 	src := o.Source
 	if src == nil {
 		if src = cfg.SourceFor(path); src == nil {
@@ -384,6 +383,7 @@ func Feed(ctx context.Context, cfg *rules.Config, db *store.DB, path string, o F
 	}
 	var out []detector.Decision
 	var last time.Time
+	flushed := time.Now()
 	for n := 1; ; n++ {
 		l, no, ok := lg.Lines.Next()
 		if !ok {
@@ -401,7 +401,7 @@ func Feed(ctx context.Context, cfg *rules.Config, db *store.DB, path string, o F
 			w.Decisions(out)
 			last = e.Time
 		}
-		if n%o.Every == 0 {
+		if (o.Every > 0 && n%o.Every == 0) || (n%1024 == 0 && time.Since(flushed) >= cfg.Checkpoint) {
 			if err := ctx.Err(); err != nil {
 				return res, err
 			}
@@ -409,6 +409,7 @@ func Feed(ctx context.Context, cfg *rules.Config, db *store.DB, path string, o F
 			if err := w.Flush(det, last); err != nil {
 				return res, err
 			}
+			flushed = time.Now()
 		}
 	}
 	if err := lg.Lines.Err(); err != nil {

@@ -32,6 +32,7 @@ const (
 	DefaultMaxKeys          = 1000000
 	DefaultMaxBansPerMinute = 100
 	DefaultHistoryRetention = 90 * 24 * time.Hour
+	DefaultCheckpoint       = 5 * time.Second
 	DefaultCleaner          = "@every 1m"
 	DefaultMetrics          = "127.0.0.1:9390"
 	DefaultControlSocket    = "/run/logjail/control.sock"
@@ -61,6 +62,7 @@ type Config struct {
 	MaxKeys          int           // tracked keys before least-recently-seen eviction
 	MaxBansPerMinute int           // circuit breaker
 	HistoryRetention time.Duration // how long ban history is kept
+	Checkpoint       time.Duration // how often the daemon writes its state into the database
 	Cores            int           // the machine's cores, for "of machine" limits
 	Sources          []*Source
 	// Rules holds the ordinary rules in file order, then one rule per range
@@ -180,6 +182,7 @@ func Parse(filename string, data []byte, o Options) (*Config, error) {
 			MaxKeys:          DefaultMaxKeys,
 			MaxBansPerMinute: DefaultMaxBansPerMinute,
 			HistoryRetention: DefaultHistoryRetention,
+			Checkpoint:       DefaultCheckpoint,
 			Cores:            o.Cores,
 			Cleaner:          DefaultCleaner,
 			Metrics:          DefaultMetrics,
@@ -242,7 +245,7 @@ type nodeRef struct {
 
 var topKeys = []string{
 	"state_dir", "ipv4_prefix", "ipv6_prefix", "skew", "max_keys", "max_bans_per_minute",
-	"history_retention", "sources", "allow", "deny", "ranges", "rules", "actions",
+	"history_retention", "checkpoint", "sources", "allow", "deny", "ranges", "rules", "actions",
 	"cleaner", "metrics", "control_socket",
 }
 
@@ -274,6 +277,12 @@ func (b *builder) build(root *yaml.Node, o Options) {
 	}
 	if f, ok := fields["history_retention"]; ok {
 		b.duration(f.val, f.path, time.Hour, &c.HistoryRetention)
+	}
+	if f, ok := fields["checkpoint"]; ok {
+		b.duration(f.val, f.path, time.Second, &c.Checkpoint)
+		if c.Checkpoint > 10*time.Minute {
+			b.errorf(f.val, f.path, "%v: at most 10m (a crash re-reads the logs since the last checkpoint)", c.Checkpoint)
+		}
 	}
 	if f, ok := fields["cleaner"]; ok && b.str(f.val, f.path, &c.Cleaner) {
 		if err := checkSchedule(c.Cleaner); err != nil {

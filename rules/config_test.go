@@ -25,13 +25,14 @@ func TestFull(t *testing.T) {
 		MaxKeys          int
 		MaxBansPerMinute int
 		HistoryRetention time.Duration
+		Checkpoint       time.Duration
 		Cores            int
 		Cleaner          string
 		Metrics          string
 		ControlSocket    string
 	}
-	gotTop := top{c.StateDir, c.IPv4Prefix, c.IPv6Prefix, c.Skew, c.MaxKeys, c.MaxBansPerMinute, c.HistoryRetention, c.Cores, c.Cleaner, c.Metrics, c.ControlSocket}
-	wantTop := top{"/srv/logjail", 16, 56, 10 * time.Second, 5000, 20, 30 * 24 * time.Hour, 4, "*/5 * * * *", "", "/run/logjail/ctl.sock"}
+	gotTop := top{c.StateDir, c.IPv4Prefix, c.IPv6Prefix, c.Skew, c.MaxKeys, c.MaxBansPerMinute, c.HistoryRetention, c.Checkpoint, c.Cores, c.Cleaner, c.Metrics, c.ControlSocket}
+	wantTop := top{"/srv/logjail", 16, 56, 10 * time.Second, 5000, 20, 30 * 24 * time.Hour, 10 * time.Second, 4, "*/5 * * * *", "", "/run/logjail/ctl.sock"}
 	if diff := cmp.Diff(wantTop, gotTop); diff != "" {
 		t.Errorf("top level (-want +got):\n%s", diff)
 	}
@@ -118,7 +119,7 @@ func TestFull(t *testing.T) {
 	if diff := cmp.Diff(ActionTypes(), types); diff != "" {
 		t.Errorf("actions (-want +got):\n%s", diff)
 	}
-	wantNginx := Action{Type: "nginx", Line: 87, Options: map[string]any{
+	wantNginx := Action{Type: "nginx", Line: 88, Options: map[string]any{
 		"file": "/etc/nginx/logjail-deny.conf", "style": "geo",
 		"check": []any{"nginx", "-t"}, "reload": []any{"nginx", "-s", "reload"},
 	}}
@@ -163,12 +164,13 @@ rules:
 		MaxKeys          int
 		MaxBansPerMinute int
 		HistoryRetention time.Duration
+		Checkpoint       time.Duration
 		Cleaner          string
 		Metrics          string
 		ControlSocket    string
 	}
-	gotTop := top{c.StateDir, c.IPv4Prefix, c.IPv6Prefix, c.Skew, c.MaxKeys, c.MaxBansPerMinute, c.HistoryRetention, c.Cleaner, c.Metrics, c.ControlSocket}
-	wantTop := top{"/var/lib/logjail", 24, 64, 5 * time.Second, 1000000, 100, 90 * 24 * time.Hour, "@every 1m", "127.0.0.1:9390", "/run/logjail/control.sock"}
+	gotTop := top{c.StateDir, c.IPv4Prefix, c.IPv6Prefix, c.Skew, c.MaxKeys, c.MaxBansPerMinute, c.HistoryRetention, c.Checkpoint, c.Cleaner, c.Metrics, c.ControlSocket}
+	wantTop := top{"/var/lib/logjail", 24, 64, 5 * time.Second, 1000000, 100, 90 * 24 * time.Hour, 5 * time.Second, "@every 1m", "127.0.0.1:9390", "/run/logjail/control.sock"}
 	if diff := cmp.Diff(wantTop, gotTop); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
