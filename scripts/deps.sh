@@ -10,6 +10,8 @@ need() { # need COMMAND DEBIAN-PACKAGE
   command -v "$1" >/dev/null 2>&1 || missing+=("$2")
 }
 need python3 python3          # runs ../shared/tools/genlog.py in the detection tests
+need sqlite3 sqlite3          # the store tests read the database with it, as an operator would
+need gcc gcc                  # cgo, for github.com/mattn/go-sqlite3
 if [ "${LOGJAIL_BENCH:-}" = 1 ]; then
   need fail2ban-regex fail2ban  # the baseline of scripts/bench.sh
   [ -x /usr/bin/time ] || missing+=(time)
