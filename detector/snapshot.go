@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/rules"
 )
 
@@ -617,20 +618,10 @@ func (r *decoder) loc(off int) *time.Location {
 	}
 	l := r.locs[off]
 	if l == nil {
-		l = time.FixedZone(zoneName(off), off)
+		l = time.FixedZone(parser.ZoneName(off), off)
 		r.locs[off] = l
 	}
 	return l
-}
-
-// zoneName is the parser's name of a fixed zone: "+0100", "-0530".
-func zoneName(off int) string {
-	sign := byte('+')
-	if off < 0 {
-		sign, off = '-', -off
-	}
-	h, m := off/3600, off%3600/60
-	return string([]byte{sign, byte('0' + h/10), byte('0' + h%10), byte('0' + m/10), byte('0' + m%10)})
 }
 
 func (r *decoder) addr() netip.Addr {

@@ -20,18 +20,21 @@ func (c *zoneCache) get(offsetSec int) *time.Location {
 		return time.UTC
 	}
 	if offsetSec%60 != 0 || offsetSec > maxZoneMinutes*60 || offsetSec < -maxZoneMinutes*60 {
-		return time.FixedZone(zoneName(offsetSec), offsetSec)
+		return time.FixedZone(ZoneName(offsetSec), offsetSec)
 	}
 	i := offsetSec/60 + maxZoneMinutes
 	if l := c.zones[i].Load(); l != nil {
 		return l
 	}
-	l := time.FixedZone(zoneName(offsetSec), offsetSec)
+	l := time.FixedZone(ZoneName(offsetSec), offsetSec)
 	c.zones[i].CompareAndSwap(nil, l)
 	return c.zones[i].Load()
 }
 
-func zoneName(off int) string {
+// ZoneName is the name the parser gives a fixed zone of off seconds east of
+// UTC: "+0100", "-0530". Code that rebuilds a parsed time's zone (a restored
+// checkpoint) uses it, so that times print the same.
+func ZoneName(off int) string {
 	sign := byte('+')
 	if off < 0 {
 		sign, off = '-', -off
