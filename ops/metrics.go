@@ -1,0 +1,163 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are the collectors the daemon updates, registered on a registry
+// of their own (Registry). The package documentation lists them with their
+// labels. Collectors, SetHealth and the handler are safe for concurrent use.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	LinesRead          *prometheus.CounterVec // {source}
+	LinesRejected      *prometheus.CounterVec // {source}
+	LinesLate          *prometheus.CounterVec // {source}
+	Decisions          *prometheus.CounterVec // {rule, kind}
+	ActiveBans         *prometheus.GaugeVec   // {kind}
+	TrackedKeys        prometheus.Gauge
+	Evictions          prometheus.Counter
+	LagBytes           *prometheus.GaugeVec // {source}
+	LagSeconds         *prometheus.GaugeVec // {source}
+	CheckpointDuration prometheus.Histogram // seconds
+	CheckpointsFailed  prometheus.Counter
+	BreakerOpen        prometheus.Gauge // 0 or 1
+	CleanerRuns        prometheus.Counter
+	CleanerFailed      prometheus.Counter
+
+	mu     sync.RWMutex
+	health func() error
+}
+
+// NewMetrics builds the collectors and their registry, with the Go runtime
+// and process collectors.
+func NewMetrics() *Metrics {
+	reg := prometheus.NewRegistry()
+	f := func(c prometheus.Collector) { reg.MustRegister(c) }
+	m := &Metrics{Registry: reg}
+	counterVec := func(name, help string, labels ...string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "logjail_" + name, Help: help}, labels)
+		f(c)
+		return c
+	}
+	gaugeVec := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "logjail_" + name, Help: help}, labels)
+		f(g)
+		return g
+	}
+	counter := func(name, help string) prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Name: "logjail_" + name, Help: help})
+		f(c)
+		return c
+	}
+	gauge := func(name, help string) prometheus.Gauge {
+		g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "logjail_" + name, Help: help})
+		f(g)
+		return g
+	}
+	m.LinesRead = counterVec("lines_read_total", "Log lines read, by source.", "source")
+	m.LinesRejected = counterVec("lines_rejected_total", "Log lines the parser rejected, by source.", "source")
+	m.LinesLate = counterVec("lines_late_total", "Log lines older than the newest seen minus skew, by source.", "source")
+	m.Decisions = counterVec("decisions_total", "Decisions made, by rule and kind (throttle, ban, unban).", "rule", "kind")
+	m.ActiveBans = gaugeVec("active_bans", "Active throttles and bans, by kind.", "kind")
+	m.TrackedKeys = gauge("tracked_keys", "(rule, key) states held in memory.")
+	m.Evictions = counter("evictions_total", "Key states evicted at max_keys, least recently seen first.")
+	m.LagBytes = gaugeVec("lag_bytes", "Bytes of a source's files not read yet.", "source")
+	m.LagSeconds = gaugeVec("lag_seconds", "Wall clock minus the time of the newest line read, by source.", "source")
+	m.CheckpointDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "logjail_checkpoint_duration_seconds",
+		Help:    "Time to write one checkpoint into the database.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	})
+	f(m.CheckpointDuration)
+	m.CheckpointsFailed = counter("checkpoints_failed_total", "Checkpoints that failed (the next one writes their content too).")
+	m.BreakerOpen = gauge("circuit_breaker_open", "1 while the circuit breaker (max_bans_per_minute) is open, else 0.")
+	m.CleanerRuns = counter("cleaner_runs_total", "Cleaner passes run.")
+	m.CleanerFailed = counter("cleaner_failed_total", "Cleaner passes that failed.")
+	f(collectors.NewGoCollector())
+	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// SetHealth sets the check /healthz runs: healthy while it returns nil.
+// A nil fn (the default) is always healthy.
+func (m *Metrics) SetHealth(fn func() error) {
+	m.mu.Lock()
+	m.health = fn
+	m.mu.Unlock()
+}
+
+// Healthy runs the health check.
+func (m *Metrics) Healthy() error {
+	m.mu.RLock()
+	fn := m.health
+	m.mu.RUnlock()
+	if fn == nil {
+		return nil
+	}
+	return fn()
+}
+
+// Handler serves /metrics (the registry, in Prometheus' text or OpenMetrics
+// format) and /healthz: 200 "ok" while the health check passes, else 503
+// with its error.
+func (m *Metrics) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := m.Healthy(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(err.Error() + "\n"))
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+// Serve listens on addr and serves h until ctx is done, then shuts down
+// gracefully (requests in flight get 5 s). It returns nil after a shutdown
+// for ctx, the listener's error otherwise. A non-loopback addr is allowed
+// (the configuration's default is loopback); the address is logged.
+func Serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	return serve(ctx, ln, h, log)
+}
+
+func serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	log.Info("metrics listening", "addr", ln.Addr().String())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if serr := <-done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}
