@@ -3,9 +3,9 @@ module github.com/logjail/logjail
 go 1.26.0
 
 require (
+	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/gaissmai/bart v0.30.0
 	github.com/google/go-cmp v0.7.0
-	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/mattn/go-sqlite3 v1.14.53
 	github.com/prometheus/client_golang v1.25.0
 	github.com/robfig/cron/v3 v3.0.1

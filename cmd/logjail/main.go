@@ -85,6 +85,7 @@ config that cannot be loaded; 3 the daemon is needed and unreachable.`,
 		newCheckCmd(s),
 		newExampleConfigCmd(s),
 	)
+	root.AddCommand(newCleanCmd(s))
 	return root
 }
 
