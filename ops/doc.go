@@ -1,7 +1,8 @@
 // Package ops holds the daemon's operational pieces: its logger (NewLogger),
 // its Prometheus metrics and health endpoint (Metrics, Serve), the
 // cleaner's schedule and its one pass (ParseSchedule, Clean), and the
-// systemd notifications and watchdog (Notifier).
+// systemd notifications and watchdog (Notifier; contrib/systemd holds the
+// units).
 //
 // Nothing here is package-level state: each value is built by the caller
 // (cmd/logjail) and passed down.
