@@ -1,0 +1,370 @@
+package follow
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/logjail/logjail/source"
+)
+
+// wait is how long a test waits for a condition.
+const wait = 5 * time.Second
+
+// got is one line as received, with its batch's path and file.
+type got struct {
+	Path  string
+	Inode uint64
+	Line
+}
+
+// run is a Follow under test.
+type run struct {
+	t      *testing.T
+	mu     sync.Mutex
+	lines  []got
+	logs   []string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// logHandler records messages (for waiting on them) and passes them to
+// the test log.
+type logHandler struct{ r *run }
+
+func (h logHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h logHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h logHandler) WithGroup(string) slog.Handler            { return h }
+func (h logHandler) Handle(_ context.Context, rec slog.Record) error {
+	var b strings.Builder
+	b.WriteString(rec.Message)
+	rec.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	h.r.mu.Lock()
+	h.r.logs = append(h.r.logs, b.String())
+	h.r.mu.Unlock()
+	return nil
+}
+
+// start runs Follow with o and collects what it sends. out is unbuffered,
+// as the daemon's.
+func start(t *testing.T, o Options) *run {
+	t.Helper()
+	r := &run{t: t, done: make(chan error, 1)}
+	if o.Rescan == 0 {
+		o.Rescan = 100 * time.Millisecond
+	}
+	o.Logger = slog.New(logHandler{r})
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	out := make(chan Batch)
+	go func() { r.done <- Follow(ctx, o, out) }()
+	go func() {
+		for {
+			select {
+			case b := <-out:
+				if len(b.Lines) == 0 || len(b.Lines) > max(o.MaxBatch, DefaultMaxBatch) {
+					t.Errorf("batch of %d lines", len(b.Lines))
+				}
+				r.mu.Lock()
+				for _, l := range b.Lines {
+					r.lines = append(r.lines, got{b.Path, b.File.Inode, l})
+				}
+				r.mu.Unlock()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { r.stop() })
+	return r
+}
+
+// stop cancels Follow and checks that it returns promptly with ctx.Err().
+func (r *run) stop() {
+	r.cancel()
+	select {
+	case err := <-r.done:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			r.t.Errorf("Follow: %v", err)
+		}
+		r.done <- nil
+	case <-time.After(wait):
+		r.t.Fatal("Follow did not return after cancel")
+	}
+	if r.t.Failed() {
+		r.mu.Lock()
+		for _, l := range r.logs {
+			r.t.Log("log: " + l)
+		}
+		r.mu.Unlock()
+	}
+}
+
+// waitFor waits until cond holds on the lines received.
+func (r *run) waitFor(what string, cond func([]got) bool) []got {
+	r.t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		r.mu.Lock()
+		ok := cond(r.lines)
+		lines := append([]got(nil), r.lines...)
+		r.mu.Unlock()
+		if ok {
+			return lines
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("waiting for %s: got %d lines: %v", what, len(lines), tailOf(lines))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitLines waits for at least n lines.
+func (r *run) waitLines(n int) []got {
+	r.t.Helper()
+	return r.waitFor(fmt.Sprintf("%d lines", n), func(l []got) bool { return len(l) >= n })
+}
+
+// waitLog waits for a log message starting with prefix.
+func (r *run) waitLog(prefix string) {
+	r.t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		r.mu.Lock()
+		for _, l := range r.logs {
+			if strings.HasPrefix(l, prefix) {
+				r.mu.Unlock()
+				return
+			}
+		}
+		r.mu.Unlock()
+		if time.Now().After(deadline) {
+			r.t.Fatalf("waiting for log %q", prefix)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func tailOf(l []got) []got { return l[max(0, len(l)-5):] }
+
+// modes runs f with inotify and with polling.
+func modes(t *testing.T, f func(t *testing.T, poll bool)) {
+	for _, poll := range []bool{false, true} {
+		name := "inotify"
+		if poll {
+			name = "poll"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f(t, poll)
+		})
+	}
+}
+
+// fileLines returns the whole lines of the file's content as Follow must
+// hand them out: text, number, and the byte position after each.
+func fileLines(t *testing.T, content []byte, from int64) []Line {
+	t.Helper()
+	var out []Line
+	var off, n int64
+	for {
+		i := bytes.IndexByte(content[off:], '\n')
+		if i < 0 {
+			return out
+		}
+		text := strings.TrimSuffix(string(content[off:off+int64(i)]), "\r")
+		off += int64(i) + 1
+		n++
+		if off > from {
+			out = append(out, Line{Text: text, Line: n, Offset: off})
+		}
+	}
+}
+
+func onlyLines(g []got) []Line {
+	out := make([]Line, len(g))
+	for i, l := range g {
+		out[i] = l.Line
+	}
+	return out
+}
+
+func appendFile(t *testing.T, name, s string) {
+	t.Helper()
+	f, err := os.OpenFile(name, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readFile(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func inode(t *testing.T, name string) uint64 {
+	t.Helper()
+	id, err := source.Identify(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id.Inode
+}
+
+func TestAppend(t *testing.T) {
+	modes(t, func(t *testing.T, poll bool) {
+		name := filepath.Join(t.TempDir(), "access.log")
+		appendFile(t, name, "")
+		r := start(t, Options{Paths: []string{name}, FromStart: true, Poll: poll})
+		appendFile(t, name, "first\nsecond\n")
+		r.waitLines(2)
+		appendFile(t, name, "third\npartial")
+		r.waitLines(3)
+		appendFile(t, name, " rest\r\n")
+		appendFile(t, name, "crlf\r\n\r\nlast")
+		lines := r.waitLines(6)
+		// "last" has no newline: it must not come.
+		appendFile(t, name, "\nafter\n")
+		lines = r.waitLines(8)
+		want := fileLines(t, readFile(t, name), 0)
+		if diff := cmp.Diff(want, onlyLines(lines)); diff != "" {
+			t.Errorf("lines (-want +got):\n%s", diff)
+		}
+		if want[3].Text != "partial rest" || want[5].Text != "" || want[6].Text != "last" {
+			t.Errorf("test file not as meant: %+v", want)
+		}
+	})
+}
+
+func TestRotateRename(t *testing.T) {
+	modes(t, func(t *testing.T, poll bool) {
+		dir := t.TempDir()
+		name := filepath.Join(dir, "access.log")
+		appendFile(t, name, "")
+		r := start(t, Options{Paths: []string{name}, FromStart: true, Poll: poll, MaxBatch: 64})
+		r.waitLog("following")
+		const n = 4000
+		f, err := os.OpenFile(name, os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if i == n/2 {
+				if err := os.Rename(name, name+".1"); err != nil {
+					t.Fatal(err)
+				}
+				// The writer goes on in the old file for a moment, as
+				// nginx does until it reopens.
+				for j := range 3 {
+					fmt.Fprintf(f, "late %d\n", j)
+				}
+				f.Close()
+				if f, err = os.OpenFile(name, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := fmt.Fprintf(f, "n=%d %s\n", i, strings.Repeat("x", i%50)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.Close()
+		lines := r.waitLines(n + 3)
+		oldInode, newInode := inode(t, name+".1"), inode(t, name)
+		var old, cur []got
+		for _, l := range lines {
+			if l.Path != name {
+				t.Fatalf("path %q, want %q", l.Path, name)
+			}
+			switch l.Inode {
+			case oldInode:
+				if len(cur) > 0 {
+					t.Fatalf("a line of the old file after the new file's: %v", l)
+				}
+				old = append(old, l)
+			case newInode:
+				cur = append(cur, l)
+			default:
+				t.Fatalf("line from inode %d: %v", l.Inode, l)
+			}
+		}
+		if diff := cmp.Diff(fileLines(t, readFile(t, name+".1"), 0), onlyLines(old)); diff != "" {
+			t.Errorf("old file (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(fileLines(t, readFile(t, name), 0), onlyLines(cur)); diff != "" {
+			t.Errorf("new file (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestCopyTruncate(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		before, after int // lines
+	}{
+		{"shorter", 100, 50},
+		{"longer", 5, 500}, // may be noticed only by its first line
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			modes(t, func(t *testing.T, poll bool) {
+				name := filepath.Join(t.TempDir(), "access.log")
+				appendFile(t, name, "")
+				r := start(t, Options{Paths: []string{name}, FromStart: true, Poll: poll})
+				var b strings.Builder
+				for i := range tc.before {
+					fmt.Fprintf(&b, "before %d\n", i)
+				}
+				appendFile(t, name, b.String())
+				r.waitLines(tc.before)
+				if err := os.WriteFile(name+".1", readFile(t, name), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Truncate(name, 0); err != nil {
+					t.Fatal(err)
+				}
+				b.Reset()
+				for i := range tc.after {
+					fmt.Fprintf(&b, "after %d\n", i)
+				}
+				appendFile(t, name, b.String())
+				lines := r.waitLines(tc.before + tc.after)
+				if diff := cmp.Diff(fileLines(t, readFile(t, name), 0), onlyLines(lines[tc.before:])); diff != "" {
+					t.Errorf("after truncation (-want +got):\n%s", diff)
+				}
+			})
+		})
+	}
+}
+
+func TestBadGlob(t *testing.T) {
+	err := Follow(context.Background(), Options{Paths: []string{"/x/[a"}}, make(chan Batch))
+	if err == nil {
+		t.Fatal("no error for a bad glob")
+	}
+	if err := Follow(context.Background(), Options{}, make(chan Batch)); !errors.Is(err, ErrNoPaths) {
+		t.Fatalf("no paths: %v", err)
+	}
+}
