@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/logjail/logjail/source"
+	"github.com/logjail/logjail/store"
 )
 
 // wait is how long a test waits for a condition.
@@ -366,5 +368,244 @@ func TestBadGlob(t *testing.T) {
 	}
 	if err := Follow(context.Background(), Options{}, make(chan Batch)); !errors.Is(err, ErrNoPaths) {
 		t.Fatalf("no paths: %v", err)
+	}
+}
+
+func TestDisappearReappear(t *testing.T) {
+	modes(t, func(t *testing.T, poll bool) {
+		name := filepath.Join(t.TempDir(), "access.log")
+		appendFile(t, name, "old 1\n")
+		r := start(t, Options{Paths: []string{name}, FromStart: true, Poll: poll})
+		r.waitLines(1)
+		if err := os.Remove(name); err != nil {
+			t.Fatal(err)
+		}
+		r.waitLog("removed")
+		appendFile(t, name, "new 1\nnew 2\n")
+		lines := r.waitLines(3)
+		if diff := cmp.Diff(fileLines(t, readFile(t, name), 0), onlyLines(lines[1:])); diff != "" {
+			t.Errorf("reappeared file (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestGlobNewFile(t *testing.T) {
+	modes(t, func(t *testing.T, poll bool) {
+		dir := t.TempDir()
+		a, b := filepath.Join(dir, "a.log"), filepath.Join(dir, "b.log")
+		appendFile(t, a, "a old\n")
+		r := start(t, Options{Paths: []string{filepath.Join(dir, "*.log")}, Poll: poll})
+		r.waitLog("following")
+		appendFile(t, a, "a new\n")
+		appendFile(t, b, "b 1\nb 2\n") // appears after the start: read from its start
+		appendFile(t, a+".1", "rotated sibling: never followed\n")
+		lines := r.waitLines(3)
+		byPath := map[string][]Line{}
+		for _, l := range lines {
+			byPath[l.Path] = append(byPath[l.Path], l.Line)
+		}
+		want := map[string][]Line{
+			a: fileLines(t, readFile(t, a), int64(len("a old\n"))),
+			b: fileLines(t, readFile(t, b), 0),
+		}
+		if diff := cmp.Diff(want, byPath); diff != "" {
+			t.Errorf("lines by path (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// position returns the position after the first n lines of name.
+func position(t *testing.T, name string, n int) store.Position {
+	t.Helper()
+	id, err := source.Identify(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := fileLines(t, readFile(t, name), 0)[n-1]
+	return store.Position{Path: name, Dev: id.Dev, Inode: id.Inode, Offset: l.Offset, Line: l.Line, HeadHash: id.HeadHash, Size: id.Size}
+}
+
+func numbered(prefix string, from, to int) string {
+	var b strings.Builder
+	for i := from; i <= to; i++ {
+		fmt.Fprintf(&b, "%s %d\n", prefix, i)
+	}
+	return b.String()
+}
+
+func TestStartPositions(t *testing.T) {
+	modes(t, func(t *testing.T, poll bool) {
+		t.Run("saved position continues", func(t *testing.T) {
+			name := filepath.Join(t.TempDir(), "access.log")
+			appendFile(t, name, numbered("line", 1, 10))
+			pos := position(t, name, 4)
+			r := start(t, Options{Paths: []string{name}, Poll: poll, FromStart: true,
+				Positions: map[string]store.Position{name: pos}})
+			r.waitLines(6)
+			appendFile(t, name, "line 11\n")
+			lines := r.waitLines(7)
+			if diff := cmp.Diff(fileLines(t, readFile(t, name), pos.Offset), onlyLines(lines)); diff != "" {
+				t.Errorf("lines (-want +got):\n%s", diff)
+			}
+		})
+		t.Run("never seen: from end", func(t *testing.T) {
+			name := filepath.Join(t.TempDir(), "access.log")
+			appendFile(t, name, numbered("line", 1, 10)+"part")
+			r := start(t, Options{Paths: []string{name}, Poll: poll})
+			r.waitLog("following")
+			appendFile(t, name, "ial\nline 12\n")
+			lines := r.waitLines(2)
+			want := fileLines(t, readFile(t, name), 0)[10:]
+			if diff := cmp.Diff(want, onlyLines(lines)); diff != "" {
+				t.Errorf("lines (-want +got):\n%s", diff)
+			}
+		})
+		t.Run("never seen: from start", func(t *testing.T) {
+			name := filepath.Join(t.TempDir(), "access.log")
+			appendFile(t, name, numbered("line", 1, 10))
+			r := start(t, Options{Paths: []string{name}, Poll: poll, FromStart: true})
+			lines := r.waitLines(10)
+			if diff := cmp.Diff(fileLines(t, readFile(t, name), 0), onlyLines(lines)); diff != "" {
+				t.Errorf("lines (-want +got):\n%s", diff)
+			}
+		})
+		t.Run("rotated while stopped", func(t *testing.T) {
+			name := filepath.Join(t.TempDir(), "access.log")
+			appendFile(t, name, numbered("old", 1, 10))
+			pos := position(t, name, 4)
+			if err := os.Rename(name, name+".1"); err != nil {
+				t.Fatal(err)
+			}
+			appendFile(t, name+".2", numbered("older", 1, 3)) // another sibling: not it
+			appendFile(t, name, numbered("new", 1, 3))
+			r := start(t, Options{Paths: []string{name}, Poll: poll,
+				Positions: map[string]store.Position{name: pos}})
+			lines := r.waitLines(9)
+			if len(lines) > 0 && (lines[0].Inode != pos.Inode || lines[len(lines)-1].Inode != inode(t, name)) {
+				t.Errorf("inodes: first %d last %d, want %d then %d", lines[0].Inode, lines[len(lines)-1].Inode, pos.Inode, inode(t, name))
+			}
+			want := append(fileLines(t, readFile(t, name+".1"), pos.Offset), fileLines(t, readFile(t, name), 0)...)
+			if diff := cmp.Diff(want, onlyLines(lines)); diff != "" {
+				t.Errorf("lines (-want +got):\n%s", diff)
+			}
+		})
+		t.Run("rotated away and gone", func(t *testing.T) {
+			name := filepath.Join(t.TempDir(), "access.log")
+			appendFile(t, name, numbered("old", 1, 10))
+			pos := position(t, name, 4)
+			if err := os.Remove(name); err != nil {
+				t.Fatal(err)
+			}
+			appendFile(t, name, numbered("new", 1, 3))
+			r := start(t, Options{Paths: []string{name}, Poll: poll,
+				Positions: map[string]store.Position{name: pos}})
+			lines := r.waitLines(3)
+			if diff := cmp.Diff(fileLines(t, readFile(t, name), 0), onlyLines(lines)); diff != "" {
+				t.Errorf("lines (-want +got):\n%s", diff)
+			}
+		})
+	})
+}
+
+func TestBackPressure(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "access.log")
+	line := strings.Repeat("x", 99) + "\n"
+	big := strings.Repeat(line, 200_000) // 20 MB
+	appendFile(t, name, big)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan Batch)
+	done := make(chan error, 1)
+	go func() { done <- Follow(ctx, Options{Paths: []string{name}, FromStart: true, MaxBatch: 100}, out) }()
+	b := <-out
+	if len(b.Lines) != 100 || b.Lines[99].Offset != 100*100 {
+		t.Fatalf("first batch: %d lines, last offset %d", len(b.Lines), b.Lines[len(b.Lines)-1].Offset)
+	}
+	appendFile(t, name, big)
+	// The consumer has stopped: Follow must wait, not read ahead into memory.
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	before := ms.HeapAlloc
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		runtime.ReadMemStats(&ms)
+		if ms.HeapAlloc > before+8<<20 {
+			t.Fatalf("heap grew from %d to %d bytes with a stopped consumer", before, ms.HeapAlloc)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("Follow returned: %v", err)
+		default:
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Reading again: every line comes, in order.
+	next := int64(101)
+	for next <= 400_000 {
+		var b Batch
+		select {
+		case b = <-out:
+		case <-time.After(wait):
+			t.Fatalf("waiting for line %d", next)
+		}
+		for _, l := range b.Lines {
+			if l.Line != next || l.Offset != next*100 {
+				t.Fatalf("line %d at %d, want %d at %d", l.Line, l.Offset, next, next*100)
+			}
+			next++
+		}
+	}
+	// Blocked on a send, Follow returns promptly on cancel.
+	appendFile(t, name, line)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Follow: %v, want context.Canceled", err)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("Follow did not return after cancel")
+	}
+}
+
+func TestIdentifyAsSource(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"empty": "", "partial": "abc", "lines": "a\nb\n", "long": strings.Repeat("y", 5000) + "\n",
+	} {
+		p := filepath.Join(dir, name)
+		appendFile(t, p, content)
+		r, err := openReader(p, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := source.Identify(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, r.id); diff != "" {
+			t.Errorf("%s (-source.Identify +ours):\n%s", name, diff)
+		}
+		r.close()
+	}
+}
+
+func TestLongLine(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "access.log")
+	long := strings.Repeat("z", source.MaxLine+70_000)
+	appendFile(t, name, "a\n")
+	r := start(t, Options{Paths: []string{name}, FromStart: true})
+	r.waitLines(1)
+	appendFile(t, name, long[:100_000]) // held, partly
+	appendFile(t, name, long[100_000:]+"\r\nb\n")
+	lines := r.waitLines(3)
+	want := []Line{
+		{Text: "a", Line: 1, Offset: 2},
+		{Text: long[:source.MaxLine], Line: 2, Offset: int64(2 + len(long) + 2)},
+		{Text: "b", Line: 3, Offset: int64(2 + len(long) + 4)},
+	}
+	if diff := cmp.Diff(want, onlyLines(lines)); diff != "" {
+		t.Errorf("lines (-want +got):\n%s", diff)
 	}
 }

@@ -234,9 +234,6 @@ func (f *follower) drain(ctx context.Context, path string, r *reader) (more bool
 			break
 		}
 	}
-	if r.pos > size {
-		size = r.pos
-	}
 	return more, send()
 }
 
