@@ -609,3 +609,23 @@ func TestLongLine(t *testing.T) {
 		t.Errorf("lines (-want +got):\n%s", diff)
 	}
 }
+
+// TestLatency: with inotify a written line comes well within the daemon's
+// 50 ms goal (the bound here is loose for loaded, race-enabled runs).
+func TestLatency(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "access.log")
+	appendFile(t, name, "")
+	r := start(t, Options{Paths: []string{name}})
+	r.waitLog("following")
+	var worst time.Duration
+	for i := 1; i <= 20; i++ {
+		t0 := time.Now()
+		appendFile(t, name, fmt.Sprintf("line %d\n", i))
+		r.waitLines(i)
+		worst = max(worst, time.Since(t0))
+	}
+	t.Logf("worst latency of 20 lines: %v", worst)
+	if worst > 250*time.Millisecond {
+		t.Errorf("worst latency %v", worst)
+	}
+}
