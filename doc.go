@@ -14,8 +14,13 @@
 //   - store: the SQLite database (bans, history, key states, positions).
 //   - checkpoint: the detector's state and the logs' positions into the store,
 //     and back after a restart.
+//   - follow: following a source's files live, with exact offsets, through
+//     rotation.
+//   - daemon: `logjail run`, the live pipeline (follow, parse, decide,
+//     checkpoint, clean, reload).
+//   - ops: metrics, logs, the cleaner, systemd notification.
 //   - cmd/logjail: the command line, thin.
 //
-// Not yet built: the daemon (tailing, control socket), the actions that
-// make a ban real and the decision endpoint.
+// Not yet built: the actions that make a ban real, the decision endpoint
+// and the control socket with the operator commands.
 package logjail

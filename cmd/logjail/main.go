@@ -84,8 +84,9 @@ config that cannot be loaded; 3 the daemon is needed and unreachable.`,
 		newReplayCmd(s),
 		newCheckCmd(s),
 		newExampleConfigCmd(s),
+		newRunCmd(s),
+		newCleanCmd(s),
 	)
-	root.AddCommand(newCleanCmd(s))
 	return root
 }
 

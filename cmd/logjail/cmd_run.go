@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/logjail/logjail/daemon"
+	"github.com/logjail/logjail/ops"
+	"github.com/logjail/logjail/rules"
+	"github.com/logjail/logjail/store"
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/term"
+)
+
+type runOptions struct {
+	cfg      configFlag
+	logLevel string
+	poll     bool
+}
+
+func newRunCmd(s streams) *cobra.Command {
+	var o runOptions
+	cmd := &cobra.Command{
+		Use:   "run [--config F]",
+		Short: "Follow the logs and ban: the daemon",
+		Long: `run follows the configured sources live, decides with the same pipeline as
+replay, keeps its state in <state_dir>/logjail.db (checkpointed every
+'checkpoint', and on SIGTERM), and goes on exactly where it stopped after a
+restart or a crash. SIGHUP reloads the configuration; a broken one is refused
+and the running one kept. It needs a configuration file: the embedded
+example is for replay and parse only.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDaemon(cmd, &o, s)
+		},
+	}
+	o.cfg.addFlag(cmd)
+	f := cmd.Flags()
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.BoolVar(&o.poll, "poll", false, "follow files by polling instead of inotify")
+	return cmd
+}
+
+func runDaemon(cmd *cobra.Command, o *runOptions, s streams) error {
+	path := o.cfg.path
+	if path == "" {
+		path = defaultConfigPath
+	}
+	if _, err := os.Stat(path); err != nil {
+		return usageError(fmt.Errorf("run needs a configuration file: %w", err))
+	}
+	// Refuse a broken configuration before anything starts.
+	cfg, err := rules.Load(path, rules.Options{})
+	if err != nil {
+		return &exitError{code: exitUsage, err: configErrors(err)}
+	}
+	terminal := false
+	if f, ok := s.err.(*os.File); ok {
+		terminal = term.IsTerminal(int(f.Fd()))
+	}
+	log, err := ops.NewLogger(s.err, o.logLevel, terminal)
+	if err != nil {
+		return usageError(err)
+	}
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+	g, ctx := errgroup.WithContext(ctx)
+	metrics := ops.NewMetrics()
+	var alive atomic.Int64 // unix ns of the decider's last sign of life
+	alive.Store(time.Now().UnixNano())
+	healthy := func() error {
+		if since := time.Since(time.Unix(0, alive.Load())); since > 10*time.Second {
+			return fmt.Errorf("the decider has not moved for %v", since.Round(time.Second))
+		}
+		return nil
+	}
+	metrics.SetHealth(healthy)
+	if cfg.Metrics != "" {
+		g.Go(func() error { return ops.Serve(ctx, cfg.Metrics, metrics.Handler(), log) })
+	}
+	sd := ops.NewNotifier(log)
+	g.Go(func() error { return sd.Watchdog(ctx, func() bool { return healthy() == nil }) })
+	hooks := daemon.Hooks{
+		Ready:     func() { sd.Ready() },
+		Reloading: func() { sd.Reloading() },
+		Reloaded: func(err error) {
+			if err != nil {
+				sd.Status("reload refused: " + err.Error())
+			} else {
+				sd.Status("configuration reloaded")
+			}
+			sd.Ready()
+		},
+		Stopping: func() { sd.Stopping() },
+		Alive:    func() { alive.Store(time.Now().UnixNano()) },
+	}
+	g.Go(func() error {
+		defer cancel() // the daemon stopped: so do the metrics server and the watchdog
+		return daemon.Run(ctx, daemon.Options{ConfigPath: path, Logger: log, Poll: o.poll, Metrics: metrics, Hooks: hooks})
+	})
+	err = g.Wait()
+	if errors.Is(err, store.ErrLocked) {
+		return &exitError{code: exitUsage, err: fmt.Errorf("%w: is logjail already running?", err)}
+	}
+	return err
+}

@@ -1,0 +1,527 @@
+// Package daemon is `logjail run`: it follows the configured sources live
+// and drives the same pipeline as replay (pipeline.Pipeline), checkpointing
+// its state into the store (package checkpoint), so that a restart goes on
+// exactly where it stopped.
+//
+// Goroutines, all under one errgroup and one context: one follower per
+// source (package follow) sends batches of whole lines; a dispatcher hands
+// each batch to the parsing workers (one per core) and, in arrival order,
+// to the decider; the decider alone owns the detector, the pipeline and the
+// checkpoint writer: it processes the parsed batches in the order they
+// arrived, records the decisions and the positions, checkpoints on the
+// `checkpoint` interval and runs the cleaner on its schedule. Every channel
+// is bounded and every send is guarded by the context: a slow decider slows
+// the followers down, nothing queues without bound.
+//
+// Time. Windows run on log time, as in replay. A ban lasts its duration
+// from the wall time it was decided: the table of active bans holds
+// now + (until − time) for a decision on a live line. A decision on backlog
+// (lines written while logjail was down) whose end has already passed on the
+// wall clock is recorded in the history, marked as not applied, and never
+// enters the active bans. The cleaner lifts bans at their wall-clock end.
+//
+// Signals. SIGHUP reloads the configuration and its lists: a configuration
+// that does not load is refused, its errors logged, and the running one
+// kept; windows and bans survive (rules are matched by name). A change to
+// the sources (paths, formats) takes a restart; a reload says so.
+// SIGTERM and SIGINT take a last checkpoint and return nil.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/logjail/logjail/checkpoint"
+	"github.com/logjail/logjail/detector"
+	"github.com/logjail/logjail/follow"
+	"github.com/logjail/logjail/ops"
+	"github.com/logjail/logjail/parser"
+	"github.com/logjail/logjail/pipeline"
+	"github.com/logjail/logjail/rules"
+	"github.com/logjail/logjail/store"
+	"golang.org/x/sync/errgroup"
+)
+
+// Hooks are what the daemon reports to its surroundings (systemd). Every
+// field may be nil.
+type Hooks struct {
+	Ready     func()          // the state is restored and the sources are followed (READY=1)
+	Reloading func()          // a SIGHUP reload starts (RELOADING=1)
+	Reloaded  func(err error) // it ended; err is why the new configuration was refused
+	Stopping  func()          // the daemon is stopping (STOPPING=1)
+	// Alive is called by the goroutine that decides at least every second
+	// while it is not stuck: what a watchdog and /healthz go by.
+	Alive func()
+}
+
+// Options configure Run.
+type Options struct {
+	ConfigPath string
+	Logger     *slog.Logger
+	Hooks      Hooks
+	// Poll follows files by polling instead of inotify.
+	Poll bool
+	// Rescan is how often globs are scanned again (default: follow's).
+	Rescan time.Duration
+	// Now is the wall clock (default time.Now).
+	Now func() time.Time
+	// Metrics, when set, is updated as the daemon works.
+	Metrics *ops.Metrics
+	// Reload, when set, replaces the process's SIGHUP channel (tests);
+	// SIGTERM and SIGINT arrive through ctx's cancellation.
+	Reload <-chan struct{}
+}
+
+// DBPath is the database of a configuration: logjail.db in its state_dir.
+func DBPath(cfg *rules.Config) string { return filepath.Join(cfg.StateDir, "logjail.db") }
+
+// parsed is one batch after parsing.
+type parsed struct {
+	src      *rules.Source
+	parser   *parser.Parser
+	batch    follow.Batch
+	entries  []parser.Entry
+	rejected int
+	done     chan struct{}
+}
+
+// Run runs the daemon until ctx is done (then it checkpoints and returns
+// nil) or an error makes it stop.
+func Run(ctx context.Context, o Options) error {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	cfg, err := rules.Load(o.ConfigPath, rules.Options{})
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	db, err := store.Open(DBPath(cfg), store.Options{})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	det := pipeline.NewDetector(cfg)
+	positions, st, err := checkpoint.Restore(db, cfg, det)
+	if err != nil {
+		return err
+	}
+	log.Info("state restored", "db", DBPath(cfg), "keys", st.Keys, "dropped", st.Dropped, "reset", st.Reset, "files", len(positions))
+	w := checkpoint.NewAsyncWriter(db)
+	if err := w.Resume(cfg, det, now()); err != nil {
+		return err
+	}
+
+	reload := o.Reload
+	if reload == nil {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		ch := make(chan struct{}, 1)
+		go func() {
+			for range hup {
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
+			}
+		}()
+		reload = ch
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	workers := max(1, runtime.GOMAXPROCS(0))
+	batches := make(chan sourceBatch, 2*len(cfg.Sources)+workers)
+	work := make(chan *parsed, workers)
+	ordered := make(chan *parsed, 2*workers+2)
+
+	// Followers: one per source.
+	followCtx, stopFollowing := context.WithCancel(gctx)
+	defer stopFollowing()
+	var followers errgroup.Group
+	for _, src := range cfg.Sources {
+		out := make(chan follow.Batch)
+		followers.Go(func() error {
+			return follow.Follow(followCtx, follow.Options{
+				Paths: src.Paths, Positions: positions, FromStart: src.From == "start",
+				Poll: o.Poll, Rescan: o.Rescan, Logger: log.With("source", src.Name),
+			}, out)
+		})
+		followers.Go(func() error {
+			for {
+				select {
+				case b := <-out:
+					select {
+					case batches <- sourceBatch{src, b}:
+					case <-followCtx.Done():
+						return nil
+					}
+				case <-followCtx.Done():
+					return nil
+				}
+			}
+		})
+	}
+	g.Go(func() error {
+		err := followers.Wait()
+		if errors.Is(err, context.Canceled) {
+			return nil
+		}
+		return err
+	})
+
+	// Dispatcher: parse in parallel, decide in arrival order.
+	g.Go(func() error {
+		defer close(work)
+		defer close(ordered)
+		parsers := map[*rules.Source]*parser.Parser{}
+		for {
+			var sb sourceBatch
+			select {
+			case sb = <-batches:
+			case <-gctx.Done():
+				return nil
+			}
+			pr := parsers[sb.src]
+			if pr == nil {
+				if pr, err = compile(sb.src, sb.b); err != nil {
+					return err
+				}
+				parsers[sb.src] = pr
+				log.Info("format", "source", sb.src.Name, "format", pr.Name())
+			}
+			p := &parsed{src: sb.src, parser: pr, batch: sb.b, done: make(chan struct{})}
+			select {
+			case ordered <- p:
+			case <-gctx.Done():
+				return nil
+			}
+			select {
+			case work <- p:
+			case <-gctx.Done():
+				return nil
+			}
+		}
+	})
+	for range workers {
+		g.Go(func() error {
+			for p := range work {
+				p.parse()
+			}
+			return nil
+		})
+	}
+
+	// Decider: the one owner of the detector and the writer.
+	d := &decider{db: db, cfg: cfg, det: det, p: pipeline.NewWithDetector(cfg, det), w: w, log: log, o: &o, now: now, configPath: o.ConfigPath}
+	g.Go(func() error {
+		err := d.run(gctx, ordered, reload)
+		stopFollowing()
+		return err
+	})
+	if o.Hooks.Ready != nil {
+		o.Hooks.Ready()
+	}
+	log.Info("following", "sources", len(cfg.Sources), "workers", workers)
+	err = g.Wait()
+	if o.Hooks.Stopping != nil {
+		o.Hooks.Stopping()
+	}
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+type sourceBatch struct {
+	src *rules.Source
+	b   follow.Batch
+}
+
+// compile builds a source's parser; `format: auto` looks at the first batch.
+func compile(src *rules.Source, b follow.Batch) (*parser.Parser, error) {
+	po := src.Parser
+	if po.Format == "auto" {
+		var sample [][]byte
+		for _, l := range b.Lines[:min(len(b.Lines), 50)] {
+			sample = append(sample, []byte(l.Text))
+		}
+		preset, err := parser.Detect(sample, po)
+		if err != nil {
+			return nil, fmt.Errorf("source %s: format auto: %w", src.Name, err)
+		}
+		po.Format = preset
+	}
+	p, err := parser.New(po)
+	if err != nil {
+		return nil, fmt.Errorf("source %s: %w", src.Name, err)
+	}
+	return p, nil
+}
+
+func (p *parsed) parse() {
+	defer close(p.done)
+	for _, l := range p.batch.Lines {
+		e, err := p.parser.ParseString(l.Text, int(l.Line))
+		if err != nil {
+			p.rejected++
+			continue
+		}
+		p.entries = append(p.entries, e)
+	}
+}
+
+// decider processes parsed batches in order and owns all the state.
+type decider struct {
+	cfg        *rules.Config
+	det        *detector.Detector
+	p          *pipeline.Pipeline
+	w          *checkpoint.Writer
+	log        *slog.Logger
+	o          *Options
+	now        func() time.Time
+	configPath string
+	last       time.Time // log time of the newest entry processed
+	out        []detector.Decision
+	db         *store.DB
+	evictions  int64
+	flushed    time.Time        // wall time of the last checkpoint
+	dirty      bool             // lines processed since the last checkpoint
+	soon       <-chan time.Time // a checkpoint due for a recent decision
+}
+
+// decisionFlush is how soon after a decision a checkpoint records it: a ban
+// reaches the database (and the operators, and the actions that read it)
+// within this, however long the checkpoint interval.
+const decisionFlush = 10 * time.Millisecond
+
+func (d *decider) run(ctx context.Context, ordered <-chan *parsed, reload <-chan struct{}) error {
+	tick := time.NewTicker(d.cfg.Checkpoint)
+	defer tick.Stop()
+	alive := time.NewTicker(time.Second)
+	defer alive.Stop()
+	if d.o.Hooks.Alive != nil {
+		d.o.Hooks.Alive()
+	}
+	var cleanAt <-chan time.Time
+	var cleanTimer *time.Timer
+	schedule := func() {
+		sched, err := ops.ParseSchedule(d.cfg.Cleaner)
+		if err != nil { // rules.Load checked it: not reached
+			d.log.Error("cleaner schedule", "err", err)
+			return
+		}
+		now := d.now()
+		cleanTimer = time.NewTimer(max(0, sched.Next(now).Sub(now)))
+		cleanAt = cleanTimer.C
+	}
+	schedule()
+	defer func() {
+		if cleanTimer != nil {
+			cleanTimer.Stop()
+		}
+	}()
+	for {
+		select {
+		case p, ok := <-ordered:
+			if !ok {
+				return d.stop()
+			}
+			select {
+			case <-p.done:
+			case <-ctx.Done():
+				return d.stop()
+			}
+			d.batch(p)
+		case <-tick.C:
+			if d.dirty {
+				d.flush()
+			}
+		case <-d.soon:
+			d.soon = nil
+			if d.dirty {
+				d.flush()
+			}
+		case <-alive.C:
+			if d.o.Hooks.Alive != nil {
+				d.o.Hooks.Alive()
+			}
+		case <-cleanAt:
+			d.clean()
+			schedule()
+		case <-reload:
+			d.reload()
+		case <-ctx.Done():
+			return d.stop()
+		}
+	}
+}
+
+// batch processes one parsed batch and records the file's position after it.
+func (d *decider) batch(p *parsed) {
+	now := d.now()
+	decided := false
+	d.dirty = true
+	for i := range p.entries {
+		e := &p.entries[i]
+		d.out = d.p.Process(p.src, e, d.out[:0])
+		if e.Time.After(d.last) {
+			d.last = e.Time
+		}
+		if len(d.out) == 0 {
+			continue
+		}
+		for j := range d.out {
+			live(&d.out[j], now)
+			if m := d.o.Metrics; m != nil {
+				m.Decisions.WithLabelValues(d.out[j].Rule, string(d.out[j].Kind)).Inc()
+			}
+		}
+		d.w.Decisions(d.out)
+		decided = true
+	}
+	if n := len(p.batch.Lines); n > 0 {
+		last := p.batch.Lines[n-1]
+		f := p.batch.File
+		d.w.Position(store.Position{Path: p.batch.Path, Dev: f.Dev, Inode: f.Inode, Offset: last.Offset,
+			Line: last.Line, HeadHash: f.HeadHash, Size: max(f.Size, last.Offset)})
+	}
+	if m := d.o.Metrics; m != nil {
+		m.LinesRead.WithLabelValues(p.src.Name).Add(float64(len(p.batch.Lines)))
+		m.LinesRejected.WithLabelValues(p.src.Name).Add(float64(p.rejected))
+		if n := len(p.batch.Lines); n > 0 {
+			m.LagBytes.WithLabelValues(p.src.Name).Set(float64(max(0, p.batch.File.Size-p.batch.Lines[n-1].Offset)))
+		}
+		if len(p.entries) > 0 {
+			m.LagSeconds.WithLabelValues(p.src.Name).Set(max(0, now.Sub(p.entries[len(p.entries)-1].Time).Seconds()))
+		}
+	}
+	if decided {
+		if wait := decisionFlush - time.Since(d.flushed); wait <= 0 {
+			d.flush()
+		} else if d.soon == nil {
+			d.soon = time.After(wait)
+		}
+	}
+}
+
+// live turns a decision made on log time into one for the wall clock: a ban
+// or throttle lasts its duration from now; one whose end has already passed
+// (a line of the backlog) is recorded but not applied.
+func live(d *detector.Decision, now time.Time) {
+	if d.Kind == detector.Unban || d.Until.IsZero() {
+		return
+	}
+	if !d.Until.After(now) {
+		d.LogOnly = true
+		d.Reason += "; already over when read (backlog): not applied"
+		return
+	}
+	if d.Time.Before(now) {
+		d.Until = now.Add(d.Until.Sub(d.Time))
+	}
+}
+
+func (d *decider) flush() {
+	start := time.Now()
+	d.flushed, d.dirty = start, false
+	err := d.w.Flush(d.det, d.last)
+	if err != nil {
+		d.log.Error("checkpoint failed: it is retried with the next one", "err", err)
+	}
+	if m := d.o.Metrics; m != nil {
+		m.CheckpointDuration.Observe(time.Since(start).Seconds())
+		if err != nil {
+			m.CheckpointsFailed.Inc()
+		}
+		st := d.det.Stats()
+		m.TrackedKeys.Set(float64(st.Keys))
+		m.ActiveBans.WithLabelValues("ban").Set(float64(st.Banned))
+		if st.BreakerOpen {
+			m.BreakerOpen.Set(1)
+		} else {
+			m.BreakerOpen.Set(0)
+		}
+		if n := st.Evictions - d.evictions; n > 0 {
+			m.Evictions.Add(float64(n))
+		}
+		d.evictions = st.Evictions
+	}
+}
+
+// clean runs one cleaner pass through the daemon's own writer, so that the
+// lifts join its checkpoints in order with the positions.
+func (d *decider) clean() {
+	st, err := ops.CleanWith(d.w, d.db, d.cfg, d.det, d.now(), 1000)
+	d.flushed, d.dirty = time.Now(), false
+	if m := d.o.Metrics; m != nil {
+		m.CleanerRuns.Inc()
+		if err != nil {
+			m.CleanerFailed.Inc()
+		}
+	}
+	if err != nil {
+		d.log.Error("cleaner", "err", err)
+		return
+	}
+	d.log.Debug("cleaner", "expired", st.Expired, "throttles", st.Throttles, "pruned_keys", st.Pruned.Keys, "pruned_history", st.Pruned.History)
+}
+
+// stop takes the last checkpoint and waits for it.
+func (d *decider) stop() error {
+	d.flush()
+	if err := d.w.Close(); err != nil {
+		return fmt.Errorf("last checkpoint: %w", err)
+	}
+	d.log.Info("stopped; state saved")
+	return nil
+}
+
+// reload loads the configuration again; a broken one is refused.
+func (d *decider) reload() {
+	if d.o.Hooks.Reloading != nil {
+		d.o.Hooks.Reloading()
+	}
+	cfg, err := rules.Load(d.configPath, rules.Options{})
+	if err == nil && !sameSources(d.cfg, cfg) {
+		d.log.Warn("reload: the sources changed; they take a restart (rules and lists are reloaded)")
+		cfg.Sources = d.cfg.Sources
+	}
+	if err != nil {
+		d.log.Error("reload refused: the running configuration stays", "err", err)
+	} else {
+		d.cfg = cfg
+		d.p = pipeline.NewWithDetector(cfg, d.det)
+		d.log.Info("configuration reloaded", "rules", len(cfg.Rules))
+	}
+	if d.o.Hooks.Reloaded != nil {
+		d.o.Hooks.Reloaded(err)
+	}
+}
+
+func sameSources(a, b *rules.Config) bool {
+	if len(a.Sources) != len(b.Sources) {
+		return false
+	}
+	for i := range a.Sources {
+		x, y := a.Sources[i], b.Sources[i]
+		if x.Name != y.Name || !reflect.DeepEqual(x.Paths, y.Paths) || !reflect.DeepEqual(x.Parser, y.Parser) || x.From != y.From || x.CPUFallback != y.CPUFallback {
+			return false
+		}
+	}
+	return true
+}
