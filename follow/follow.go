@@ -7,10 +7,19 @@
 // counts: the offset after a line is the offset before it plus the line's
 // bytes and its ending ("\n" or "\r\n"). A last line without its newline yet
 // is held until the newline arrives; it is never handed out and never
-// counted in an offset. Change notification comes from inotify (through
-// fsnotify, on the directories of the configured paths) with a slow poll as
-// a safety net, or from polling alone (Options.Poll, or when inotify cannot
-// be had).
+// counted in an offset. Change notification comes from inotify, through
+// github.com/nxadm/tail's shared tracker (watch.WatchCreate: the directory
+// of each followed path is watched, and the events named after the path
+// wake the reader), with a slow poll as a safety net, or from polling alone
+// (Options.Poll, or when inotify cannot be had).
+//
+// Why not nxadm/tail's Tail itself: it cannot say which file (inode) a line
+// came from once it has reopened a rotated or truncated file, it reopens a
+// renamed file without reading the rest of the old one, its offsets come
+// from Tell() and race with its reopening (its issues #77, #78 and #60), and
+// it numbers lines from 1 again after a seek. Exact positions through
+// rotation need all of that, so this package reads and counts itself and
+// uses the library for what it does well: inotify first, polling after.
 //
 // What happens to a path:
 //   - Rotation by rename (access.log → access.log.1, a new access.log): the
@@ -72,10 +81,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
-
 	"github.com/logjail/logjail/source"
 	"github.com/logjail/logjail/store"
+	"github.com/nxadm/tail/watch"
 )
 
 // Line is one whole line of a followed file.
@@ -165,23 +173,13 @@ func Follow(ctx context.Context, o Options, out chan<- Batch) error {
 	wake := make(chan struct{}, 1)
 	every := pollEvery
 	if !o.Poll {
-		w, err := fsnotify.NewWatcher()
-		if err != nil {
-			log.Warn("inotify unavailable: polling", "err", err)
-		} else {
-			f.watcher = w
-			every = safetyEvery
-			pumpCtx, stop := context.WithCancel(ctx)
-			var wg sync.WaitGroup
-			wg.Go(func() { pump(pumpCtx, w, wake, log) })
-			defer func() {
-				stop()
-				w.Close()
-				wg.Wait()
-			}()
-		}
+		// nxadm/tail's shared inotify tracker tells when a followed path
+		// changes (written, created, renamed, removed); the reading and the
+		// counting of bytes stay here (see the package doc for why).
+		f.wake, f.watched = wake, map[string]bool{}
+		every = safetyEvery
+		defer f.unwatchAll()
 	}
-
 	f.rescan(true)
 	poll := time.NewTicker(every)
 	defer poll.Stop()
@@ -209,39 +207,20 @@ func Follow(ctx context.Context, o Options, out chan<- Batch) error {
 	}
 }
 
-// pump turns inotify events into wake-ups.
-func pump(ctx context.Context, w *fsnotify.Watcher, wake chan<- struct{}, log *slog.Logger) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case _, ok := <-w.Events:
-			if !ok {
-				return
-			}
-		case err, ok := <-w.Errors:
-			if !ok {
-				return
-			}
-			log.Warn("inotify", "err", err)
-		}
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
-}
-
 // follower is the state of one Follow call; one goroutine uses it.
 type follower struct {
 	o       Options
 	out     chan<- Batch
 	log     *slog.Logger
-	watcher *fsnotify.Watcher
 	tracked map[string]*tracked
-	order   []string // keys of tracked, sorted
-	buf     []byte   // the read buffer
-	now     func() time.Time
+	// With inotify: the paths watched through nxadm/tail's tracker, and
+	// where their events wake the loop.
+	wake     chan struct{}
+	watched  map[string]bool
+	forwards sync.WaitGroup
+	order    []string // keys of tracked, sorted
+	buf      []byte   // the read buffer
+	now      func() time.Time
 }
 
 // tracked is one path: the file at it, and rotated files still being
@@ -263,26 +242,17 @@ func hasMeta(p string) bool { return strings.ContainsAny(p, `*?[\`) }
 func (f *follower) rescan(initial bool) {
 	var names []string
 	literal := map[string]bool{}
-	dirs := map[string]bool{}
 	for _, p := range f.o.Paths {
 		if !hasMeta(p) {
 			p = filepath.Clean(p)
 			names = append(names, p)
 			literal[p] = true
-			dirs[filepath.Dir(p)] = true
 			continue
 		}
 		m, _ := filepath.Glob(p) // the pattern was checked
 		for _, name := range m {
 			if fi, err := os.Stat(name); err == nil && fi.Mode().IsRegular() {
 				names = append(names, name)
-			}
-		}
-		if d := filepath.Dir(p); !hasMeta(d) {
-			dirs[d] = true
-		} else if m, _ := filepath.Glob(d); m != nil {
-			for _, d := range m {
-				dirs[d] = true
 			}
 		}
 	}
@@ -310,13 +280,53 @@ func (f *follower) rescan(initial bool) {
 		f.order = append(f.order, name)
 	}
 	slices.Sort(f.order)
-	if f.watcher != nil {
-		for d := range dirs {
-			if err := f.watcher.Add(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				f.log.Warn("watch directory", "dir", d, "err", err)
+	if f.wake != nil {
+		for _, name := range f.order {
+			f.watch(name)
+		}
+		for name := range f.watched {
+			if f.tracked[name] == nil {
+				f.unwatch(name)
 			}
 		}
 	}
+}
+
+// watch has nxadm/tail's inotify tracker report the changes of path: its
+// directory is watched, and the events named path wake the loop. Without
+// inotify the loop goes on polling.
+func (f *follower) watch(path string) {
+	if f.watched[path] {
+		return
+	}
+	if err := watch.WatchCreate(path); err != nil {
+		f.log.Warn("inotify unavailable for this path: polling it", "path", path, "err", err)
+		return
+	}
+	f.watched[path] = true
+	events := watch.Events(path)
+	f.forwards.Go(func() {
+		for range events { // closed by RemoveWatchCreate
+			select {
+			case f.wake <- struct{}{}:
+			default:
+			}
+		}
+	})
+}
+
+func (f *follower) unwatch(path string) {
+	delete(f.watched, path)
+	if err := watch.RemoveWatchCreate(path); err != nil {
+		f.log.Warn("inotify remove", "path", path, "err", err)
+	}
+}
+
+func (f *follower) unwatchAll() {
+	for path := range f.watched {
+		f.unwatch(path)
+	}
+	f.forwards.Wait()
 }
 
 // step reads what is ready in every tracked path. more says that some file
