@@ -376,6 +376,7 @@ func (d *decider) batch(p *parsed) {
 	now := d.now()
 	decided := false
 	d.dirty = true
+	lateBefore := d.det.Stats().Late
 	for i := range p.entries {
 		e := &p.entries[i]
 		d.out = d.p.Process(p.src, e, d.out[:0])
@@ -401,6 +402,7 @@ func (d *decider) batch(p *parsed) {
 			Line: last.Line, HeadHash: f.HeadHash, Size: max(f.Size, last.Offset)})
 	}
 	if m := d.o.Metrics; m != nil {
+		m.LinesLate.WithLabelValues(p.src.Name).Add(float64(d.det.Stats().Late - lateBefore))
 		m.LinesRead.WithLabelValues(p.src.Name).Add(float64(len(p.batch.Lines)))
 		m.LinesRejected.WithLabelValues(p.src.Name).Add(float64(p.rejected))
 		if n := len(p.batch.Lines); n > 0 {

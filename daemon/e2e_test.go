@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
@@ -294,6 +295,35 @@ func TestRotationLosesNothing(t *testing.T) {
 			}
 			if len(hist) != 0 {
 				t.Errorf("rule twice decided %d times: a line was counted twice", len(hist))
+			}
+			// A replay of the same lines (the rotated file, then the
+			// current one) decides the same bans.
+			all, err := db.History(store.HistoryQuery{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var daemonBans []string
+			for _, h := range all {
+				daemonBans = append(daemonBans, h.Kind+" "+h.Rule+" "+h.Key)
+			}
+			out, err := exec.Command(binary, "replay", "--config", e.cfg, "--output", "json", e.log+".1", e.log).Output()
+			if err != nil {
+				t.Fatalf("replay: %v", err)
+			}
+			var doc struct {
+				Decisions []struct{ Kind, Rule, Key string }
+			}
+			if err := json.Unmarshal(out, &doc); err != nil {
+				t.Fatal(err)
+			}
+			var replayBans []string
+			for _, d := range doc.Decisions {
+				replayBans = append(replayBans, d.Kind+" "+d.Rule+" "+d.Key)
+			}
+			slices.Sort(daemonBans)
+			slices.Sort(replayBans)
+			if !slices.Equal(daemonBans, replayBans) {
+				t.Errorf("the daemon decided %q, a replay of the same lines %q", daemonBans, replayBans)
 			}
 		})
 	}
