@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/logjail/logjail/checkpoint"
+	"github.com/logjail/logjail/daemon"
 	"github.com/logjail/logjail/ops"
 	"github.com/logjail/logjail/pipeline"
 	"github.com/logjail/logjail/store"
@@ -73,7 +73,7 @@ func runClean(o *cleanOptions, s streams, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(cfg.StateDir, "logjail.db")
+	path := daemon.DBPath(cfg)
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		// Do not make a database (and its directory) only to clean it.
 		fmt.Fprintf(s.out, "%s: no database yet: nothing to clean\n", path)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/logjail/logjail/daemon"
 	"github.com/logjail/logjail/ops"
-	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/store"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
@@ -47,18 +46,13 @@ example is for replay and parse only.`,
 }
 
 func runDaemon(cmd *cobra.Command, o *runOptions, s streams) error {
-	path := o.cfg.path
-	if path == "" {
-		path = defaultConfigPath
-	}
-	if _, err := os.Stat(path); err != nil {
-		return usageError(fmt.Errorf("run needs a configuration file: %w", err))
-	}
-	// Refuse a broken configuration before anything starts.
-	cfg, err := rules.Load(path, rules.Options{})
+	// Refuse a missing or broken configuration before anything starts; the
+	// daemon reloads it from the same file.
+	cfg, err := o.cfg.load(s.err, false)
 	if err != nil {
-		return &exitError{code: exitUsage, err: configErrors(err)}
+		return err
 	}
+	path := cfg.File
 	terminal := false
 	if f, ok := s.err.(*os.File); ok {
 		terminal = term.IsTerminal(int(f.Fd()))
