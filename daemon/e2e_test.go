@@ -385,3 +385,35 @@ func TestSystemdNotify(t *testing.T) {
 	}
 	next("STOPPING=1")
 }
+
+// TestSIGHUPReloadKeepsState: a valid new configuration takes effect at a
+// SIGHUP (a new limit), and the bans and windows decided before it stay.
+func TestSIGHUPReloadKeepsState(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	e.append(e.log, repeat("203.0.113.9", 6)...)
+	e.waitFor("the first ban", func() bool { return slices.Contains(e.bans(), "ban flood 203.0.113.9") })
+	cfg, err := os.ReadFile(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.writeConfig(strings.Replace(string(cfg), `["5 per 10s"]`, `["7 per 10s"]`, 1))
+	e.cmd.Process.Signal(syscall.SIGHUP)
+	e.waitFor("the reload", func() bool { return strings.Contains(e.out.String(), "configuration reloaded") })
+	// 7 requests are no longer over flood; 8 are.
+	e.append(e.log, repeat("203.0.113.20", 7)...)
+	e.append(e.log, repeat("203.0.113.21", 8)...)
+	e.waitFor("the ban under the new limit", func() bool { return slices.Contains(e.bans(), "ban flood 203.0.113.21") })
+	if code, _ := e.stop(syscall.SIGTERM); code != 0 {
+		t.Errorf("exit %d; output:\n%s", code, e.out.String())
+	}
+	got := e.bans()
+	for _, want := range []string{"ban flood 203.0.113.9", "ban flood 203.0.113.21"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("active bans %q lack %q", got, want)
+		}
+	}
+	if slices.Contains(got, "ban flood 203.0.113.20") {
+		t.Errorf("active bans %q: 203.0.113.20 made 7 requests, under the new limit", got)
+	}
+}
