@@ -366,3 +366,25 @@ func TestDottedQuad(t *testing.T) {
 		}
 	}
 }
+
+// TestDaysFromCivil checks the fixed-offset arithmetic against time.Date
+// over every day from 1970 to 2400, and the normalisations time.Date makes.
+func TestDaysFromCivil(t *testing.T) {
+	for day := time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC); day.Year() <= 2400; day = day.AddDate(0, 0, 1) {
+		if got, want := daysFromCivil(day.Year(), int(day.Month()), day.Day()), day.Unix()/86400; got != want {
+			t.Fatalf("%s: %d days, want %d", day.Format(time.DateOnly), got, want)
+		}
+	}
+	tr := timeReader{zones: new(zoneCache), loc: time.UTC}
+	for _, c := range []struct{ y, mo, d, h, mi, s, off int }{
+		{2026, 11, 22, 23, 59, 60, 3600}, // leap second: the next minute
+		{2026, 12, 31, 24, 0, 0, -19800}, // hour 24: the next day
+		{2024, 2, 29, 12, 30, 15, 0},
+	} {
+		got, _ := tr.date(c.y, c.mo, c.d, c.h, c.mi, c.s, 5, c.off, true)
+		want := time.Date(c.y, time.Month(c.mo), c.d, c.h, c.mi, c.s, 5, time.FixedZone(ZoneName(c.off), c.off))
+		if !got.Equal(want) || got.Format(time.RFC3339Nano) != want.Format(time.RFC3339Nano) {
+			t.Errorf("%+v: %s, want %s", c, got.Format(time.RFC3339Nano), want.Format(time.RFC3339Nano))
+		}
+	}
+}

@@ -178,11 +178,27 @@ func (r *timeReader) date(y, mo, d, h, mi, sec, ns int, off int, hasZone bool) (
 	if d > daysIn(mo, y) {
 		return time.Time{}, false
 	}
-	loc := r.loc
-	if hasZone {
-		loc = r.zones.get(off)
+	if !hasZone {
+		return time.Date(y, time.Month(mo), d, h, mi, sec, ns, r.loc), true
 	}
-	return time.Date(y, time.Month(mo), d, h, mi, sec, ns, loc), true
+	// A fixed offset: the instant is plain arithmetic, cheaper than
+	// time.Date's general path, and normalises the same way (second 60,
+	// hour 24).
+	unix := daysFromCivil(y, mo, d)*86400 + int64(h*3600+mi*60+sec-off)
+	return time.Unix(unix, int64(ns)).In(r.zones.get(off)), true
+}
+
+// daysFromCivil is the number of days from 1970-01-01 to y-m-d (proleptic
+// Gregorian; y ≥ 0), after Howard Hinnant's days_from_civil.
+func daysFromCivil(y, m, d int) int64 {
+	if m <= 2 {
+		y--
+	}
+	era := y / 400
+	yoe := y - era*400
+	doy := (153*((m+9)%12)+2)/5 + d - 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	return int64(era*146097 + doe - 719468)
 }
 
 func daysIn(m, y int) int {
