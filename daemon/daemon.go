@@ -198,11 +198,15 @@ func Run(ctx context.Context, o Options) error {
 			}
 			pr := parsers[sb.src]
 			if pr == nil {
+				var err error
 				if pr, err = compile(sb.src, sb.b); err != nil {
-					return err
+					// `format: auto` read nothing it knows in these lines:
+					// they are rejected, and the next batch is tried.
+					log.Error("format", "source", sb.src.Name, "path", sb.b.Path, "lines", len(sb.b.Lines), "err", err)
+				} else {
+					parsers[sb.src] = pr
+					log.Info("format", "source", sb.src.Name, "format", pr.Name())
 				}
-				parsers[sb.src] = pr
-				log.Info("format", "source", sb.src.Name, "format", pr.Name())
 			}
 			p := &parsed{src: sb.src, parser: pr, batch: sb.b, done: make(chan struct{})}
 			select {
@@ -275,6 +279,10 @@ func compile(src *rules.Source, b follow.Batch) (*parser.Parser, error) {
 
 func (p *parsed) parse() {
 	defer close(p.done)
+	if p.parser == nil { // no format could be chosen: every line is rejected
+		p.rejected = len(p.batch.Lines)
+		return
+	}
 	for _, l := range p.batch.Lines {
 		e, err := p.parser.ParseString(l.Text, int(l.Line))
 		if err != nil {

@@ -417,3 +417,23 @@ func TestSIGHUPReloadKeepsState(t *testing.T) {
 		t.Errorf("active bans %q: 203.0.113.20 made 7 requests, under the new limit", got)
 	}
 }
+
+// TestFormatAuto: with `format: auto`, lines no format reads are rejected
+// and counted, not fatal; the format is chosen from the next lines.
+func TestFormatAuto(t *testing.T) {
+	e := newEnv(t)
+	cfg, _ := os.ReadFile(e.cfg)
+	e.writeConfig(strings.Replace(string(cfg), "format: combined", "format: auto", 1))
+	e.start()
+	f, _ := os.OpenFile(e.log, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("garbage\nmore garbage\n")
+	f.Close()
+	e.waitFor("the rejected lines", func() bool {
+		return strings.Contains(e.out.String(), `"format auto`) || strings.Contains(e.out.String(), "format auto")
+	})
+	e.append(e.log, repeat("203.0.113.9", 6)...)
+	e.waitFor("the ban", func() bool { return slices.Contains(e.bans(), "ban flood 203.0.113.9") })
+	if code, _ := e.stop(syscall.SIGTERM); code != 0 {
+		t.Errorf("exit %d; output:\n%s", code, e.out.String())
+	}
+}
