@@ -22,17 +22,9 @@ import (
 // database (read by a read-only connection polling every millisecond).
 // Reports p50 and p99 in ms.
 func BenchmarkDecisionLatency(b *testing.B) {
-	binary := benchBinary(b)
 	dir := b.TempDir()
-	log, cfg, state := filepath.Join(dir, "access.log"), filepath.Join(dir, "logjail.yaml"), filepath.Join(dir, "state")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(e2eConfig, state, log)), 0o600)
-	os.WriteFile(log, nil, 0o644)
-	cmd := exec.Command(binary, "run", "--config", cfg, "--log-level", "warn")
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
+	log, cfg, state := benchEnv(dir)
+	cmd, out := startBench(b, cfg)
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	f, err := os.OpenFile(log, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
@@ -42,16 +34,7 @@ func BenchmarkDecisionLatency(b *testing.B) {
 	write := func(ip string, at time.Time) {
 		fmt.Fprintf(f, "%s - - [%s] \"GET / HTTP/1.1\" 200 1 \"-\" \"t\"\n", ip, at.UTC().Format("02/Jan/2006:15:04:05 -0700"))
 	}
-	var db *store.DB
-	for deadline := time.Now().Add(10 * time.Second); db == nil; {
-		if d, err := store.Open(filepath.Join(state, "logjail.db"), store.Options{ReadOnly: true}); err == nil {
-			db = d
-		} else if time.Now().After(deadline) {
-			b.Fatalf("no database: %v\n%s", err, out.String())
-		} else {
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	db := waitDB(b, state, out)
 	defer db.Close()
 	var lat []time.Duration
 	attacker := 0
@@ -108,7 +91,6 @@ func BenchmarkDecisionLatency(b *testing.B) {
 // 50,000 lines/s, for 10 s.
 func BenchmarkLiveIngest(b *testing.B) {
 	const lines = 500_000
-	binary := benchBinary(b)
 	for _, rate := range []int{0, 50_000} {
 		name := "rate=max"
 		if rate > 0 {
@@ -116,17 +98,9 @@ func BenchmarkLiveIngest(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			dir := b.TempDir()
-			log, cfg, state := filepath.Join(dir, "access.log"), filepath.Join(dir, "logjail.yaml"), filepath.Join(dir, "state")
-			os.WriteFile(cfg, []byte(fmt.Sprintf(e2eConfig, state, log)), 0o600)
 			for b.Loop() {
-				os.RemoveAll(state)
-				os.WriteFile(log, nil, 0o644)
-				cmd := exec.Command(binary, "run", "--config", cfg, "--log-level", "warn")
-				out := &syncBuffer{}
-				cmd.Stdout, cmd.Stderr = out, out
-				if err := cmd.Start(); err != nil {
-					b.Fatal(err)
-				}
+				log, cfg, state := benchEnv(dir)
+				cmd, out := startBench(b, cfg)
 				db := waitDB(b, state, out)
 				f, _ := os.OpenFile(log, os.O_APPEND|os.O_WRONLY, 0)
 				t0 := time.Now().UTC()
@@ -167,6 +141,27 @@ func BenchmarkLiveIngest(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchEnv writes the config and an empty log of a benchmark into dir, and
+// removes the state of a previous run.
+func benchEnv(dir string) (log, cfg, state string) {
+	log, cfg, state = filepath.Join(dir, "access.log"), filepath.Join(dir, "logjail.yaml"), filepath.Join(dir, "state")
+	os.RemoveAll(state)
+	os.WriteFile(cfg, []byte(fmt.Sprintf(e2eConfig, state, log)), 0o600)
+	os.WriteFile(log, nil, 0o644)
+	return log, cfg, state
+}
+
+// startBench starts the benchmark binary on cfg.
+func startBench(b *testing.B, cfg string) (*exec.Cmd, *syncBuffer) {
+	cmd := exec.Command(benchBinary(b), "run", "--config", cfg, "--log-level", "warn")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	return cmd, out
 }
 
 // benchBinary builds logjail without the race detector, once: timings of a
