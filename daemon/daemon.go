@@ -91,6 +91,7 @@ type parsed struct {
 	batch    follow.Batch
 	entries  []parser.Entry
 	rejected int
+	firstErr error // why the first rejected line was rejected
 	done     chan struct{}
 }
 
@@ -231,7 +232,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	// Decider: the one owner of the detector and the writer.
-	d := &decider{db: db, cfg: cfg, det: det, p: pipeline.NewWithDetector(cfg, det), w: w, log: log, o: &o, now: now, configPath: o.ConfigPath}
+	d := &decider{rejectLogged: map[string]time.Time{}, db: db, cfg: cfg, det: det, p: pipeline.NewWithDetector(cfg, det), w: w, log: log, o: &o, now: now, configPath: o.ConfigPath}
 	g.Go(func() error {
 		err := d.run(gctx, ordered, reload)
 		stopFollowing()
@@ -280,12 +281,15 @@ func compile(src *rules.Source, b follow.Batch) (*parser.Parser, error) {
 func (p *parsed) parse() {
 	defer close(p.done)
 	if p.parser == nil { // no format could be chosen: every line is rejected
-		p.rejected = len(p.batch.Lines)
+		p.rejected, p.firstErr = len(p.batch.Lines), errors.New("no format reads these lines")
 		return
 	}
 	for _, l := range p.batch.Lines {
 		e, err := p.parser.ParseString(l.Text, int(l.Line))
 		if err != nil {
+			if p.rejected == 0 {
+				p.firstErr = err
+			}
 			p.rejected++
 			continue
 		}
@@ -310,6 +314,8 @@ type decider struct {
 	flushed    time.Time        // wall time of the last checkpoint
 	dirty      bool             // lines processed since the last checkpoint
 	soon       <-chan time.Time // a checkpoint due for a recent decision
+	// rejectLogged is when rejected lines of each file were last logged.
+	rejectLogged map[string]time.Time
 }
 
 // decisionFlush is how soon after a decision a checkpoint records it: a ban
@@ -408,6 +414,12 @@ func (d *decider) batch(p *parsed) {
 		f := p.batch.File
 		d.w.Position(store.Position{Path: p.batch.Path, Dev: f.Dev, Inode: f.Inode, Offset: last.Offset,
 			Line: last.Line, HeadHash: f.HeadHash, Size: max(f.Size, last.Offset)})
+	}
+	if p.rejected > 0 && now.Sub(d.rejectLogged[p.batch.Path]) >= time.Minute {
+		// At most one line a minute per file: a broken format must not
+		// flood the journal; the metrics count every line.
+		d.rejectLogged[p.batch.Path] = now
+		d.log.Warn("lines rejected", "path", p.batch.Path, "lines", p.rejected, "first", p.firstErr)
 	}
 	if m := d.o.Metrics; m != nil {
 		m.LinesLate.WithLabelValues(p.src.Name).Add(float64(d.det.Stats().Late - lateBefore))
