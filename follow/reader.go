@@ -3,8 +3,6 @@ package follow
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -16,17 +14,13 @@ import (
 	"github.com/logjail/logjail/source"
 )
 
-// headSize is how much of a file's first line its FileID hashes, as
-// source.Identify does.
-const headSize = 4 << 10
-
 // reader is one open file and how far it was read. off and line are past
 // the last line handed out; pos = off + partLen is where reading goes on.
 type reader struct {
 	name       string // the file's name when opened
 	f          *os.File
 	id         source.FileID
-	headFinal  bool // id.HeadHash covers a whole first line (or headSize bytes)
+	headFinal  bool // id.HeadHash covers a whole first line (or source.HeadSize bytes)
 	off, line  int64
 	pos        int64
 	part       []byte // the held partial line (at most source.MaxLine+1 bytes of it)
@@ -49,40 +43,16 @@ func openReader(name string, now time.Time) (*reader, error) {
 	return r, nil
 }
 
-// identify computes r's FileID from the open file, exactly as
-// source.Identify does from a name (the name may now be another file's).
-func (r *reader) identify() error {
-	fi, err := r.f.Stat()
-	if err != nil {
-		return err
-	}
-	r.id = source.FileID{Size: fi.Size()}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		r.id.Dev, r.id.Inode = uint64(st.Dev), st.Ino
-	}
-	r.id.HeadHash, r.headFinal, err = r.head()
+// identify computes r's FileID from the open file (the name may now be
+// another file's).
+func (r *reader) identify() (err error) {
+	r.id, r.headFinal, err = source.IdentifyFile(r.f)
 	return err
 }
 
-// head returns the hash of the file's first line (at most headSize bytes
-// of it) and whether that line is complete.
-func (r *reader) head() (string, bool, error) {
-	var buf [headSize]byte
-	n, err := r.f.ReadAt(buf[:], 0)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return "", false, fmt.Errorf("%s: %w", r.name, err)
-	}
-	h := buf[:n]
-	final := n == headSize
-	if i := bytes.IndexByte(h, '\n'); i >= 0 {
-		h, final = h[:i+1], true
-	}
-	if len(h) == 0 {
-		return "", false, nil
-	}
-	sum := sha256.Sum256(h)
-	return hex.EncodeToString(sum[:16]), final, nil
-}
+// head returns the hash of the file's first line and whether that line is
+// complete.
+func (r *reader) head() (string, bool, error) { return source.HeadHash(r.f) }
 
 // sameFile reports whether fi is the file id identifies.
 func sameFile(fi os.FileInfo, id source.FileID) bool {

@@ -355,28 +355,49 @@ func Identify(name string) (FileID, error) {
 		return FileID{}, err
 	}
 	defer f.Close()
+	id, _, err := IdentifyFile(f)
+	return id, err
+}
+
+// HeadSize is how much of a file's first line its FileID hashes.
+const HeadSize = 4 << 10
+
+// IdentifyFile returns the FileID of an open file (whatever name it has
+// now), without moving its offset. complete says whether the hash covers a
+// whole first line (or HeadSize bytes): a first line still being written
+// hashes differently once its newline arrives.
+func IdentifyFile(f *os.File) (id FileID, complete bool, err error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return FileID{}, err
+		return FileID{}, false, err
 	}
-	id := FileID{Size: fi.Size()}
+	id = FileID{Size: fi.Size()}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		id.Dev, id.Inode = uint64(st.Dev), st.Ino
 	}
-	head := make([]byte, 4<<10)
-	n, err := io.ReadFull(f, head)
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return FileID{}, fmt.Errorf("%s: %w", name, err)
+	id.HeadHash, complete, err = HeadHash(f)
+	return id, complete, err
+}
+
+// HeadHash returns the hash a FileID holds of f's first line (at most
+// HeadSize bytes of it, "" for an empty file) and whether that line is
+// complete.
+func HeadHash(f *os.File) (string, bool, error) {
+	var buf [HeadSize]byte
+	n, err := f.ReadAt(buf[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", false, fmt.Errorf("%s: %w", f.Name(), err)
 	}
-	head = head[:n]
-	if i := bytes.IndexByte(head, '\n'); i >= 0 {
-		head = head[:i+1]
+	h := buf[:n]
+	complete := n == HeadSize
+	if i := bytes.IndexByte(h, '\n'); i >= 0 {
+		h, complete = h[:i+1], true
 	}
-	if len(head) > 0 {
-		sum := sha256.Sum256(head)
-		id.HeadHash = hex.EncodeToString(sum[:16])
+	if len(h) == 0 {
+		return "", false, nil
 	}
-	return id, nil
+	sum := sha256.Sum256(h)
+	return hex.EncodeToString(sum[:16]), complete, nil
 }
 
 // Continues reports whether a position saved at offset for the file saved
