@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -74,20 +73,7 @@ func TestGroupReader(t *testing.T) {
 	read("after the writer stopped", "root wrote this")
 
 	// A writer killed with its last checkpoint still in the WAL.
-	holder := exec.Command(bin, "-test.run=^TestLockHolder$", "-test.count=1")
-	holder.Env = append(os.Environ(), "STORE_LOCK_DB="+path, "STORE_LOCK_GROUP=nogroup")
-	out, err := holder.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Wait()
-	defer holder.Process.Kill()
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "locked\n" {
-		t.Fatalf("the holder said %q, %v", line, err)
-	}
+	holder := startLockHolder(t, bin, path, "STORE_LOCK_GROUP=nogroup")
 	holder.Process.Signal(syscall.SIGKILL)
 	holder.Wait()
 	if fileSize(t, path+"-wal") == 0 {

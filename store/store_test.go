@@ -457,12 +457,13 @@ func TestLockHolder(t *testing.T) {
 	select {} // until killed
 }
 
-// TestLockReleasedOnDeath: the writer lock is a flock, which the kernel
-// releases when its holder dies, even by SIGKILL.
-func TestLockReleasedOnDeath(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "logjail.db")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestLockHolder$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "STORE_LOCK_DB="+path)
+// startLockHolder runs TestLockHolder (binary bin, the test binary itself
+// by default) on path with the extra environment env, and returns once it
+// holds the writer lock and has written its checkpoint. The test kills it.
+func startLockHolder(t *testing.T, bin, path string, env ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, "-test.run=^TestLockHolder$", "-test.count=1")
+	cmd.Env = append(append(os.Environ(), "STORE_LOCK_DB="+path), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -470,13 +471,23 @@ func TestLockReleasedOnDeath(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
 	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "locked\n" {
 		t.Fatalf("the holder said %q, %v", line, err)
 	}
+	return cmd
+}
 
-	_, err = Open(path, Options{})
+// TestLockReleasedOnDeath: the writer lock is a flock, which the kernel
+// releases when its holder dies, even by SIGKILL.
+func TestLockReleasedOnDeath(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "logjail.db")
+	cmd := startLockHolder(t, os.Args[0], path)
+
+	_, err := Open(path, Options{})
 	var le *LockedError
 	if !errors.As(err, &le) || le.PID != cmd.Process.Pid {
 		t.Fatalf("writer beside the holder: %v; want ErrLocked naming pid %d", err, cmd.Process.Pid)
