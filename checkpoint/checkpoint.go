@@ -359,8 +359,7 @@ func Feed(ctx context.Context, cfg *rules.Config, db *store.DB, path string, o F
 	var offset int64
 	var line int
 	if p, ok := positions[path]; ok {
-		saved := source.FileID{Dev: p.Dev, Inode: p.Inode, Size: p.Size, HeadHash: p.HeadHash}
-		if id.Continues(saved, p.Offset) {
+		if id.Continues(p.File(), p.Offset) {
 			offset, line = p.Offset, int(p.Line)
 		}
 	}
@@ -378,8 +377,7 @@ func Feed(ctx context.Context, cfg *rules.Config, db *store.DB, path string, o F
 		return res, err
 	}
 	position := func() store.Position {
-		return store.Position{Path: path, Dev: id.Dev, Inode: id.Inode, Offset: lg.Lines.Offset(),
-			Line: int64(lg.Lines.Line()), HeadHash: id.HeadHash, Size: max(id.Size, lg.Lines.Offset())}
+		return store.PositionAt(path, id, lg.Lines.Offset(), int64(lg.Lines.Line()))
 	}
 	var out []detector.Decision
 	var last time.Time

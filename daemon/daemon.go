@@ -411,9 +411,7 @@ func (d *decider) batch(p *parsed) {
 	}
 	if n := len(p.batch.Lines); n > 0 {
 		last := p.batch.Lines[n-1]
-		f := p.batch.File
-		d.w.Position(store.Position{Path: p.batch.Path, Dev: f.Dev, Inode: f.Inode, Offset: last.Offset,
-			Line: last.Line, HeadHash: f.HeadHash, Size: max(f.Size, last.Offset)})
+		d.w.Position(store.PositionAt(p.batch.Path, p.batch.File, last.Offset, last.Line))
 	}
 	if p.rejected > 0 && now.Sub(d.rejectLogged[p.batch.Path]) >= time.Minute {
 		// At most one line a minute per file: a broken format must not

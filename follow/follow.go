@@ -422,7 +422,7 @@ func (f *follower) begin(t *tracked) bool {
 	t.fresh = false
 	pos, saved := f.o.Positions[t.path]
 	if saved {
-		sid := source.FileID{Dev: pos.Dev, Inode: pos.Inode, HeadHash: pos.HeadHash}
+		sid := pos.File()
 		if cur != nil && cur.id.Continues(sid, pos.Offset) {
 			cur.seek(pos.Offset, pos.Line)
 			t.cur = cur

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/logjail/logjail/source"
 )
 
 // Phases of a key row (KeyRow.Phase) and kinds of a ban (Ban.Kind).
@@ -87,6 +89,19 @@ type Position struct {
 	Line       int64  // lines consumed
 	HeadHash   string // hash of the file's first line, to recognise rotation and truncation
 	Size       int64  // the file's size when saved
+}
+
+// PositionAt is the position of the file id at path after line lines,
+// offset bytes. Size is at least offset (a file read past the size it had
+// when identified has grown).
+func PositionAt(path string, id source.FileID, offset, line int64) Position {
+	return Position{Path: path, Dev: id.Dev, Inode: id.Inode, Offset: offset, Line: line,
+		HeadHash: id.HeadHash, Size: max(id.Size, offset)}
+}
+
+// File is the FileID the position was saved for.
+func (p Position) File() source.FileID {
+	return source.FileID{Dev: p.Dev, Inode: p.Inode, Size: p.Size, HeadHash: p.HeadHash}
 }
 
 // BanKey names an active ban.
