@@ -54,9 +54,6 @@ func NewWithDetector(cfg *rules.Config, det *detector.Detector) *Pipeline {
 	return &Pipeline{cfg: cfg, det: det}
 }
 
-// Config returns the configuration the pipeline runs.
-func (p *Pipeline) Config() *rules.Config { return p.cfg }
-
 // Detector returns the pipeline's detector, for reports and checkpoints.
 func (p *Pipeline) Detector() *detector.Detector { return p.det }
 

@@ -259,10 +259,6 @@ func (lr *LineReader) Offset() int64 {
 // Line returns the number of the last line returned (0 before the first).
 func (lr *LineReader) Line() int { return lr.n }
 
-// Bytes returns the offset in the stream just after the bytes read so far
-// (read ahead of Offset).
-func (lr *LineReader) Bytes() int64 { return lr.bytes }
-
 // Err returns the first read error other than io.EOF.
 func (lr *LineReader) Err() error { return lr.err }
 
