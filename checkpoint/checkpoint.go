@@ -390,7 +390,7 @@ func Feed(ctx context.Context, cfg *rules.Config, db *store.DB, path string, o F
 		res.Lines++
 		e, err := lg.Parser.ParseString(l, no)
 		if err == nil && lg.Lines.Truncated() {
-			err = fmt.Errorf("line %d: longer than %d bytes", no, source.MaxLine)
+			err = source.TooLong(no)
 		}
 		if err != nil {
 			res.Rejected++

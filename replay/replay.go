@@ -92,7 +92,7 @@ func (b *block) parse() {
 		n := b.first + i
 		e, err := b.parser.ParseString(line, n)
 		if err == nil && t < len(b.trunc) && b.trunc[t] == i {
-			err = &parser.Error{Line: n, Field: "line", Reason: fmt.Sprintf("longer than %d bytes", source.MaxLine)}
+			err = source.TooLong(n)
 		}
 		if t < len(b.trunc) && b.trunc[t] == i {
 			t++

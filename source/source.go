@@ -180,6 +180,12 @@ func RotatedFrom(name, base string) bool {
 // cut there and reported by Truncated (the rest of it is skipped).
 const MaxLine = 1 << 20
 
+// TooLong is the error of line number n, cut at MaxLine: a line that long is
+// no access-log line, and is rejected whatever its head reads as.
+func TooLong(n int) *parser.Error {
+	return &parser.Error{Line: n, Field: "line", Reason: fmt.Sprintf("longer than %d bytes", MaxLine)}
+}
+
 // LineReader reads lines from r in large chunks. The zero value is not
 // usable; call NewLineReader.
 //

@@ -278,7 +278,7 @@ func runParse(o *parseOptions, cfg *rules.Config, name string, s streams, sum *p
 		sum.lines++
 		e, perr := p.ParseString(line, n)
 		if perr == nil && lr.Truncated() {
-			perr = &parser.Error{Line: n, Field: "line", Reason: fmt.Sprintf("longer than %d bytes", source.MaxLine)}
+			perr = source.TooLong(n)
 		}
 		if perr != nil {
 			sum.rejected[rejectReason(perr)]++
