@@ -47,6 +47,7 @@ import (
 	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/pipeline"
 	"github.com/logjail/logjail/rules"
+	"github.com/logjail/logjail/source"
 	"github.com/logjail/logjail/store"
 	"golang.org/x/sync/errgroup"
 )
@@ -286,6 +287,9 @@ func (p *parsed) parse() {
 	}
 	for _, l := range p.batch.Lines {
 		e, err := p.parser.ParseString(l.Text, int(l.Line))
+		if err == nil && l.Truncated {
+			err = source.TooLong(int(l.Line)) // rejected, as replay rejects it
+		}
 		if err != nil {
 			if p.rejected == 0 {
 				p.firstErr = err

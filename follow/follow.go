@@ -91,6 +91,9 @@ type Line struct {
 	Text   string // without its line ending
 	Line   int64  // 1-based line number in its file
 	Offset int64  // byte offset just past the line and its ending: the position to save
+	// Truncated says the line was longer than source.MaxLine: Text holds
+	// its head only (Offset counts all of it).
+	Truncated bool
 }
 
 // Batch is consecutive lines of one file, in order. The daemon processes a

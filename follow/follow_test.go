@@ -602,7 +602,7 @@ func TestLongLine(t *testing.T) {
 	lines := r.waitLines(3)
 	want := []Line{
 		{Text: "a", Line: 1, Offset: 2},
-		{Text: long[:source.MaxLine], Line: 2, Offset: int64(2 + len(long) + 2)},
+		{Text: long[:source.MaxLine], Line: 2, Offset: int64(2 + len(long) + 2), Truncated: true},
 		{Text: "b", Line: 3, Offset: int64(2 + len(long) + 4)},
 	}
 	if diff := cmp.Diff(want, onlyLines(lines)); diff != "" {

@@ -118,12 +118,13 @@ func (r *reader) lines(data []byte, emit func(Line) error) error {
 		if start == 0 {
 			n += held - int64(kept) // bytes of an over-long line not kept
 		}
-		if len(text) > source.MaxLine {
+		long := len(text) > source.MaxLine
+		if long {
 			text = text[:source.MaxLine]
 		}
 		r.off += n
 		r.line++
-		if err := emit(Line{Text: strings.TrimSuffix(text, "\r"), Line: r.line, Offset: r.off}); err != nil {
+		if err := emit(Line{Text: strings.TrimSuffix(text, "\r"), Line: r.line, Offset: r.off, Truncated: long}); err != nil {
 			return err
 		}
 		start = i + 1
