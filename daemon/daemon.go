@@ -490,7 +490,7 @@ func (d *decider) flush() {
 // clean runs one cleaner pass through the daemon's own writer, so that the
 // lifts join its checkpoints in order with the positions.
 func (d *decider) clean() {
-	st, err := ops.CleanWith(d.w, d.db, d.cfg, d.det, d.now(), 1000)
+	st, err := ops.CleanWith(d.w, d.db, d.cfg, d.det, d.now(), ops.VacuumPages)
 	d.flushed, d.dirty = time.Now(), false
 	if m := d.o.Metrics; m != nil {
 		m.CleanerRuns.Inc()

@@ -101,6 +101,11 @@ type CleanStats struct {
 	Unbans    []detector.Decision // the unbans recorded, for the actions to undo
 }
 
+// VacuumPages is how many free pages a cleaner pass gives back to the file
+// system by default (4 MiB with SQLite's 4 KiB pages): enough to keep up
+// with steady pruning, small enough to keep a pass short.
+const VacuumPages = 1000
+
 // Checkpointer is what a cleaner pass writes its decisions through:
 // checkpoint.Writer.
 type Checkpointer interface {

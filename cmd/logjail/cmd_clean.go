@@ -51,7 +51,7 @@ configuration; 3 the daemon runs (it holds the database).`,
 	}
 	o.cfg.addFlag(cmd)
 	f := cmd.Flags()
-	f.IntVar(&o.vacuumPages, "vacuum-pages", 1000, "free pages to give back to the file system (0 none, negative all)")
+	f.IntVar(&o.vacuumPages, "vacuum-pages", ops.VacuumPages, "free pages to give back to the file system (0 none, negative all)")
 	f.StringVarP(&o.output, "output", "o", "text", "text or json")
 	return cmd
 }
