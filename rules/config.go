@@ -75,6 +75,7 @@ type Config struct {
 	ControlSocket string // the CLI talks to the daemon here
 
 	allow      *bart.Lite       // allow list, host addresses, trusted proxies
+	allowList  []netip.Prefix   // the same, as listed (duplicates removed)
 	deny       *bart.Lite       // deny list
 	ranges     *bart.Table[int] // CIDR -> index into rangeDefs
 	rangeDefs  []rangeDef
@@ -312,16 +313,16 @@ func (b *builder) build(root *yaml.Node, o Options) {
 	c.hostAddrs = slices.Clone(o.HostAddrs)
 	for _, a := range c.hostAddrs {
 		a = a.Unmap().WithZone("")
-		c.allow.Insert(netip.PrefixFrom(a, a.BitLen()))
+		c.addAllow(netip.PrefixFrom(a, a.BitLen()))
 	}
 	for _, s := range c.Sources {
 		for _, p := range s.Parser.TrustedProxies {
-			c.allow.Insert(p)
+			c.addAllow(p)
 		}
 	}
 	if f, ok := fields["allow"]; ok {
 		for _, p := range b.prefixList(f.val, f.path) {
-			c.allow.Insert(p.Prefix)
+			c.addAllow(p.Prefix)
 		}
 	}
 	if f, ok := fields["deny"]; ok {
@@ -680,6 +681,19 @@ func (c *Config) Rule(name string) *Rule {
 // source.
 func (c *Config) Allowed(a netip.Addr) bool {
 	return c.allow.Contains(a.Unmap())
+}
+
+// AllowList returns every prefix Allowed is true for: the allow list, the
+// host's own addresses and the sources' trusted proxies, each once, masked.
+// The actions exempt them from the prefixes they block.
+func (c *Config) AllowList() []netip.Prefix { return slices.Clone(c.allowList) }
+
+func (c *Config) addAllow(p netip.Prefix) {
+	p = p.Masked()
+	if !c.allow.Get(p) {
+		c.allowList = append(c.allowList, p)
+	}
+	c.allow.Insert(p)
 }
 
 // StaticBans returns the bans the configuration itself makes: the deny list,

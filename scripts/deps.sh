@@ -12,6 +12,12 @@ need() { # need COMMAND DEBIAN-PACKAGE
 need python3 python3          # runs ../shared/tools/genlog.py in the detection tests
 need sqlite3 sqlite3          # the store tests read the database with it, as an operator would
 need gcc gcc                  # cgo, for github.com/mattn/go-sqlite3
+need unshare util-linux       # the firewall tests run in network namespaces of their own
+need ip iproute2              # ... joined by veth pairs
+need iptables iptables        # the iptables action's tests (iptables and ip6tables)
+need ipset ipset              # mode: ipset
+need nft nftables             # the nftables action's tests
+need nginx nginx-light        # the nginx list and decision endpoint tests run a real nginx
 if [ "${LOGJAIL_BENCH:-}" = 1 ]; then
   need fail2ban-regex fail2ban  # the baseline of scripts/bench.sh
   [ -x /usr/bin/time ] || missing+=(time)

@@ -1,0 +1,112 @@
+// Package nstest runs a test inside a network namespace of its own, so that
+// firewall tests change real iptables, ip6tables, ipset and nftables state
+// without ever touching the host's.
+//
+// A test calls Enter first. Outside a namespace Enter re-runs the test
+// binary, for this test alone, under `unshare --net` and returns false: the
+// caller returns at once, and the child's verdict becomes the test's. In the
+// child Enter checks that its network namespace is not the host's (PID 1's),
+// brings the loopback up and returns true.
+package nstest
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// envInside marks the child that runs in the new namespace.
+const envInside = "LOGJAIL_TEST_NETNS"
+
+// Enter runs the calling test in a new network namespace; see the package
+// comment. The test is skipped, saying why, when the machine cannot make one
+// (not root, no unshare) or lacks a command in need.
+func Enter(t testing.TB, need ...string) bool {
+	t.Helper()
+	for _, c := range need {
+		if _, err := exec.LookPath(c); err != nil {
+			t.Skipf("%s is not installed (scripts/deps.sh installs it as root): %v", c, err)
+		}
+	}
+	if os.Getenv(envInside) == t.Name() {
+		if err := Isolated(); err != nil {
+			t.Fatalf("refusing to run a firewall test: %v", err)
+		}
+		if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+			t.Fatalf("ip link set lo up: %v: %s", err, out)
+		}
+		return true
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("network namespaces need root: run the tests as root (CI does)")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skipf("unshare (util-linux) is not installed: %v", err)
+	}
+	args := []string{"--net", "--", os.Args[0], "-test.run", runPattern(t.Name()), "-test.count=1", "-test.v"}
+	if _, bench := t.(*testing.B); bench {
+		// A benchmark: run it alone, with the parent's -benchtime.
+		args = []string{"--net", "--", os.Args[0], "-test.run", "^$", "-test.bench", runPattern(t.Name()), "-test.benchmem", "-test.v"}
+		if f := flag.Lookup("test.benchtime"); f != nil {
+			args = append(args, "-test.benchtime", f.Value.String())
+		}
+	}
+	if testing.Short() {
+		args = append(args, "-test.short")
+	}
+	cmd := exec.Command("unshare", args...)
+	cmd.Env = append(os.Environ(), envInside+"="+t.Name())
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	t.Logf("in a new network namespace:\n%s", indent(out.String()))
+	if err != nil {
+		t.Fatalf("the test failed in its network namespace: %v", err)
+	}
+	if _, bench := t.(*testing.B); bench {
+		t.SkipNow() // the figures are in the log above
+	}
+	if !strings.Contains(out.String(), "--- PASS: "+t.Name()) && !strings.Contains(out.String(), "--- SKIP: "+t.Name()) {
+		t.Fatalf("the test did not run in its network namespace (no PASS line)")
+	}
+	if strings.Contains(out.String(), "--- SKIP: "+t.Name()) {
+		t.Skip("skipped in its network namespace (see the log)")
+	}
+	return false
+}
+
+// Isolated returns an error unless this process's network namespace
+// differs from PID 1's: the check every firewall change in a test is made
+// behind.
+func Isolated() error {
+	self, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		return err
+	}
+	host, err := os.Readlink("/proc/1/ns/net")
+	if err != nil {
+		return fmt.Errorf("cannot read PID 1's network namespace: %w", err)
+	}
+	if self == host {
+		return fmt.Errorf("this process is in the host's network namespace (%s)", self)
+	}
+	return nil
+}
+
+// runPattern matches exactly the test (and subtest) name.
+func runPattern(name string) string {
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	return strings.Join(parts, "/")
+}
+
+func indent(s string) string {
+	return "\t" + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n\t")
+}
