@@ -20,10 +20,20 @@
 // wall clock is recorded in the history, marked as not applied, and never
 // enters the active bans. The cleaner lifts bans at their wall-clock end.
 //
+// Actions. At start the configured actions (package actions) are built
+// and started from the store's active bans: each syncs whole, so that what
+// an earlier run left agrees with the store. The decider hands every
+// decision to the actions' manager, which queues it and returns: a slow or
+// failing action is retried in its own goroutine and never slows
+// detection. Each cleaner pass passes its unbans on and has every action
+// sync again, repairing what was changed behind logjail's back. The actions
+// stay in place when the daemon stops: a restart opens no gap.
+//
 // Signals. SIGHUP reloads the configuration and its lists: a configuration
 // that does not load is refused, its errors logged, and the running one
 // kept; windows and bans survive (rules are matched by name). A change to
-// the sources (paths, formats) takes a restart; a reload says so.
+// the sources (paths, formats) or to the actions takes a restart; a reload
+// says so. A changed allow list reaches the actions at once.
 // SIGTERM and SIGINT take a last checkpoint and return nil.
 package daemon
 
@@ -40,6 +50,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/logjail/logjail/actions"
 	"github.com/logjail/logjail/checkpoint"
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/follow"
@@ -127,6 +138,15 @@ func Run(ctx context.Context, o Options) error {
 	if err := w.Resume(cfg, det, now()); err != nil {
 		return err
 	}
+	acts, err := startActions(cfg, db, log, now)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := acts.Close(); err != nil {
+			log.Error("closing actions", "err", err)
+		}
+	}()
 
 	reload := o.Reload
 	if reload == nil {
@@ -233,7 +253,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	// Decider: the one owner of the detector and the writer.
-	d := &decider{rejectLogged: map[string]time.Time{}, db: db, cfg: cfg, det: det, p: pipeline.NewWithDetector(cfg, det), w: w, log: log, o: &o, now: now, configPath: o.ConfigPath}
+	d := &decider{rejectLogged: map[string]time.Time{}, db: db, cfg: cfg, det: det, p: pipeline.NewWithDetector(cfg, det), w: w, acts: acts, log: log, o: &o, now: now, configPath: o.ConfigPath}
 	g.Go(func() error {
 		err := d.run(gctx, ordered, reload)
 		stopFollowing()
@@ -251,6 +271,36 @@ func Run(ctx context.Context, o Options) error {
 		err = nil
 	}
 	return err
+}
+
+// startActions builds the configured actions and starts them from the
+// store's active bans: each begins with a whole sync, so that what an
+// earlier run left (a crash, an unban while logjail was down) is made to
+// agree with the store. Bans of rules no longer configured (Resume lifts
+// them) and bans already over block nothing.
+func startActions(cfg *rules.Config, db *store.DB, log *slog.Logger, now func() time.Time) (*actions.Manager, error) {
+	cs, err := actions.Build(cfg, actions.Env{StateDir: cfg.StateDir, Now: now})
+	if err != nil {
+		return nil, fmt.Errorf("actions: %w", err)
+	}
+	bans, err := db.ActiveBans()
+	if err != nil {
+		return nil, err
+	}
+	kept := bans[:0]
+	for _, b := range bans {
+		if b.Origin == store.OriginDetector && cfg.Rule(b.Rule) == nil {
+			continue
+		}
+		kept = append(kept, b)
+	}
+	m := actions.NewManager(cs, actions.ManagerOptions{Logger: log.With("component", "actions"), Now: now})
+	m.Load(kept, cfg.AllowList())
+	m.Start(context.Background())
+	for _, c := range cs {
+		log.Info("action", "name", c.Name(), "type", c.Type, "on", c.Kinds)
+	}
+	return m, nil
 }
 
 type sourceBatch struct {
@@ -307,6 +357,7 @@ type decider struct {
 	det        *detector.Detector
 	p          *pipeline.Pipeline
 	w          *checkpoint.Writer
+	acts       *actions.Manager // the actions; never waited for
 	log        *slog.Logger
 	o          *Options
 	now        func() time.Time
@@ -315,9 +366,11 @@ type decider struct {
 	out        []detector.Decision
 	db         *store.DB
 	evictions  int64
-	flushed    time.Time        // wall time of the last checkpoint
-	dirty      bool             // lines processed since the last checkpoint
-	soon       <-chan time.Time // a checkpoint due for a recent decision
+	// actionErrors are the actions' error counts at the last metrics update.
+	actionErrors map[string]int64
+	flushed      time.Time        // wall time of the last checkpoint
+	dirty        bool             // lines processed since the last checkpoint
+	soon         <-chan time.Time // a checkpoint due for a recent decision
 	// rejectLogged is when rejected lines of each file were last logged.
 	rejectLogged map[string]time.Time
 }
@@ -411,6 +464,7 @@ func (d *decider) batch(p *parsed) {
 			}
 		}
 		d.w.Decisions(d.out)
+		d.acts.Decisions(d.out)
 		decided = true
 	}
 	if n := len(p.batch.Lines); n > 0 {
@@ -484,6 +538,22 @@ func (d *decider) flush() {
 			m.Evictions.Add(float64(n))
 		}
 		d.evictions = st.Evictions
+		if d.actionErrors == nil {
+			d.actionErrors = map[string]int64{}
+		}
+		for _, a := range d.acts.Status() {
+			if n := a.Errors - d.actionErrors[a.Name]; n > 0 {
+				m.ActionErrors.WithLabelValues(a.Name).Add(float64(n))
+			}
+			d.actionErrors[a.Name] = a.Errors
+			m.ActionEntries.WithLabelValues(a.Name).Set(float64(a.Entries))
+			m.ActionPending.WithLabelValues(a.Name).Set(float64(a.Pending))
+			up := 1.0
+			if a.LastError != "" {
+				up = 0
+			}
+			m.ActionUp.WithLabelValues(a.Name).Set(up)
+		}
 	}
 }
 
@@ -492,6 +562,10 @@ func (d *decider) flush() {
 func (d *decider) clean() {
 	st, err := ops.CleanWith(d.w, d.db, d.cfg, d.det, d.now(), ops.VacuumPages)
 	d.flushed, d.dirty = time.Now(), false
+	d.acts.Decisions(st.Unbans)
+	// Each pass also syncs every action whole: a stale block file, a rule
+	// an operator deleted by hand, is repaired within one cleaner period.
+	d.acts.Resync()
 	if m := d.o.Metrics; m != nil {
 		m.CleanerRuns.Inc()
 		if err != nil {
@@ -521,6 +595,12 @@ func (d *decider) reload() {
 		d.o.Hooks.Reloading()
 	}
 	cfg, err := rules.Load(d.configPath, rules.Options{})
+	if err == nil && !reflect.DeepEqual(d.cfg.Actions, cfg.Actions) {
+		if err = actions.Check(cfg); err == nil {
+			d.log.Warn("reload: the actions changed; they take a restart (the running ones stay)")
+			cfg.Actions = d.cfg.Actions
+		}
+	}
 	if err == nil && !sameSources(d.cfg, cfg) {
 		d.log.Warn("reload: the sources changed; they take a restart (rules and lists are reloaded)")
 		cfg.Sources = d.cfg.Sources
@@ -530,6 +610,7 @@ func (d *decider) reload() {
 	} else {
 		d.cfg = cfg
 		d.p = pipeline.NewWithDetector(cfg, d.det)
+		d.acts.SetAllow(cfg.AllowList())
 		d.log.Info("configuration reloaded", "rules", len(cfg.Rules))
 	}
 	if d.o.Hooks.Reloaded != nil {

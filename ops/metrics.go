@@ -34,6 +34,10 @@ type Metrics struct {
 	BreakerOpen        prometheus.Gauge // 0 or 1
 	CleanerRuns        prometheus.Counter
 	CleanerFailed      prometheus.Counter
+	ActionErrors       *prometheus.CounterVec // {action}: failed calls (each is retried)
+	ActionEntries      *prometheus.GaugeVec   // {action}: prefixes the action should block
+	ActionPending      *prometheus.GaugeVec   // {action}: changes not applied yet
+	ActionUp           *prometheus.GaugeVec   // {action}: 1 when its last call succeeded, else 0
 
 	mu     sync.RWMutex
 	health func() error
@@ -84,6 +88,10 @@ func NewMetrics() *Metrics {
 	m.BreakerOpen = gauge("circuit_breaker_open", "1 while the circuit breaker (max_bans_per_minute) is open, else 0.")
 	m.CleanerRuns = counter("cleaner_runs_total", "Cleaner passes run.")
 	m.CleanerFailed = counter("cleaner_failed_total", "Cleaner passes that failed.")
+	m.ActionErrors = counterVec("action_errors_total", "Failed calls of an action (each is retried with back-off).", "action")
+	m.ActionEntries = gaugeVec("action_entries", "Prefixes an action should block now.", "action")
+	m.ActionPending = gaugeVec("action_pending", "Changes an action has not applied yet.", "action")
+	m.ActionUp = gaugeVec("action_up", "1 when the action's last call succeeded, else 0.", "action")
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

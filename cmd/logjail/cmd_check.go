@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/logjail/logjail/actions"
 	"github.com/logjail/logjail/rules"
 	"github.com/spf13/cobra"
 )
@@ -14,8 +15,9 @@ func newCheckCmd(s streams) *cobra.Command {
 		Use:   "check",
 		Short: "Validate the configuration: exit 0 when valid, 1 when not",
 		Long: `check loads the configuration (--config, else ` + defaultConfigPath + `) with every
-list file it names, compiles its formats, regexes, CIDRs and limits, and lists
-every problem at once, each with its file, line and path.
+list file it names, compiles its formats, regexes, CIDRs and limits, checks
+every action's options (without touching anything), and lists every problem
+at once, each with its file, line and path.
 
 Exit codes: 0 valid; 1 invalid; 2 no configuration file.`,
 		Args: cobra.NoArgs,
@@ -28,6 +30,9 @@ Exit codes: 0 valid; 1 invalid; 2 no configuration file.`,
 				return usageError(err)
 			}
 			cfg, err := rules.Load(path, rules.Options{})
+			if err == nil {
+				err = actions.Check(cfg)
+			}
 			if err != nil {
 				return &exitError{code: exitNegative, err: configErrors(err)}
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,10 +9,12 @@ import (
 	"os"
 	"time"
 
+	"github.com/logjail/logjail/actions"
 	"github.com/logjail/logjail/checkpoint"
 	"github.com/logjail/logjail/daemon"
 	"github.com/logjail/logjail/ops"
 	"github.com/logjail/logjail/pipeline"
+	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/store"
 	"github.com/spf13/cobra"
 )
@@ -20,12 +23,13 @@ type cleanOptions struct {
 	cfg         configFlag
 	vacuumPages int
 	output      string
+	flush       bool
 }
 
 func newCleanCmd(s streams) *cobra.Command {
 	var o cleanOptions
 	cmd := &cobra.Command{
-		Use:   "clean [--config F] [--vacuum-pages N]",
+		Use:   "clean [--config F] [--vacuum-pages N] [--flush]",
 		Short: "Run the cleaner once: expire ended bans, prune old state and history",
 		Long: `clean runs one pass of the cleaner on <state_dir>/logjail.db, for cron or a
 systemd timer when the daemon is not running (the daemon cleans on its own
@@ -35,6 +39,14 @@ the longest window (and not banned within 'remember') and history older than
 'history_retention' are deleted; --vacuum-pages free pages are given back to
 the file system (negative: all); the write-ahead log is truncated. The
 actions undo the lifted bans when the daemon next starts and reconciles.
+
+--flush also removes everything the configured actions put in place: the
+iptables and ip6tables chains with their jumps and ipsets, the nftables
+table, the block files; list files are emptied (the web server's
+configuration includes them) and the server reloaded. Stop the daemon first:
+it refuses while the daemon runs. The active bans stay in the database, and
+the daemon applies them again when it starts: --flush is for removing
+logjail, or for starting its firewall state afresh.
 
 It needs a configuration file: the embedded example is for replay and parse
 only.
@@ -53,6 +65,7 @@ configuration; 3 the daemon runs (it holds the database).`,
 	f := cmd.Flags()
 	f.IntVar(&o.vacuumPages, "vacuum-pages", ops.VacuumPages, "free pages to give back to the file system (0 none, negative all)")
 	f.StringVarP(&o.output, "output", "o", "text", "text or json")
+	f.BoolVar(&o.flush, "flush", false, "also remove what the actions put in place (chains, sets, tables, block files; list files emptied)")
 	return cmd
 }
 
@@ -74,6 +87,11 @@ func runClean(o *cleanOptions, s streams, now time.Time) error {
 		return err
 	}
 	path := daemon.DBPath(cfg)
+	if o.flush {
+		if err := flushActions(cfg, path, s); err != nil {
+			return err
+		}
+	}
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		// Do not make a database (and its directory) only to clean it.
 		fmt.Fprintf(s.out, "%s: no database yet: nothing to clean\n", path)
@@ -108,6 +126,45 @@ func runClean(o *cleanOptions, s streams, now time.Time) error {
 	}
 	printClean(s.out, r, st)
 	return nil
+}
+
+// flushActions removes what the configured actions put in place, unless
+// the daemon runs.
+func flushActions(cfg *rules.Config, path string, s streams) error {
+	if _, err := os.Stat(path); err == nil {
+		db, err := store.Open(path, store.Options{})
+		if errors.Is(err, store.ErrLocked) {
+			return &exitError{code: exitUnreachable, err: fmt.Errorf("%w: stop the daemon before --flush (it would put everything back)", err)}
+		}
+		if err != nil {
+			return err
+		}
+		// Held until the flush is done: no daemon starts meanwhile.
+		defer db.Close()
+	}
+	cs, err := actions.Build(cfg, actions.Env{})
+	if err != nil {
+		return usageError(err)
+	}
+	var errs []error
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for _, c := range cs {
+		f, ok := c.Backend.(actions.Flusher)
+		if !ok {
+			fmt.Fprintf(s.out, "action %s (%s): nothing to flush\n", c.Name(), c.Type)
+			continue
+		}
+		if err := f.Flush(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("action %s: flush: %w", c.Name(), err))
+			continue
+		}
+		fmt.Fprintf(s.out, "action %s (%s): flushed\n", c.Name(), c.Type)
+	}
+	for _, c := range cs {
+		c.Close()
+	}
+	return errors.Join(errs...)
 }
 
 func printClean(w io.Writer, r cleanReport, st ops.CleanStats) {

@@ -1,0 +1,540 @@
+package actions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/logjail/logjail/detector"
+	"github.com/logjail/logjail/store"
+)
+
+// Back-off between retries of a failing backend: 1s, doubling, at most 1m.
+const (
+	minBackoff = time.Second
+	maxBackoff = time.Minute
+)
+
+// callTimeout bounds one Sync or Apply: a hung command or netlink call is
+// an error to retry, not a stuck backend.
+const callTimeout = 2 * time.Minute
+
+// ManagerOptions configure a Manager.
+type ManagerOptions struct {
+	Logger *slog.Logger
+	Now    func() time.Time // the wall clock (default time.Now)
+	// Sweep is how often bans and throttles past their end are lifted from
+	// the backends (default 1s). The store's ban ends with the cleaner's next
+	// pass; the block ends on time.
+	Sweep time.Duration
+	// Backoff is the first wait before a failed call is retried (default
+	// 1s); it doubles up to a minute.
+	Backoff time.Duration
+}
+
+// banKey names an active ban, as the store does.
+type banKey struct{ rule, key string }
+
+// ban is an active ban or throttle as the manager keeps it.
+type ban struct {
+	kind     Kind
+	until    time.Time
+	delay    time.Duration
+	reason   string
+	prefixes []netip.Prefix
+}
+
+// Manager drives the backends: it keeps the active bans, turns them into
+// the entries each backend should hold, and has one goroutine per backend
+// apply the changes, retrying failures with back-off. Its methods are safe
+// for concurrent use; none of them waits for a backend but Wait and Close.
+type Manager struct {
+	log   *slog.Logger
+	now   func() time.Time
+	sweep time.Duration
+	back  time.Duration
+
+	mu      sync.Mutex
+	bans    map[banKey]*ban
+	holders map[netip.Prefix][]banKey
+	allow   []netip.Prefix
+	workers []*worker
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Status is what an action has done, for `logjail status` and the metrics.
+type Status struct {
+	Name, Type  string
+	Entries     int       // prefixes it should hold now
+	Pending     int       // changes not yet applied
+	Applied     time.Time // when it last succeeded; zero: not yet
+	Errors      int64     // failed calls since start
+	LastError   string    // the last failure; "" when the last call succeeded
+	LastErrorAt time.Time
+}
+
+// worker is one backend and the queue in front of it; its fields are
+// guarded by the manager's mu, but for what only its goroutine touches.
+type worker struct {
+	Configured
+	desired  map[netip.Prefix]Entry   // what the backend should hold
+	pending  map[netip.Prefix]*Change // changes since the last call
+	needSync bool                     // the next call is a whole Sync
+	want     uint64                   // generation of the newest change
+	done     uint64                   // generation applied
+	wake     chan struct{}
+	st       Status
+	cond     *sync.Cond
+	last     time.Time // when the last call ended (its goroutine only)
+	settle   time.Duration
+	interval time.Duration
+}
+
+// NewManager makes a manager of the configured backends. Nothing is applied
+// before Start.
+func NewManager(cs []Configured, o ManagerOptions) *Manager {
+	m := &Manager{
+		log: o.Logger, now: o.Now, sweep: o.Sweep, back: o.Backoff,
+		bans: map[banKey]*ban{}, holders: map[netip.Prefix][]banKey{},
+	}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	if m.back <= 0 {
+		m.back = minBackoff
+	}
+	if m.sweep <= 0 {
+		m.sweep = time.Second
+	}
+	for _, c := range cs {
+		w := &worker{
+			Configured: c, desired: map[netip.Prefix]Entry{}, pending: map[netip.Prefix]*Change{},
+			needSync: true, want: 1, wake: make(chan struct{}, 1),
+			st: Status{Name: c.Name(), Type: c.Type},
+		}
+		w.cond = sync.NewCond(&m.mu)
+		if p, ok := c.Backend.(Pacer); ok {
+			w.settle, w.interval = p.Pace()
+		}
+		m.workers = append(m.workers, w)
+	}
+	return m
+}
+
+// Load sets the active bans the backends start from: the store's, at start.
+// Log-only bans, and bans whose end has passed, block nothing.
+func (m *Manager) Load(bans []store.Ban, allow []netip.Prefix) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.allow = slices.Clone(allow)
+	now := m.now()
+	for _, b := range bans {
+		if b.LogOnly || (!b.Until.IsZero() && !b.Until.After(now)) {
+			continue
+		}
+		m.set(banKey{b.Rule, b.Key}, &ban{
+			kind: Kind(b.Kind), until: b.Until, reason: b.Reason,
+			prefixes: Prefixes(b.Key, b.Addresses),
+		})
+	}
+}
+
+// Decisions applies the detector's (or an operator's) decisions: a ban or
+// throttle blocks its prefixes, an unban lifts them where no other ban
+// holds them. Log-only decisions act on nothing.
+func (m *Manager) Decisions(ds []detector.Decision) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range ds {
+		d := &ds[i]
+		k := banKey{d.Rule, d.Key}
+		switch {
+		case d.Kind == detector.Unban:
+			m.set(k, nil)
+		case d.LogOnly:
+		case d.Kind == detector.Ban || d.Kind == detector.Throttle:
+			m.set(k, &ban{
+				kind: Kind(d.Kind), until: d.Until, delay: d.Delay, reason: d.Reason,
+				prefixes: Prefixes(d.Key, d.Addresses),
+			})
+		}
+	}
+}
+
+// SetAllow replaces the allowed prefixes (a reload): every backend syncs.
+func (m *Manager) SetAllow(allow []netip.Prefix) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if slices.Equal(allow, m.allow) {
+		return
+	}
+	m.allow = slices.Clone(allow)
+	for _, w := range m.workers {
+		m.resync(w)
+	}
+}
+
+// Resync has every backend sync its whole state again, repairing anything
+// changed behind logjail's back (an operator flushing a chain, a list file
+// edited by hand). The cleaner calls it on its schedule.
+func (m *Manager) Resync() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, w := range m.workers {
+		m.resync(w)
+	}
+}
+
+func (m *Manager) resync(w *worker) {
+	w.needSync = true
+	clear(w.pending)
+	w.want++
+	w.kick()
+}
+
+// set replaces the ban of k (nil: lifts it) and passes the change of every
+// prefix it touches to the backends. m.mu is held.
+func (m *Manager) set(k banKey, b *ban) {
+	touched := map[netip.Prefix]struct{}{}
+	if old := m.bans[k]; old != nil {
+		for _, p := range old.prefixes {
+			hs := m.holders[p]
+			if i := slices.Index(hs, k); i >= 0 {
+				hs = slices.Delete(hs, i, i+1)
+			}
+			if len(hs) == 0 {
+				delete(m.holders, p)
+			} else {
+				m.holders[p] = hs
+			}
+			touched[p] = struct{}{}
+		}
+		delete(m.bans, k)
+	}
+	if b != nil && len(b.prefixes) > 0 {
+		m.bans[k] = b
+		for _, p := range b.prefixes {
+			m.holders[p] = append(m.holders[p], k)
+			touched[p] = struct{}{}
+		}
+	}
+	for p := range touched {
+		for _, w := range m.workers {
+			m.update(w, p)
+		}
+	}
+}
+
+// update brings w's desired entry for p in line with the bans holding p.
+func (m *Manager) update(w *worker, p netip.Prefix) {
+	e, ok := m.entry(p, w.Kinds)
+	old, had := w.desired[p]
+	switch {
+	case ok && had && old == e:
+		return
+	case ok:
+		w.desired[p] = e
+		if !w.needSync {
+			w.pending[p] = &Change{Entry: e}
+		}
+	case had:
+		delete(w.desired, p)
+		if !w.needSync {
+			w.pending[p] = &Change{Entry: Entry{Prefix: p}, Delete: true}
+		}
+	default:
+		return
+	}
+	w.want++
+	w.kick()
+}
+
+// entry is what blocks p for an action acting on kinds: the ban among
+// those holding p that ends last (one without an end ends last of all).
+func (m *Manager) entry(p netip.Prefix, kinds []Kind) (Entry, bool) {
+	var e Entry
+	found := false
+	for _, k := range m.holders[p] {
+		b := m.bans[k]
+		if !slices.Contains(kinds, b.kind) {
+			continue
+		}
+		if !found || outlasts(b, &e) {
+			delay := e.Delay
+			e = Entry{Prefix: p, Kind: b.kind, Until: b.until, Rule: k.rule, Key: k.key, Reason: b.reason, Delay: delay}
+		}
+		if b.kind == KindThrottle {
+			e.Delay = max(e.Delay, b.delay)
+		}
+		found = true
+	}
+	if e.Kind == KindBan {
+		e.Delay = 0
+	}
+	return e, found
+}
+
+// outlasts reports whether b decides the entry rather than the ban e
+// describes so far: a ban outranks a throttle; then the later end wins,
+// and no end is the latest.
+func outlasts(b *ban, e *Entry) bool {
+	if b.kind != e.Kind {
+		return b.kind == KindBan
+	}
+	if e.Until.IsZero() {
+		return false
+	}
+	return b.until.IsZero() || b.until.After(e.Until)
+}
+
+func (w *worker) kick() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start starts one goroutine per backend, each beginning with a whole Sync,
+// and the sweep that lifts bans at their end. They run until Close.
+func (m *Manager) Start(ctx context.Context) {
+	ctx, m.cancel = context.WithCancel(ctx)
+	for _, w := range m.workers {
+		w.kick() // the first call is a whole Sync
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.run(ctx, w)
+		}()
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		t := time.NewTicker(m.sweep)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				m.expire(m.now())
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+}
+
+// expire lifts the bans and throttles whose end has passed.
+func (m *Manager) expire(now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, b := range m.bans {
+		if !b.until.IsZero() && !b.until.After(now) {
+			m.set(k, nil)
+		}
+	}
+}
+
+// run is a backend's goroutine.
+func (m *Manager) run(ctx context.Context, w *worker) {
+	backoff := time.Duration(0)
+	for {
+		if backoff == 0 {
+			select {
+			case <-w.wake:
+			case <-ctx.Done():
+				return
+			}
+		} else if !sleep(ctx, backoff) {
+			return
+		}
+		// Pacing: gather a burst, and keep the backend's minimum interval.
+		if w.settle > 0 && !sleep(ctx, w.settle) {
+			return
+		}
+		if wait := w.interval - time.Since(w.last); w.interval > 0 && !w.last.IsZero() && wait > 0 && !sleep(ctx, wait) {
+			return
+		}
+
+		m.mu.Lock()
+		gen, sync := w.want, w.needSync
+		var entries []Entry
+		var changes []Change
+		var allow []netip.Prefix
+		if sync {
+			entries = make([]Entry, 0, len(w.desired))
+			for _, e := range w.desired {
+				entries = append(entries, e)
+			}
+			allow = slices.Clone(m.allow)
+			w.needSync = false
+		} else {
+			changes = make([]Change, 0, len(w.pending))
+			for _, c := range w.pending {
+				changes = append(changes, *c)
+			}
+		}
+		clear(w.pending)
+		m.mu.Unlock()
+		if !sync && len(changes) == 0 {
+			m.mu.Lock()
+			w.done = max(w.done, gen)
+			w.cond.Broadcast()
+			m.mu.Unlock()
+			continue
+		}
+		SortEntries(entries)
+		slices.SortFunc(changes, func(a, b Change) int { return comparePrefix(a.Prefix, b.Prefix) })
+
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		var err error
+		if sync {
+			err = w.Sync(cctx, entries, allow)
+		} else {
+			err = w.Apply(cctx, changes)
+		}
+		cancel()
+		w.last = time.Now()
+		if ctx.Err() != nil {
+			return // stopping: the next start syncs
+		}
+
+		m.mu.Lock()
+		if err != nil {
+			backoff = min(max(2*backoff, m.back), maxBackoff)
+			w.needSync = true // what the failed call did is unknown: sync it all
+			clear(w.pending)
+			w.st.Errors++
+			w.st.LastError, w.st.LastErrorAt = err.Error(), m.now()
+			op := "apply"
+			if sync {
+				op = "sync"
+			}
+			m.log.Error("action failed: retrying", "action", w.st.Name, "op", op, "entries", len(entries), "changes", len(changes), "retry_in", backoff, "err", err)
+			w.cond.Broadcast()
+		} else {
+			if backoff > 0 || w.st.LastError != "" {
+				m.log.Info("action recovered", "action", w.st.Name)
+			}
+			backoff = 0
+			w.st.LastError = ""
+			w.st.Applied = m.now()
+			w.done = max(w.done, gen)
+			if w.want > w.done {
+				w.kick()
+			}
+			w.cond.Broadcast()
+		}
+		m.mu.Unlock()
+	}
+}
+
+// sleep waits d or until ctx is done; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Wait waits until every backend has applied every change made before the
+// call, or ctx ends: then it returns an error naming the backends still
+// behind, with their last errors. `logjail unban` returns after it, so
+// that the unban has taken effect everywhere.
+func (m *Manager) Wait(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	targets := make([]uint64, len(m.workers))
+	for i, w := range m.workers {
+		targets[i] = w.want
+	}
+	stop := context.AfterFunc(ctx, func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for _, w := range m.workers {
+			w.cond.Broadcast()
+		}
+	})
+	defer stop()
+	for i, w := range m.workers {
+		for w.done < targets[i] && ctx.Err() == nil {
+			w.cond.Wait()
+		}
+	}
+	var errs []error
+	for i, w := range m.workers {
+		if w.done < targets[i] {
+			msg := "not applied yet"
+			if w.st.LastError != "" {
+				msg = w.st.LastError
+			}
+			errs = append(errs, fmt.Errorf("action %s: %s", w.st.Name, msg))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return nil
+}
+
+// Status returns each backend's status, in configuration order.
+func (m *Manager) Status() []Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Status, len(m.workers))
+	for i, w := range m.workers {
+		s := w.st
+		s.Entries = len(w.desired)
+		s.Pending = len(w.pending)
+		if w.needSync || w.want > w.done {
+			s.Pending = max(s.Pending, 1)
+		}
+		out[i] = s
+	}
+	return out
+}
+
+// Entries returns the entries the named backend should hold now, sorted.
+func (m *Manager) Entries(name string) []Entry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, w := range m.workers {
+		if w.st.Name == name {
+			out := make([]Entry, 0, len(w.desired))
+			for _, e := range w.desired {
+				out = append(out, e)
+			}
+			SortEntries(out)
+			return out
+		}
+	}
+	return nil
+}
+
+// Close stops the goroutines (a call under way is cancelled: the next start
+// syncs) and closes the backends. What they put in place stays.
+func (m *Manager) Close() error {
+	if m.cancel != nil {
+		m.cancel()
+	}
+	m.wg.Wait()
+	var errs []error
+	for _, w := range m.workers {
+		if err := w.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("action %s: %w", w.st.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
