@@ -20,8 +20,12 @@ import (
 	"testing"
 )
 
-// envInside marks the child that runs in the new namespace.
-const envInside = "LOGJAIL_TEST_NETNS"
+// envInside marks the child that runs in the new namespace; envOrigin
+// carries the namespace the test run started in.
+const (
+	envInside = "LOGJAIL_TEST_NETNS"
+	envOrigin = "LOGJAIL_TEST_ORIGIN_NETNS"
+)
 
 // Enter runs the calling test in a new network namespace; see the package
 // comment. The test is skipped, saying why, when the machine cannot make one
@@ -60,10 +64,14 @@ func Enter(t testing.TB, need ...string) bool {
 		args = append(args, "-test.short")
 	}
 	cmd := exec.Command("unshare", args...)
-	cmd.Env = append(os.Environ(), envInside+"="+t.Name())
+	origin, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatalf("reading this process's network namespace: %v", err)
+	}
+	cmd.Env = append(os.Environ(), envInside+"="+t.Name(), envOrigin+"="+origin)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
+	err = cmd.Run()
 	t.Logf("in a new network namespace:\n%s", indent(out.String()))
 	if err != nil {
 		t.Fatalf("the test failed in its network namespace: %v", err)
@@ -80,20 +88,24 @@ func Enter(t testing.TB, need ...string) bool {
 	return false
 }
 
-// Isolated returns an error unless this process's network namespace
-// differs from PID 1's: the check every firewall change in a test is made
-// behind.
+// Isolated returns an error unless this process runs in a network
+// namespace Enter made: one that differs from the namespace the test run
+// started in and, where it can be read, from PID 1's. Every firewall
+// change in a test is made behind this check.
 func Isolated() error {
 	self, err := os.Readlink("/proc/self/ns/net")
 	if err != nil {
 		return err
 	}
-	host, err := os.Readlink("/proc/1/ns/net")
-	if err != nil {
-		return fmt.Errorf("cannot read PID 1's network namespace: %w", err)
+	origin := os.Getenv(envOrigin)
+	if origin == "" {
+		return fmt.Errorf("not started by nstest.Enter")
 	}
-	if self == host {
-		return fmt.Errorf("this process is in the host's network namespace (%s)", self)
+	if self == origin {
+		return fmt.Errorf("this process is in the namespace the tests started in (%s)", self)
+	}
+	if host, err := os.Readlink("/proc/1/ns/net"); err == nil && self == host {
+		return fmt.Errorf("this process is in PID 1's network namespace (%s)", self)
 	}
 	return nil
 }
