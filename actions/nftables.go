@@ -107,6 +107,7 @@ type Nftables struct {
 	synced bool // installed is what the kernel holds
 
 	desired   map[netip.Prefix]Entry
+	lens      map[int]int // how many desired prefixes have each length (nftLenKey)
 	allow     []netip.Prefix
 	installed map[netip.Prefix]time.Time // the elements in ban4/ban6: their expiry (zero: none)
 }
@@ -127,6 +128,7 @@ func buildNftables(o *Options, env Env) (Backend, error) {
 		proto:     o.OneOf("protocol", "tcp", "tcp", "udp"),
 		now:       env.Now,
 		desired:   map[netip.Prefix]Entry{},
+		lens:      map[int]int{},
 		installed: map[netip.Prefix]time.Time{},
 	}
 	if !nftTableRe.MatchString(b.table) {
@@ -148,8 +150,9 @@ func (b *Nftables) Name() string { return b.name }
 // nftables.go.
 func (b *Nftables) Sync(ctx context.Context, entries []Entry, allow []netip.Prefix) error {
 	b.desired = make(map[netip.Prefix]Entry, len(entries))
+	b.lens = map[int]int{}
 	for _, e := range entries {
-		b.desired[e.Prefix] = e
+		b.setDesired(Change{Entry: e})
 	}
 	b.allow = slices.Clone(allow)
 	return b.reconcile(ctx)
@@ -157,34 +160,86 @@ func (b *Nftables) Sync(ctx context.Context, entries []Entry, allow []netip.Pref
 
 // Apply adds, replaces and deletes set elements, in netlink batches.
 func (b *Nftables) Apply(ctx context.Context, changes []Change) error {
+	affected := make(map[netip.Prefix]bool, len(changes))
+	var wide []netip.Prefix
 	for _, c := range changes {
-		if c.Delete {
-			delete(b.desired, c.Prefix)
-		} else {
-			b.desired[c.Prefix] = c.Entry
+		b.setDesired(c)
+		affected[c.Prefix] = true
+		if !c.Prefix.IsSingleIP() {
+			wide = append(wide, c.Prefix)
 		}
 	}
 	if !b.synced {
 		return b.reconcile(ctx)
 	}
-	now := b.now()
-	want := nftOutermost(b.desired)
-	var ops []nftOp
-	for p := range b.installed {
-		if _, ok := want[p]; !ok {
-			ops = append(ops, nftOp{set: nftSetName(p), del: nftItemOf(p, 0), touch: true})
+	// A prefix set or lifted may cover or uncover the prefixes inside it:
+	// they are affected too. Many such prefixes: look at everything.
+	if len(wide) > 16 {
+		affected = make(map[netip.Prefix]bool, len(b.desired)+len(b.installed))
+		for p := range b.desired {
+			affected[p] = true
+		}
+		for p := range b.installed {
+			affected[p] = true
+		}
+	} else if len(wide) > 0 {
+		for _, m := range []map[netip.Prefix]bool{nftKeys(b.desired), nftKeys(b.installed)} {
+			for q := range m {
+				for _, w := range wide {
+					if q.Bits() > w.Bits() && w.Contains(q.Addr()) {
+						affected[q] = true
+					}
+				}
+			}
 		}
 	}
-	for p, e := range want {
+	now := b.now()
+	has := func(q netip.Prefix) bool { _, ok := b.desired[q]; return ok }
+	ops := make([]nftOp, 0, len(affected))
+	for p := range affected {
+		e, want := b.desired[p]
+		want = want && !nftContained(p, b.lens, has)
+		exp, installed := b.installed[p]
+		if !want {
+			if installed {
+				ops = append(ops, nftOp{set: nftSetName(p), del: nftItemOf(p, 0), touch: true})
+			}
+			continue
+		}
 		t := e.Timeout(now, nftMaxTimeout)
-		add := nftItemOf(p, t)
-		if exp, ok := b.installed[p]; !ok {
-			ops = append(ops, nftOp{set: nftSetName(p), add: add})
+		if !installed {
+			ops = append(ops, nftOp{set: nftSetName(p), add: nftItemOf(p, t)})
 		} else if !nftSameExpiry(exp, now, t) {
-			ops = append(ops, nftOp{set: nftSetName(p), del: nftItemOf(p, 0), add: add, touch: true})
+			ops = append(ops, nftOp{set: nftSetName(p), del: nftItemOf(p, 0), add: nftItemOf(p, t), touch: true})
 		}
 	}
 	return b.commit(ctx, ops, now)
+}
+
+func nftKeys[V any](m map[netip.Prefix]V) map[netip.Prefix]bool {
+	out := make(map[netip.Prefix]bool, len(m))
+	for p := range m {
+		out[p] = true
+	}
+	return out
+}
+
+// setDesired records a change in desired and lens.
+func (b *Nftables) setDesired(c Change) {
+	_, had := b.desired[c.Prefix]
+	k := nftLenKey(c.Prefix, c.Prefix.Bits())
+	switch {
+	case c.Delete && had:
+		delete(b.desired, c.Prefix)
+		if b.lens[k]--; b.lens[k] <= 0 {
+			delete(b.lens, k)
+		}
+	case !c.Delete:
+		if !had {
+			b.lens[k]++
+		}
+		b.desired[c.Prefix] = c.Entry
+	}
 }
 
 // Flush deletes the table.
@@ -680,9 +735,9 @@ func nftItems(els []nftables.SetElement, keyLen uint32) (items, orphans []nftIte
 // the kernel refuses overlapping intervals, and the outer prefix blocks the
 // inner ones anyway.
 func nftOutermost(m map[netip.Prefix]Entry) map[netip.Prefix]Entry {
-	lens := map[int]bool{} // the lengths in use, IPv6 ones offset by 1000
+	lens := map[int]int{} // the lengths in use, IPv6 ones offset by 1000
 	for p := range m {
-		lens[nftLenKey(p, p.Bits())] = true
+		lens[nftLenKey(p, p.Bits())]++
 	}
 	out := make(map[netip.Prefix]Entry, len(m))
 	for p, e := range m {
@@ -694,9 +749,9 @@ func nftOutermost(m map[netip.Prefix]Entry) map[netip.Prefix]Entry {
 }
 
 func nftOutermostSet(m map[netip.Prefix]bool) map[netip.Prefix]bool {
-	lens := map[int]bool{}
+	lens := map[int]int{}
 	for p := range m {
-		lens[nftLenKey(p, p.Bits())] = true
+		lens[nftLenKey(p, p.Bits())]++
 	}
 	out := make(map[netip.Prefix]bool, len(m))
 	for p := range m {
@@ -714,9 +769,11 @@ func nftLenKey(p netip.Prefix, bits int) int {
 	return 1000 + bits
 }
 
-func nftContained(p netip.Prefix, lens map[int]bool, has func(netip.Prefix) bool) bool {
+// nftContained reports whether a prefix that has holds p, looking only at
+// the lengths in lens.
+func nftContained(p netip.Prefix, lens map[int]int, has func(netip.Prefix) bool) bool {
 	for bits := 0; bits < p.Bits(); bits++ {
-		if lens[nftLenKey(p, bits)] {
+		if lens[nftLenKey(p, bits)] > 0 {
 			if q, _ := p.Addr().Prefix(bits); has(q) {
 				return true
 			}
@@ -744,16 +801,29 @@ type nftOp struct {
 	touch    bool
 }
 
+// size is the number of set elements the op sends.
 func (o nftOp) size() int {
 	n := 0
 	if o.del.start.IsValid() || o.del.endOnly {
-		n += len(o.del.elements(true))
+		n = o.del.count()
 		if o.touch {
 			n *= 2
 		}
 	}
 	if o.add.start.IsValid() {
-		n += len(o.add.elements(false))
+		n += o.add.count()
+	}
+	return n
+}
+
+// count is the number of set elements of the item.
+func (it nftItem) count() int {
+	n := 0
+	if !it.endOnly {
+		n++
+	}
+	if it.end.IsValid() {
+		n++
 	}
 	return n
 }
