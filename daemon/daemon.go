@@ -88,6 +88,8 @@ type Options struct {
 	Now func() time.Time
 	// Metrics, when set, is updated as the daemon works.
 	Metrics *ops.Metrics
+	// Control, when set, carries operators' requests (NewControl).
+	Control *Control
 	// Reload, when set, replaces the process's SIGHUP channel (tests);
 	// SIGTERM and SIGINT arrive through ctx's cancellation.
 	Reload <-chan struct{}
@@ -436,6 +438,8 @@ func (d *decider) run(ctx context.Context, ordered <-chan *parsed, reload <-chan
 			schedule()
 		case <-reload:
 			d.reload()
+		case r := <-d.control():
+			r.done <- r.fn(d)
 		case <-ctx.Done():
 			return d.stop()
 		}
@@ -512,6 +516,15 @@ func live(d *detector.Decision, now time.Time) {
 	if d.Time.Before(now) {
 		d.Until = now.Add(d.Until.Sub(d.Time))
 	}
+}
+
+// control is the channel of operators' requests; nil (never ready) without
+// a Control.
+func (d *decider) control() chan request {
+	if d.o.Control == nil {
+		return nil
+	}
+	return d.o.Control.reqs
 }
 
 func (d *decider) flush() {
