@@ -81,14 +81,17 @@ func (o *Options) String(key, def string) string {
 	return s
 }
 
-// OneOf is a string option that must be one of choices; def when absent.
+// OneOf is a string option that must be one of choices, in any case
+// ("drop" or "DROP"); it returns the choice as listed, def when absent.
 func (o *Options) OneOf(key, def string, choices ...string) string {
 	s := o.String(key, def)
-	if !slices.Contains(choices, s) {
-		o.errorf(key, "%q: want %s", s, strings.Join(choices, ", "))
-		return def
+	for _, c := range choices {
+		if strings.EqualFold(s, c) {
+			return c
+		}
 	}
-	return s
+	o.errorf(key, "%q: want %s", s, strings.Join(choices, ", "))
+	return def
 }
 
 // Path is a file or directory option: required when def is "", made

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/logjail/logjail/actions"
@@ -11,13 +12,21 @@ import (
 
 func newCheckCmd(s streams) *cobra.Command {
 	var cf configFlag
+	var systemd bool
 	cmd := &cobra.Command{
-		Use:   "check",
+		Use:   "check [--config F] [--systemd]",
 		Short: "Validate the configuration: exit 0 when valid, 1 when not",
 		Long: `check loads the configuration (--config, else ` + defaultConfigPath + `) with every
 list file it names, compiles its formats, regexes, CIDRs and limits, checks
 every action's options (without touching anything), and lists every problem
 at once, each with its file, line and path.
+
+--systemd prints, when the configuration is valid, the systemd drop-in that
+gives logjail.service what the configured actions need (capabilities such as
+CAP_NET_ADMIN, ReadWritePaths= for list files and the xtables lock), each
+line with a comment saying why:
+
+  logjail check --systemd > /etc/systemd/system/logjail.service.d/actions.conf
 
 Exit codes: 0 valid; 1 invalid; 2 no configuration file.`,
 		Args: cobra.NoArgs,
@@ -36,11 +45,17 @@ Exit codes: 0 valid; 1 invalid; 2 no configuration file.`,
 			if err != nil {
 				return &exitError{code: exitNegative, err: configErrors(err)}
 			}
+			if systemd {
+				fmt.Fprintf(s.err, "%s: valid: %d sources, %d rules, %d actions\n", path, len(cfg.Sources), len(cfg.Rules), len(cfg.Actions))
+				_, err := io.WriteString(s.out, actions.SystemdDropIn(cfg))
+				return err
+			}
 			fmt.Fprintf(s.out, "%s: valid: %d sources, %d rules, %d actions\n", path, len(cfg.Sources), len(cfg.Rules), len(cfg.Actions))
 			return nil
 		},
 	}
 	cf.addFlag(cmd)
+	cmd.Flags().BoolVar(&systemd, "systemd", false, "print the systemd drop-in the configured actions need")
 	return cmd
 }
 
