@@ -63,6 +63,13 @@ http {
         location = /geo {
             if ($logjail_banned) { return 403; }
         }
+        # The README's block file snippet.
+        location = /blockfile {
+            if (-f %[2]sblocked/$remote_addr) {
+                add_header Retry-After 60 always;
+                return 503;
+            }
+        }
     }
 }
 `
@@ -82,7 +89,7 @@ func ngStart(t *testing.T, prefix string) *ngServer {
 			t.Fatal(err)
 		}
 	}
-	for _, f := range []string{"index.html", "geo"} {
+	for _, f := range []string{"index.html", "geo", "blockfile"} {
 		if err := os.WriteFile(filepath.Join(prefix, "html", f), []byte("ok\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -164,18 +171,24 @@ func (s *ngServer) stop() {
 // get requests path as client: a new connection each time, so that a
 // request never lands on a worker a reload has retired.
 func (s *ngServer) get(path, client string) (int, error) {
+	code, _, err := s.getHeader(path, client, "")
+	return code, err
+}
+
+// getHeader is get, returning the response's header h too.
+func (s *ngServer) getHeader(path, client, h string) (int, string, error) {
 	req, err := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d%s", s.port, path), nil)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	req.Header.Set("X-Forwarded-For", client)
 	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
 	resp, err := c.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	resp.Body.Close()
-	return resp.StatusCode, nil
+	return resp.StatusCode, resp.Header.Get(h), nil
 }
 
 // expect waits (a reload takes effect asynchronously) until every client
