@@ -124,6 +124,20 @@ type Builder func(o *Options, env Env) (Backend, error)
 
 var builders = map[string]Builder{}
 
+// validators check the options of action types that Build does not build
+// (the endpoint, which the daemon runs itself).
+var validators = map[string]func(o *Options){}
+
+// RegisterValidator has Build (and so Check) check the options of an action
+// type it does not build: the endpoint package registers its own.
+func RegisterValidator(typ string, check func(o *Options)) { validators[typ] = check }
+
+// OptionsOf returns the Options of action index of cfg, for a package that
+// runs an action itself (the endpoint).
+func OptionsOf(cfg *rules.Config, index int) *Options {
+	return newOptions(cfg.File, index, cfg.Actions[index])
+}
+
 // register adds the builder of an action type; types register in init.
 func register(typ string, b Builder) {
 	if _, dup := builders[typ]; dup {
@@ -154,8 +168,16 @@ func Build(cfg *rules.Config, env Env) ([]Configured, error) {
 	var errs []error
 	names := map[string]int{}
 	for i, a := range cfg.Actions {
-		if a.Type == "endpoint" {
+		if check, ok := validators[a.Type]; ok {
+			o := newOptions(cfg.File, i, a)
+			check(o)
+			if err := o.Err(); err != nil {
+				errs = append(errs, err)
+			}
 			continue
+		}
+		if a.Type == "endpoint" {
+			continue // not linked into this program: the daemon's own
 		}
 		o := newOptions(cfg.File, i, a)
 		kinds := o.kinds()

@@ -1,0 +1,52 @@
+package detector
+
+import (
+	"testing"
+	"time"
+
+	"github.com/logjail/logjail/rules"
+)
+
+// TestQuery: the windows a Cerberus query reads, and how long until each
+// falls back within its limit, without changing the state.
+func TestQuery(t *testing.T) {
+	r := &rules.Rule{Name: "flood", Limits: []rules.Limit{
+		{Kind: rules.LimitRate, N: 5, Window: 10 * time.Second, Text: "5 per 10s"},
+		{Kind: rules.LimitRate, N: 100, Window: time.Minute, Text: "100 per minute"},
+	}, Ban: rules.Ban{For: time.Minute, After: 3}, Throttle: &rules.Throttle{InitialDelay: 5 * time.Second, MaxDelay: time.Minute, Quiet: time.Second}}
+	d := New(Options{})
+	if _, ok := d.Query(r, "198.51.100.7", at(0)); ok {
+		t.Fatal("an untracked key is reported")
+	}
+	// 3 requests at 0 s, 4 at 2 s: 7 in the 10 s window.
+	run(d, r, append(keys("198.51.100.7", 0, 0, 0), keys("198.51.100.7", 2, 2, 2, 2)...))
+	q, ok := d.Query(r, "198.51.100.7", at(2.5))
+	if !ok || len(q.Limits) != 2 {
+		t.Fatalf("Query = %+v, %v", q, ok)
+	}
+	l := q.Limits[0]
+	if l.Count != 7 || !l.Over || l.Limit != "5 per 10s" || l.Window != 10*time.Second {
+		t.Errorf("first limit %+v, want 7 over 5 per 10s", l)
+	}
+	// The 3 requests of second 0 leave the window at 10 s: 4 remain, within.
+	if l.Sleep != 7500*time.Millisecond {
+		t.Errorf("sleep %v, want 7.5s (the bucket of second 0 leaves at 10 s)", l.Sleep)
+	}
+	if m := q.Limits[1]; m.Count != 7 || m.Over || m.Sleep != 0 {
+		t.Errorf("second limit %+v, want 7, within, no sleep", m)
+	}
+	if q.Kind != Throttle {
+		t.Errorf("ladder %q, want a throttle", q.Kind)
+	}
+	// Reading changes nothing: the same answer again, and later the window
+	// has slid.
+	if q2, _ := d.Query(r, "198.51.100.7", at(2.5)); q2.Limits[0] != l {
+		t.Errorf("a second query differs: %+v", q2.Limits[0])
+	}
+	if q3, _ := d.Query(r, "198.51.100.7", at(10)); q3.Limits[0].Count != 4 || q3.Limits[0].Over || q3.Limits[0].Sleep != 0 {
+		t.Errorf("at 10 s: %+v, want 4 within", q3.Limits[0])
+	}
+	if q4, _ := d.Query(r, "198.51.100.7", at(12)); q4.Limits[0].Count != 0 {
+		t.Errorf("at 12 s: %+v, want an empty window", q4.Limits[0])
+	}
+}

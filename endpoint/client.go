@@ -1,0 +1,120 @@
+package endpoint
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+)
+
+// Proxies are the trusted proxies of an endpoint: the peers whose
+// X-Forwarded-For and X-Real-IP are believed.
+type Proxies []netip.Prefix
+
+// Trusts reports whether a is one of the proxies.
+func (ps Proxies) Trusts(a netip.Addr) bool {
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// errNoPeer is the error of a request whose peer address is not an
+// address (a unix socket: the proxy must then say who the client is).
+var errNoPeer = errors.New("the peer has no address (unix socket) and sent no X-Forwarded-For or X-Real-IP")
+
+// ClientAddr is the client a request asks about. The peer is the client,
+// unless the peer is a trusted proxy (a unix socket peer always is: only
+// local processes reach it): then the client is the rightmost address of
+// X-Forwarded-For (all its headers, in order) that is not a trusted proxy,
+// or the leftmost when every one is; without X-Forwarded-For, X-Real-IP.
+// A header value that does not parse where it is read is an error, never a
+// guess. Ports ("198.51.100.7:4711", "[2001:db8::1]:80") and IPv4-mapped
+// IPv6 addresses are accepted; zones are not.
+func ClientAddr(r *http.Request, trusted Proxies) (netip.Addr, error) {
+	peer, peerOK := peerAddr(r.RemoteAddr)
+	if peerOK && !trusted.Trusts(peer) {
+		return peer, nil
+	}
+	if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
+		return fromForwarded(xff, trusted)
+	}
+	if xr := r.Header.Values("X-Real-Ip"); len(xr) > 0 {
+		if len(xr) > 1 {
+			return netip.Addr{}, errors.New("X-Real-IP: sent more than once")
+		}
+		a, err := parseHost(strings.TrimSpace(xr[0]))
+		if err != nil {
+			return netip.Addr{}, fmt.Errorf("X-Real-IP: %w", err)
+		}
+		return a, nil
+	}
+	if !peerOK {
+		return netip.Addr{}, errNoPeer
+	}
+	return peer, nil
+}
+
+// fromForwarded walks X-Forwarded-For from the right.
+func fromForwarded(values []string, trusted Proxies) (netip.Addr, error) {
+	var last netip.Addr
+	for i := len(values) - 1; i >= 0; i-- {
+		v := values[i]
+		for v != "" {
+			var item string
+			if j := strings.LastIndexByte(v, ','); j >= 0 {
+				item, v = v[j+1:], v[:j]
+			} else {
+				item, v = v, ""
+			}
+			item = strings.TrimSpace(item)
+			if item == "" {
+				continue
+			}
+			a, err := parseHost(item)
+			if err != nil {
+				return netip.Addr{}, fmt.Errorf("X-Forwarded-For: %w", err)
+			}
+			if !trusted.Trusts(a) {
+				return a, nil
+			}
+			last = a
+		}
+	}
+	if !last.IsValid() {
+		return netip.Addr{}, errors.New("X-Forwarded-For: empty")
+	}
+	return last, nil
+}
+
+// parseHost reads an address, with or without a port.
+func parseHost(s string) (netip.Addr, error) {
+	if len(s) > 64 {
+		return netip.Addr{}, fmt.Errorf("%.64q…: not an address", s)
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		ap, err2 := netip.ParseAddrPort(s)
+		if err2 != nil {
+			return netip.Addr{}, fmt.Errorf("%q: not an address", s)
+		}
+		a = ap.Addr()
+	}
+	if a.Zone() != "" {
+		return netip.Addr{}, fmt.Errorf("%q: an address with a zone is no client", s)
+	}
+	return a.Unmap(), nil
+}
+
+// peerAddr reads http.Request.RemoteAddr: host:port for TCP, "@" or a path
+// for a unix socket.
+func peerAddr(remote string) (netip.Addr, bool) {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return ap.Addr().Unmap(), true
+}
