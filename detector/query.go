@@ -106,7 +106,7 @@ func (w *window) query(li *limitInfo, ns int64) LimitState {
 		if li.lastN == 1 {
 			oldest = int64(*w.at(0))
 		}
-		ls.Value = float64(int64(*w.at(w.n-1))-int64(*w.at(0))) / 1e9
+		ls.Value = float64(int64(*w.at(w.n - 1))-int64(*w.at(0))) / 1e9
 		if ns-oldest < li.window {
 			ls.Over = true
 			ls.Sleep = time.Duration(oldest + li.window - ns)

@@ -229,4 +229,3 @@ func TestListenLoopbackOnly(t *testing.T) {
 		}
 	}
 }
-
