@@ -87,7 +87,9 @@ func TestStartReconcilesActions(t *testing.T) {
 	run := func() (stop func()) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- daemon.Run(ctx, daemon.Options{ConfigPath: cfg, Poll: true, Logger: slog.New(slog.DiscardHandler)}) }()
+		go func() {
+			done <- daemon.Run(ctx, daemon.Options{ConfigPath: cfg, Poll: true, Logger: slog.New(slog.DiscardHandler)})
+		}()
 		return func() {
 			cancel()
 			if err := <-done; err != nil {
