@@ -1,8 +1,10 @@
 package nstest
 
 import (
+	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -81,4 +83,41 @@ func (p *Peer) Dial(addr netip.AddrPort, timeout time.Duration) error {
 		errc <- err
 	}()
 	return <-errc
+}
+
+// DialContext connects from the peer's namespace: a socket made there
+// stays there, whichever thread uses it later. It fits
+// http.Transport.DialContext, for an HTTP client on the peer's side.
+func (p *Peer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	type result struct {
+		c   net.Conn
+		err error
+	}
+	rc := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		f, err := os.Open("/run/netns/" + p.Name)
+		if err != nil {
+			rc <- result{nil, err}
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			rc <- result{nil, fmt.Errorf("setns %s: %w", p.Name, err)}
+			return
+		}
+		var d net.Dialer
+		c, err := d.DialContext(ctx, network, addr)
+		rc <- result{c, err}
+	}()
+	r := <-rc
+	return r.c, r.err
+}
+
+// HTTPClient is an HTTP client on the peer's side of the link: a new
+// connection for every request.
+func (p *Peer) HTTPClient() *http.Client {
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: p.DialContext, DisableKeepAlives: true, Proxy: nil,
+	}}
 }
