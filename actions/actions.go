@@ -85,10 +85,10 @@ type Backend interface {
 	// Sync makes the backend hold exactly entries, whatever it held before
 	// (rules, set elements or files left by an earlier run, a crash, an
 	// operator): it adds what is missing and removes what is stale. allow
-	// are the prefixes never to block (the configuration's AllowList); a
-	// blocked prefix that contains one must let it through. The manager
-	// calls Sync at start, after a failed Apply, and when the allow list
-	// changes.
+	// are the exemptions: the allowed prefixes (the configuration's
+	// AllowList) that lie inside blocked ones, which the backend must let
+	// through. The manager calls Sync at start, after a failed Apply, on
+	// every cleaner pass, and whenever the exemptions change.
 	Sync(ctx context.Context, entries []Entry, allow []netip.Prefix) error
 	// Apply makes the changes, in order; the prefixes of one Apply are
 	// distinct.

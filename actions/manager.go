@@ -239,6 +239,17 @@ func (m *Manager) set(k banKey, b *ban) {
 func (m *Manager) update(w *worker, p netip.Prefix) {
 	e, ok := m.entry(p, w.Kinds)
 	old, had := w.desired[p]
+	if ok != had && len(Exempt(p, m.allow)) > 0 {
+		// An allowed prefix inside p starts or stops being an exemption:
+		// the backend learns its exemptions from a Sync.
+		if ok {
+			w.desired[p] = e
+		} else {
+			delete(w.desired, p)
+		}
+		m.resync(w)
+		return
+	}
 	switch {
 	case ok && had && old == e:
 		return
@@ -295,6 +306,22 @@ func outlasts(b *ban, e *Entry) bool {
 		return false
 	}
 	return b.until.IsZero() || b.until.After(e.Until)
+}
+
+// exemptions are the allowed prefixes inside the blocked ones: what the
+// backends must let through. Only they are passed on, so that an
+// operator's ban --force of an allowed address itself (which no exemption
+// covers) is enforced like any other.
+func exemptions(entries []Entry, allow []netip.Prefix) []netip.Prefix {
+	if len(allow) == 0 {
+		return nil
+	}
+	var out []netip.Prefix
+	for i := range entries {
+		out = append(out, Exempt(entries[i].Prefix, allow)...)
+	}
+	slices.SortFunc(out, comparePrefix)
+	return slices.Compact(out)
 }
 
 func (w *worker) kick() {
@@ -374,7 +401,7 @@ func (m *Manager) run(ctx context.Context, w *worker) {
 			for _, e := range w.desired {
 				entries = append(entries, e)
 			}
-			allow = slices.Clone(m.allow)
+			allow = exemptions(entries, m.allow)
 			w.needSync = false
 		} else {
 			changes = make([]Change, 0, len(w.pending))

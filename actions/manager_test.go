@@ -339,3 +339,49 @@ func TestPrefixes(t *testing.T) {
 		}
 	}
 }
+
+// allowRecorder records the exemptions each Sync gets.
+type allowRecorder struct {
+	*recorder
+	allows [][]netip.Prefix
+}
+
+func (a *allowRecorder) Sync(ctx context.Context, es []Entry, allow []netip.Prefix) error {
+	a.recorder.mu.Lock()
+	a.allows = append(a.allows, slices.Clone(allow))
+	a.recorder.mu.Unlock()
+	return a.recorder.Sync(ctx, es, allow)
+}
+
+// TestManagerExemptions: the backends get as allowed only the allowed
+// prefixes inside blocked ones, and a Sync whenever that set changes; an
+// allowed address banned itself (an operator's --force) gets no exemption.
+func TestManagerExemptions(t *testing.T) {
+	r := &allowRecorder{recorder: newRecorder("rec")}
+	m := NewManager([]Configured{{Backend: r, Kinds: []Kind{KindBan}}}, ManagerOptions{Sweep: time.Hour})
+	m.Load(nil, []netip.Prefix{netip.MustParsePrefix("198.51.100.7/32"), netip.MustParsePrefix("127.0.0.0/8")})
+	m.Start(context.Background())
+	defer m.Close()
+	wait(t, m)
+	last := func() []netip.Prefix {
+		r.recorder.mu.Lock()
+		defer r.recorder.mu.Unlock()
+		return r.allows[len(r.allows)-1]
+	}
+	if got := last(); len(got) != 0 {
+		t.Errorf("with nothing blocked the exemptions are %v", got)
+	}
+	m.Decisions([]detector.Decision{banDecision("flood", "198.51.100.0/24", t0.Add(time.Hour)), banDecision("operator", "127.0.0.9", t0.Add(time.Hour))})
+	wait(t, m)
+	if got := last(); !slices.Equal(got, []netip.Prefix{netip.MustParsePrefix("198.51.100.7/32")}) {
+		t.Errorf("exemptions %v, want the allowed address inside the banned /24 only", got)
+	}
+	m.Decisions([]detector.Decision{unban("flood", "198.51.100.0/24")})
+	wait(t, m)
+	if got := last(); len(got) != 0 {
+		t.Errorf("after the /24's unban the exemptions are %v", got)
+	}
+	if got := r.holding(); !slices.Equal(got, []string{"127.0.0.9/32"}) {
+		t.Errorf("held %v", got)
+	}
+}
