@@ -111,13 +111,13 @@ func (w *Writer) Decisions(ds []detector.Decision) {
 		k := store.BanKey{Rule: d.Rule, Key: d.Key}
 		w.events = append(w.events, store.Event{
 			Time: d.Time, Rule: d.Rule, Key: d.Key, Kind: string(d.Kind), Until: d.Until,
-			Reason: d.Reason, Violations: d.Violations, Addresses: d.Addresses, Origin: d.Origin, LogOnly: d.LogOnly,
+			Reason: d.Reason, Violations: d.Violations, Addresses: d.Addresses, Origin: d.Origin, Who: d.Who, LogOnly: d.LogOnly,
 		})
 		switch d.Kind {
 		case detector.Throttle, detector.Ban:
 			w.bans[k] = &store.Ban{
 				Rule: d.Rule, Key: d.Key, Kind: string(d.Kind), Since: d.Time, Until: d.Until,
-				Reason: d.Reason, Violations: d.Violations, Addresses: d.Addresses, Origin: d.Origin, LogOnly: d.LogOnly,
+				Reason: d.Reason, Violations: d.Violations, Addresses: d.Addresses, Origin: d.Origin, Who: d.Who, LogOnly: d.LogOnly,
 			}
 			if d.Kind == detector.Throttle {
 				w.throttles[k] = d.Until
@@ -180,6 +180,11 @@ func (w *Writer) Close() error {
 	}
 	return err
 }
+
+// Wait waits until the checkpoints taken so far are in the database (or
+// have failed: the error, and the next Flush writes them again). Readers of
+// the database see them after it returns.
+func (w *Writer) Wait() error { return w.wait() }
 
 // wait waits for the checkpoint being written, if any.
 func (w *Writer) wait() error {

@@ -34,7 +34,8 @@ type Decision struct {
 	// must not modify the slice.
 	Addresses []netip.Addr
 	Reason    string // for a person: "rate 31 per 10s > 30 (rule scanners)"
-	Origin    string // "detector", "deny" or "range"
+	Origin    string // "detector", "deny", "range" or "operator"
+	Who       string // the operator, for an operator's decision (the daemon's control sets it)
 	LogOnly   bool   // record, act on nothing: the rule is log_only, or the circuit breaker was open
 }
 

@@ -204,6 +204,15 @@ func (d *Detector) evict() int32 {
 		d.opt.Evicted(d.keyPeak(old))
 	}
 	d.unlink(old)
+	d.stats.Evictions++
+	d.drop(i)
+	return i
+}
+
+// drop frees the slot i of a state off the LRU list and not banned: out of
+// the index, deleted from the store at the next checkpoint.
+func (d *Detector) drop(i int32) {
+	old := d.at(i)
 	if h := d.index[old.key]; h == i {
 		if old.sib >= 0 {
 			d.index[old.key] = old.sib
@@ -218,11 +227,9 @@ func (d *Detector) evict() int32 {
 		p.sib = old.sib
 	}
 	d.lastKey, d.lastHead = "", -1
-	d.stats.Evictions++
 	d.forget(old)
 	*old = state{gen: old.gen + 1, slot: i, prev: -1, next: -1, sib: -1, flags: old.flags & flagListed}
 	d.free = append(d.free, i)
-	return i
 }
 
 // expire unbans every ban whose until is at or before now, in order.

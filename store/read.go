@@ -337,3 +337,72 @@ func (s *Snapshot) Meta(k string) (string, bool, error) {
 	}
 	return v, true, nil
 }
+
+// BanCount is how many active bans of one kind a rule has.
+type BanCount struct {
+	Rule, Kind string
+	N          int
+}
+
+// BanCounts counts the active throttles and bans by rule and kind, sorted
+// by rule then kind, from the table's primary key without reading its rows.
+func (db *DB) BanCounts() ([]BanCount, error) {
+	rows, err := db.r.QueryContext(context.Background(), `SELECT rule, kind, count(*) FROM bans GROUP BY rule, kind ORDER BY rule, kind`)
+	if err != nil {
+		return nil, db.errf("count bans", "%w", err)
+	}
+	defer rows.Close()
+	var out []BanCount
+	for rows.Next() {
+		var c BanCount
+		if err := rows.Scan(&c.Rule, &c.Kind, &c.N); err != nil {
+			return nil, db.errf("count bans", "%w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, db.errf("count bans", "%w", err)
+	}
+	return out, nil
+}
+
+// EachActiveBan calls fn with every active throttle and ban, in (rule,
+// key) order, streaming: what ActiveBans returns, without holding them
+// all (a list of 100,000 bans). The Ban is reused between calls; fn must
+// copy what it keeps. An error from fn stops the walk and is returned as
+// it is.
+func (db *DB) EachActiveBan(fn func(*Ban) error) error {
+	rows, err := db.r.QueryContext(context.Background(), activeBansQuery)
+	if err != nil {
+		return db.errf("read bans", "%w", err)
+	}
+	defer rows.Close()
+	var b Ban
+	var since, until sql.NullInt64
+	var as string
+	for rows.Next() {
+		if err := rows.Scan(&b.Rule, &b.Key, &b.Kind, &since, &until, &b.Reason, &b.Violations, &as, &b.Origin, &b.Who, &b.LogOnly); err != nil {
+			return db.errf("read bans", "%w", err)
+		}
+		b.Since, b.Until = fromMS(since), fromMS(until)
+		if b.Addresses, err = parseAddrs(as); err != nil {
+			return db.errf("read bans", "ban %s %s: %w", b.Rule, b.Key, err)
+		}
+		if err := fn(&b); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return db.errf("read bans", "%w", err)
+	}
+	return nil
+}
+
+// CountActiveBans returns how many throttles and bans are active.
+func (db *DB) CountActiveBans() (int, error) {
+	var n int
+	if err := db.r.QueryRowContext(context.Background(), `SELECT count(*) FROM bans`).Scan(&n); err != nil {
+		return 0, db.errf("count bans", "%w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,173 @@
+package detector
+
+import (
+	"container/heap"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/logjail/logjail/rules"
+)
+
+// What an operator asks of the detector (`logjail ban --rule`, `unban
+// --forget`, `top`): none of it is decided by the log, so none of it
+// happens in a replay.
+
+// Impose bans (r, key) until until on an operator's word, as if r had
+// banned it: the key's requests are not charged while it lasts, the ban
+// ends at until (an unban decision like any other) or by Lift, and it is
+// saved and restored with the key's state. It is no escalation: the key's
+// earlier bans and the circuit breaker do not count it. A throttle or an
+// earlier ban of the key is replaced. The decision returned says
+// "operator" in Origin; its Addresses are those seen on a key that is not
+// an address within the rule's longest window, as for a ban of the rule.
+func (d *Detector) Impose(t time.Time, r *rules.Rule, key string, until time.Time, reason string) Decision {
+	ri := d.rule(r)
+	s := d.lookup(ri, key)
+	if s.ri != ri {
+		s.adopt(ri)
+	}
+	x := s.ext()
+	ns := t.UnixNano()
+	if s.phase != phaseBanned {
+		d.unlink(s)
+		d.banned++
+	}
+	s.phase = phaseBanned
+	s.seen = max(s.seen, ns)
+	x.violations, x.delay = 0, 0
+	x.until, x.untilT = until.UnixNano(), until
+	x.banLogOnly = false
+	x.banAddrs = d.addresses(s, ri, ns)
+	d.seq++
+	x.banSeq = d.seq
+	heap.Push(&d.expiries, expiry{until: x.until, seq: d.seq, slot: s.slot, gen: s.gen})
+	d.markDirty(s)
+	return Decision{
+		Rule: r.Name, Key: s.key, Kind: Ban, Time: t, Until: until,
+		Addresses: slices.Clone(x.banAddrs), Reason: reason, Origin: "operator",
+	}
+}
+
+// Forget drops the state of (r, key): its windows, its ladder and the
+// earlier bans that escalate its next one, as if the key had never been
+// seen; the next checkpoint deletes it from the store. It reports whether
+// there was a state to drop. A banned key is not forgotten (false): Lift
+// it first.
+func (d *Detector) Forget(r *rules.Rule, key string) bool {
+	s := d.find(r, key)
+	if s == nil || s.phase == phaseBanned {
+		return false
+	}
+	d.unlink(s)
+	d.drop(s.slot)
+	return true
+}
+
+// LimitNow is one limit of a key as it stands at a time, for `logjail top`.
+type LimitNow struct {
+	Limit rules.Limit
+	// Value is the window's value in the limit's units, as KeyPeak.Peak
+	// says; for last N within D, the span the next request would make
+	// (+Inf while the key has too few recent requests).
+	Value float64
+	// Ratio is how close the key is to the limit: 1 at the limit, above
+	// it when over (for last N: D over the span).
+	Ratio float64
+}
+
+// KeyNow is a tracked (rule, key) as it stands at a time.
+type KeyNow struct {
+	Rule     *rules.Rule
+	Key      string
+	Phase    Kind      // "", Throttle or Ban
+	Until    time.Time // of the throttle or ban
+	Requests int64     // entries charged
+	CPU      float64   // CPU seconds charged
+	LastSeen time.Time // log time of its last entry
+	Limits   []LimitNow
+}
+
+// Current calls fn for every tracked (rule, key) with its windows read at
+// log time t: what each limit's value would be for a request at t. The
+// KeyNow and its Limits are reused between calls. It changes nothing.
+func (d *Detector) Current(t time.Time, fn func(*KeyNow)) {
+	ns := t.UnixNano()
+	var k KeyNow
+	loc := d.newestT.Location()
+	for i := int32(0); i < d.used; i++ {
+		s := d.at(i)
+		if s.ri == nil {
+			continue
+		}
+		k = KeyNow{Rule: s.ri.rule, Key: s.key, Requests: s.requests, CPU: s.cpu,
+			LastSeen: time.Unix(0, s.seen).In(loc), Limits: k.Limits[:0]}
+		if s.x != nil && ns < s.x.until {
+			switch s.phase {
+			case phaseBanned:
+				k.Phase, k.Until = Ban, s.x.untilT
+			case phaseThrottled:
+				k.Phase, k.Until = Throttle, s.x.untilT
+			}
+		}
+		for j := range s.ri.lims {
+			li := &s.ri.lims[j]
+			v, ratio := s.win(j).now(ns, li)
+			k.Limits = append(k.Limits, LimitNow{Limit: s.ri.rule.Limits[j], Value: v, Ratio: ratio})
+		}
+		fn(&k)
+	}
+}
+
+// now is a window's value for a request at ns, and its ratio to the limit.
+func (w *window) now(ns int64, li *limitInfo) (v, ratio float64) {
+	switch li.kind {
+	case rules.LimitRate, rules.LimitCPUShare, rules.LimitDurationShare:
+		b := bucket(ns, li.width)
+		var sum uint64
+		for i := uint32(0); i < w.n; i++ {
+			x := *w.at(i)
+			if bucketOf(x)+li.nb > b {
+				sum += valueOf(x)
+			}
+		}
+		if li.kind == rules.LimitRate {
+			v = float64(sum)
+		} else {
+			v = float64(sum) * float64(li.unit) / float64(li.window)
+		}
+		switch {
+		case li.n > 0:
+			return v, v / li.n
+		case sum > 0:
+			return v, math.Inf(1)
+		}
+		return v, 0
+	case rules.LimitTokenBucket:
+		if w.n == 0 {
+			return 0, 0
+		}
+		tokens := w.tokens
+		if t := uint64(max(ns, 0)); t > w.acc {
+			tokens = min(li.burst, tokens+float64(t-w.acc)/1e9*li.n)
+		}
+		v = li.burst - tokens
+		return v, v / li.burst
+	case rules.LimitLastN:
+		// The span of the last N requests if one came at ns: the newest
+		// N-1 recorded and this one.
+		if li.lastN < 2 {
+			return 0, math.Inf(1)
+		}
+		if int(w.n) < li.lastN-1 {
+			return math.Inf(1), 0
+		}
+		oldest := *w.at(w.n - uint32(li.lastN-1))
+		span := float64(max(ns-int64(oldest), 0)) / 1e9
+		if span == 0 {
+			return 0, math.Inf(1)
+		}
+		return span, float64(li.window) / 1e9 / span
+	}
+	return 0, 0
+}
