@@ -2,21 +2,26 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"os"
+	"time"
 
+	"github.com/logjail/logjail/control"
 	"github.com/logjail/logjail/detector"
+	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/store"
 )
 
-// Control is a handle on a running daemon for what operators ask of it
-// (the control socket serves it). Its requests are carried out by the
-// decider, in order with the log lines; the methods wait for the actions
-// to have applied the result, so that an unban has taken effect in every
-// action when the call returns.
+// Control is a handle on a running daemon for what operators ask of it:
+// the control socket serves it (control.Daemon). Its requests are carried
+// out by the decider, in order with the log lines; a change is in the
+// database when the call returns, and has taken effect in every action:
+// the methods wait for the actions to have applied it.
 type Control struct {
 	reqs chan request
 }
+
+var _ control.Daemon = (*Control)(nil)
 
 type request struct {
 	fn   func(d *decider) error
@@ -26,28 +31,32 @@ type request struct {
 // NewControl makes a Control; pass it to Run in Options.Control.
 func NewControl() *Control { return &Control{reqs: make(chan request)} }
 
-// ErrNotFound is the error of an unban of a key that is not banned.
-var ErrNotFound = errors.New("no active ban or throttle")
+// ErrNotFound is the error of an unban that matched nothing.
+var ErrNotFound = control.ErrNotFound
 
-// do runs fn in the decider and then waits for the actions.
-func (c *Control) do(ctx context.Context, fn func(d *decider) error) error {
+// run runs fn in the decider and returns its error.
+func (c *Control) run(ctx context.Context, fn func(d *decider) error) error {
 	done := make(chan error, 1)
-	var acts interface{ Wait(context.Context) error }
-	wrapped := func(d *decider) error {
-		acts = d.acts
-		return fn(d)
-	}
 	select {
-	case c.reqs <- request{fn: wrapped, done: done}:
+	case c.reqs <- request{fn: fn, done: done}:
 	case <-ctx.Done():
 		return fmt.Errorf("the daemon did not take the request: %w", ctx.Err())
 	}
-	var err error
 	select {
-	case err = <-done:
+	case err := <-done:
+		return err
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// do runs fn in the decider and then waits for the actions.
+func (c *Control) do(ctx context.Context, fn func(d *decider) error) error {
+	var acts interface{ Wait(context.Context) error }
+	err := c.run(ctx, func(d *decider) error {
+		acts = d.acts
+		return fn(d)
+	})
 	if err != nil {
 		return err
 	}
@@ -57,44 +66,194 @@ func (c *Control) do(ctx context.Context, fn func(d *decider) error) error {
 	return nil
 }
 
-// Unban lifts the ban or throttle of key under rule, records it (with
-// reason, by who) in the history and the checkpoint, and returns once every
-// action has lifted it. The escalation memory stays. It returns the unban
-// decisions made; ErrNotFound when the key was not banned.
-func (c *Control) Unban(ctx context.Context, rule, key, who, reason string) ([]detector.Decision, error) {
+// engine is a control.Engine on the decider's state; with bans, after a
+// checkpoint of everything decided so far, so that the active bans read
+// are the detector's.
+func (d *decider) engine(bans bool) (*control.Engine, error) {
+	e := &control.Engine{Cfg: d.cfg, Det: d.det, W: d.w, Now: d.now(), LogTime: d.last}
+	if bans {
+		if err := d.sync(); err != nil {
+			return nil, err
+		}
+		var err error
+		if e.Bans, err = d.db.ActiveBans(); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// sync takes a checkpoint and waits until it is written: readers of the
+// database see everything decided so far.
+func (d *decider) sync() error {
+	d.flush()
+	if err := d.w.Wait(); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return nil
+}
+
+// Ban bans on an operator's word (control.Engine.Ban) and returns once
+// the ban is in the database and every action applied it.
+func (c *Control) Ban(ctx context.Context, req control.BanRequest, who string) (*control.BanResult, error) {
+	var res *control.BanResult
+	err := c.do(ctx, func(d *decider) error {
+		e, err := d.engine(false)
+		if err != nil {
+			return err
+		}
+		r, ds, err := e.Ban(req, who)
+		if err != nil {
+			return err
+		}
+		d.acts.Decisions(ds)
+		d.log.Info("operator ban", "who", who, "rule", r.Ban.Rule, "key", r.Ban.Key, "until", r.Ban.Until, "reason", r.Ban.Reason)
+		r.Live = true
+		res = r
+		return d.sync()
+	})
+	return res, err
+}
+
+// Lift lifts what req names (control.Engine.Unban), records it (with
+// the reason, by who) in the history and the database, and returns once
+// every action has lifted it. The escalation memory stays unless
+// req.Forget. An unban that matched nothing is an error wrapping
+// ErrNotFound.
+func (c *Control) Lift(ctx context.Context, req control.UnbanRequest, who string) (*control.UnbanResult, error) {
+	res, _, err := c.lift(ctx, req, who)
+	return res, err
+}
+
+func (c *Control) lift(ctx context.Context, req control.UnbanRequest, who string) (*control.UnbanResult, []detector.Decision, error) {
+	var res *control.UnbanResult
 	var out []detector.Decision
 	err := c.do(ctx, func(d *decider) error {
-		r := d.cfg.Rule(rule)
-		if r == nil {
-			return fmt.Errorf("rule %q: not in the configuration", rule)
+		e, err := d.engine(true)
+		if err != nil {
+			return err
 		}
-		now := d.now()
-		t := d.last
-		if t.IsZero() {
-			t = now
+		r, ds, err := e.Unban(req, who)
+		res = r
+		if err != nil {
+			return err
 		}
-		kind, _ := d.det.Status(r, key, t)
-		out = d.det.Lift(t, r, key, out)
-		if len(out) == 0 && kind == detector.Throttle {
-			// A throttle ends silently in the detector: record its end.
-			out = append(out, detector.Decision{Rule: rule, Key: key, Kind: detector.Unban})
+		out = ds
+		d.acts.Decisions(ds)
+		for _, b := range r.Removed {
+			d.log.Info("operator unban", "who", who, "rule", b.Rule, "key", b.Key)
 		}
-		if len(out) == 0 {
-			return fmt.Errorf("%s %s: %w", rule, key, ErrNotFound)
+		r.Live = true
+		return d.sync()
+	})
+	return res, out, err
+}
+
+// Unban lifts the ban or throttle of key under rule (a configured rule),
+// as Lift does, and returns the unban decisions made; an error wrapping
+// ErrNotFound when the key was not banned.
+func (c *Control) Unban(ctx context.Context, rule, key, who, reason string) ([]detector.Decision, error) {
+	cfg, err := c.Config(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Rule(rule) == nil {
+		return nil, fmt.Errorf("rule %q: not in the configuration", rule)
+	}
+	_, ds, err := c.lift(ctx, control.UnbanRequest{Rule: rule, Key: key, Reason: reason}, who)
+	if err != nil {
+		return nil, err
+	}
+	var out []detector.Decision
+	for _, d := range ds {
+		if d.Kind == detector.Unban {
+			out = append(out, d)
 		}
-		for i := range out {
-			out[i].Time = now
-			out[i].Reason = "unbanned by " + who
-			if reason != "" {
-				out[i].Reason += ": " + reason
+	}
+	return out, nil
+}
+
+// Status reports the daemon's state.
+func (c *Control) Status(ctx context.Context) (*control.Status, error) {
+	st := &control.Status{Version: control.SchemaVersion, Live: true, Logjail: control.Version(), PID: os.Getpid()}
+	var db *store.DB
+	var cfg *rules.Config
+	var now time.Time
+	lastLine := map[string]time.Time{}
+	err := c.run(ctx, func(d *decider) error {
+		// The positions and bans read below are those of now.
+		if err := d.sync(); err != nil {
+			return err
+		}
+		db, cfg, now = d.db, d.cfg, d.now()
+		started := d.started
+		st.Started = &started
+		st.UptimeSeconds = now.Sub(started).Seconds()
+		ds := d.det.Stats()
+		st.Breaker = control.Breaker{Open: ds.BreakerOpen, Trips: ds.BreakerTrips}
+		st.TrackedKeys = ds.Keys
+		for _, a := range d.acts.Status() {
+			as := control.ActionState{Name: a.Name, Type: a.Type, Entries: a.Entries, Pending: a.Pending,
+				Errors: a.Errors, LastError: a.LastError}
+			if !a.Applied.IsZero() {
+				t := a.Applied
+				as.Applied = &t
 			}
-			out[i].Origin = store.OriginOperator
+			if !a.LastErrorAt.IsZero() {
+				t := a.LastErrorAt
+				as.LastErrorAt = &t
+			}
+			st.Actions = append(st.Actions, as)
 		}
-		d.w.Decisions(out)
-		d.acts.Decisions(out)
-		d.dirty = true
-		d.flush()
+		for k, v := range d.lastLine {
+			lastLine[k] = v
+		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	if err := control.StatusOf(st, db, cfg, DBPath(cfg)); err != nil {
+		return nil, err
+	}
+	for i := range st.Sources {
+		if t, ok := lastLine[st.Sources[i].Name]; ok {
+			lag := max(0, now.Sub(t).Seconds())
+			st.Sources[i].LastLine, st.Sources[i].LagSeconds = &t, &lag
+		}
+	}
+	return st, nil
+}
+
+// Top reads the detector's windows now and returns the keys closest to
+// their limits.
+func (c *Control) Top(ctx context.Context, req control.TopRequest) (*control.Top, error) {
+	top := &control.Top{Version: control.SchemaVersion, Live: true}
+	err := c.run(ctx, func(d *decider) error {
+		t := d.now()
+		if d.last.After(t) {
+			t = d.last
+		}
+		top.Time = t
+		var err error
+		top.Keys, err = control.TopOf(d.det, t, req)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if top.Keys == nil {
+		top.Keys = []control.TopKey{}
+	}
+	return top, nil
+}
+
+// Config returns the configuration in force.
+func (c *Control) Config(ctx context.Context) (*rules.Config, error) {
+	var cfg *rules.Config
+	err := c.run(ctx, func(d *decider) error {
+		cfg = d.cfg
+		return nil
+	})
+	return cfg, err
 }

@@ -52,6 +52,7 @@ import (
 
 	"github.com/logjail/logjail/actions"
 	"github.com/logjail/logjail/checkpoint"
+	"github.com/logjail/logjail/control"
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/follow"
 	"github.com/logjail/logjail/ops"
@@ -90,6 +91,9 @@ type Options struct {
 	Metrics *ops.Metrics
 	// Control, when set, carries operators' requests (NewControl).
 	Control *Control
+	// ServeControl serves the control API on the configuration's
+	// control_socket (package control), with Control or one of its own.
+	ServeControl bool
 	// Reload, when set, replaces the process's SIGHUP channel (tests);
 	// SIGTERM and SIGINT arrive through ctx's cancellation.
 	Reload <-chan struct{}
@@ -149,6 +153,19 @@ func Run(ctx context.Context, o Options) error {
 			log.Error("closing actions", "err", err)
 		}
 	}()
+
+	var srv *control.Server
+	if o.ServeControl && cfg.ControlSocket != "" {
+		if o.Control == nil {
+			o.Control = NewControl()
+		}
+		srv, err = control.Listen(control.ServerOptions{Path: cfg.ControlSocket, Daemon: o.Control, DB: db,
+			Logger: log.With("component", "control"), Now: now})
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+	}
 
 	reload := o.Reload
 	if reload == nil {
@@ -254,8 +271,13 @@ func Run(ctx context.Context, o Options) error {
 		})
 	}
 
+	if srv != nil {
+		g.Go(func() error { return srv.Serve(gctx) })
+		log.Info("control socket", "path", srv.Path())
+	}
+
 	// Decider: the one owner of the detector and the writer.
-	d := &decider{rejectLogged: map[string]time.Time{}, db: db, cfg: cfg, det: det, p: pipeline.NewWithDetector(cfg, det), w: w, acts: acts, log: log, o: &o, now: now, configPath: o.ConfigPath}
+	d := &decider{started: now(), lastLine: map[string]time.Time{}, rejectLogged: map[string]time.Time{}, db: db, cfg: cfg, det: det, p: pipeline.NewWithDetector(cfg, det), w: w, acts: acts, log: log, o: &o, now: now, configPath: o.ConfigPath}
 	g.Go(func() error {
 		err := d.run(gctx, ordered, reload)
 		stopFollowing()
@@ -375,6 +397,8 @@ type decider struct {
 	soon         <-chan time.Time // a checkpoint due for a recent decision
 	// rejectLogged is when rejected lines of each file were last logged.
 	rejectLogged map[string]time.Time
+	started      time.Time            // wall time the daemon started, for status
+	lastLine     map[string]time.Time // log time of the newest line read, by source
 }
 
 // decisionFlush is how soon after a decision a checkpoint records it: a ban
@@ -474,6 +498,9 @@ func (d *decider) batch(p *parsed) {
 	if n := len(p.batch.Lines); n > 0 {
 		last := p.batch.Lines[n-1]
 		d.w.Position(store.PositionAt(p.batch.Path, p.batch.File, last.Offset, last.Line))
+	}
+	if n := len(p.entries); n > 0 && p.entries[n-1].Time.After(d.lastLine[p.src.Name]) {
+		d.lastLine[p.src.Name] = p.entries[n-1].Time
 	}
 	if p.rejected > 0 && now.Sub(d.rejectLogged[p.batch.Path]) >= time.Minute {
 		// At most one line a minute per file: a broken format must not

@@ -52,12 +52,13 @@ type env struct {
 	extra []string  // environment of the daemon beyond the test's
 }
 
-const e2eConfig = `state_dir: %s
+const e2eConfig = `state_dir: %[1]s
+control_socket: %[1]s/control.sock
 checkpoint: 1s
 metrics: ""
 sources:
   - name: web
-    paths: [%s]
+    paths: [%[2]s]
     format: combined
     timezone: UTC
     from: start

@@ -95,7 +95,7 @@ func runDaemon(cmd *cobra.Command, o *runOptions, s streams) error {
 	}
 	g.Go(func() error {
 		defer cancel() // the daemon stopped: so do the metrics server and the watchdog
-		return daemon.Run(ctx, daemon.Options{ConfigPath: path, Logger: log, Poll: o.poll, Metrics: metrics, Hooks: hooks})
+		return daemon.Run(ctx, daemon.Options{ConfigPath: path, Logger: log, Poll: o.poll, Metrics: metrics, Hooks: hooks, ServeControl: true})
 	})
 	err = g.Wait()
 	if errors.Is(err, store.ErrLocked) {

@@ -86,6 +86,12 @@ config that cannot be loaded; 3 the daemon is needed and unreachable.`,
 		newExampleConfigCmd(s),
 		newRunCmd(s),
 		newCleanCmd(s),
+		newListCmd(s),
+		newBanCmd(s),
+		newUnbanCmd(s),
+		newTopCmd(s),
+		newHistoryCmd(s),
+		newStatusCmd(s),
 	)
 	return root
 }

