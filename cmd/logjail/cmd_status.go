@@ -35,7 +35,7 @@ holds (positions, bans, breaker as of the last checkpoint).
 			if err := o.out.check(); err != nil {
 				return err
 			}
-			return runStatus(cmd.Context(), &o, s, time.Now())
+			return runStatus(cmd.Context(), &o, s)
 		},
 	}
 	o.cfg.addFlag(cmd)
@@ -43,7 +43,7 @@ holds (positions, bans, breaker as of the last checkpoint).
 	return cmd
 }
 
-func runStatus(ctx context.Context, o *statusOptions, s streams, now time.Time) error {
+func runStatus(ctx context.Context, o *statusOptions, s streams) error {
 	cfg, err := o.cfg.load(s.err, false)
 	if err != nil {
 		return err
@@ -63,7 +63,7 @@ func runStatus(ctx context.Context, o *statusOptions, s streams, now time.Time) 
 	if o.out.json() {
 		return writeJSON(s.out, st)
 	}
-	printStatus(s.out, st, cfg.ControlSocket, now)
+	printStatus(s.out, st, cfg.ControlSocket)
 	return nil
 }
 
@@ -91,7 +91,7 @@ func offlineStatus(op *opener) (*control.Status, error) {
 	return st, nil
 }
 
-func printStatus(w io.Writer, st *control.Status, socket string, now time.Time) {
+func printStatus(w io.Writer, st *control.Status, socket string) {
 	if st.Live {
 		fmt.Fprintf(w, "daemon:    running (pid %d), logjail %s, up %s since %s\n", st.PID, st.Logjail, fmtLeft(time.Duration(st.UptimeSeconds*float64(time.Second))), fmtTimePtr(st.Started))
 	} else {
@@ -151,7 +151,6 @@ func printStatus(w io.Writer, st *control.Status, socket string, now time.Time) 
 		}
 		fmt.Fprintf(w, "  %s (%s): %d entries, %d pending, %d errors; %s\n", a.Name, a.Type, a.Entries, a.Pending, a.Errors, state)
 	}
-	_ = now
 }
 
 func fmtBytes(n int64) string {
