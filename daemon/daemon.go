@@ -47,6 +47,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 
@@ -144,7 +145,12 @@ func Run(ctx context.Context, o Options) error {
 	if err := w.Resume(cfg, det, now()); err != nil {
 		return err
 	}
-	acts, err := startActions(cfg, db, log, now)
+	eps, err := openEndpoints(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer eps.close()
+	acts, err := startActions(cfg, db, log, now, eps.views)
 	if err != nil {
 		return err
 	}
@@ -283,6 +289,13 @@ func Run(ctx context.Context, o Options) error {
 		stopFollowing()
 		return err
 	})
+	epCtx, stopEndpoints := context.WithCancel(gctx)
+	var epWG sync.WaitGroup
+	eps.serve(epCtx, windows{d}, &epWG, log)
+	defer func() {
+		stopEndpoints()
+		epWG.Wait()
+	}()
 	if o.Hooks.Ready != nil {
 		o.Hooks.Ready()
 	}
@@ -302,11 +315,12 @@ func Run(ctx context.Context, o Options) error {
 // earlier run left (a crash, an unban while logjail was down) is made to
 // agree with the store. Bans of rules no longer configured (Resume lifts
 // them) and bans already over block nothing.
-func startActions(cfg *rules.Config, db *store.DB, log *slog.Logger, now func() time.Time) (*actions.Manager, error) {
+func startActions(cfg *rules.Config, db *store.DB, log *slog.Logger, now func() time.Time, more []actions.Configured) (*actions.Manager, error) {
 	cs, err := actions.Build(cfg, actions.Env{StateDir: cfg.StateDir, Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("actions: %w", err)
 	}
+	cs = append(cs, more...)
 	bans, err := db.ActiveBans()
 	if err != nil {
 		return nil, err
@@ -377,6 +391,9 @@ func (p *parsed) parse() {
 
 // decider processes parsed batches in order and owns all the state.
 type decider struct {
+	// mu guards the detector and cfg against the endpoint's readers: the
+	// decider holds it while it handles an event.
+	mu         sync.RWMutex
 	cfg        *rules.Config
 	det        *detector.Detector
 	p          *pipeline.Pipeline
@@ -443,27 +460,40 @@ func (d *decider) run(ctx context.Context, ordered <-chan *parsed, reload <-chan
 			case <-ctx.Done():
 				return d.stop()
 			}
+			d.mu.Lock()
 			d.batch(p)
+			d.mu.Unlock()
 		case <-tick.C:
 			if d.dirty {
+				d.mu.Lock()
 				d.flush()
+				d.mu.Unlock()
 			}
 		case <-d.soon:
 			d.soon = nil
 			if d.dirty {
+				d.mu.Lock()
 				d.flush()
+				d.mu.Unlock()
 			}
 		case <-alive.C:
 			if d.o.Hooks.Alive != nil {
 				d.o.Hooks.Alive()
 			}
 		case <-cleanAt:
+			d.mu.Lock()
 			d.clean()
+			d.mu.Unlock()
 			schedule()
 		case <-reload:
+			d.mu.Lock()
 			d.reload()
+			d.mu.Unlock()
 		case r := <-d.control():
-			r.done <- r.fn(d)
+			d.mu.Lock()
+			err := r.fn(d)
+			d.mu.Unlock()
+			r.done <- err
 		case <-ctx.Done():
 			return d.stop()
 		}
@@ -621,6 +651,8 @@ func (d *decider) clean() {
 
 // stop takes the last checkpoint and waits for it.
 func (d *decider) stop() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	d.flush()
 	if err := d.w.Close(); err != nil {
 		return fmt.Errorf("last checkpoint: %w", err)

@@ -148,6 +148,10 @@ func NewServer(c Config, bans *Bans, windows Windows, log *slog.Logger) *Server 
 	return s
 }
 
+// SetWindows sets the detector view /v1/throttle reads; call it before
+// Serve.
+func (s *Server) SetWindows(w Windows) { s.windows = w }
+
 // ServeHTTP serves /auth and /v1/throttle.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 

@@ -229,3 +229,33 @@ func TestListenLoopbackOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestExampleEndpoint: the endpoint the example configuration shows in
+// comments is valid as written, with the defaults it states.
+func TestExampleEndpoint(t *testing.T) {
+	var b strings.Builder
+	in := false
+	for _, l := range strings.Split(string(rules.Example()), "\n") {
+		if strings.HasPrefix(l, "  # - type: endpoint") {
+			in = true
+		} else if in && !strings.HasPrefix(l, "  #   ") {
+			in = false
+		}
+		if in {
+			l = "  " + l[4:]
+		}
+		b.WriteString(l + "\n")
+	}
+	cfg, err := rules.Parse("example.yaml", []byte(b.String()), rules.Options{HostAddrs: []netip.Addr{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := Configs(cfg)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("Configs = %+v, %v; want the example's endpoint", cs, err)
+	}
+	c := cs[0]
+	if c.Listen != DefaultListen || c.FailClosed || c.AllowRemote || len(c.Trusted) != 2 || c.SecondPenalty != 0 {
+		t.Errorf("the example's endpoint %+v is not the defaults", c)
+	}
+}

@@ -1,0 +1,318 @@
+package endpoint_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/logjail/logjail/daemon"
+	"github.com/logjail/logjail/internal/nstest"
+)
+
+// proxyConfig: the proxy's access log is the log logjail follows; the
+// flood rule throttles at once (Perlbal's ladder) and bans after three
+// violations.
+const proxyConfig = `state_dir: %[1]s/state
+checkpoint: 1s
+metrics: ""
+cleaner: "@every 1s"
+sources:
+  - name: web
+    paths: [%[1]s/access.log]
+    format: %[2]s
+    from: start
+rules:
+  - name: flood
+    limits: ["5 per 2s"]
+    throttle: {initial_delay: 2s, max_delay: 2s, quiet: 1s}
+    ban: {after: 3, for: 4s}
+actions:
+  - type: endpoint
+    listen: 127.0.0.1:%[3]d
+`
+
+// TestProxies is the decision endpoint behind a real proxy: a client on
+// the far side of a veth pair requests through nginx (auth_request) or
+// Caddy (forward_auth), the proxy's access log is what logjail follows, and
+// the client's own requests drive it over the limit: 200, then 429 with
+// Retry-After, then 403; 200 again after the ban's expiry, and at once
+// after an unban through the daemon's control.
+func TestProxies(t *testing.T) {
+	for _, proxy := range []string{"nginx", "caddy"} {
+		t.Run(proxy, func(t *testing.T) {
+			if !nstest.Enter(t, proxy, "ip") {
+				return
+			}
+			testProxy(t, proxy)
+		})
+	}
+}
+
+func testProxy(t *testing.T, proxy string) {
+	peer := nstest.NewPeer(t)
+	dir := t.TempDir()
+	epPort, proxyPort := freePort(t), freePort(t)
+	upstream := startUpstream(t)
+	format := "combined"
+	if proxy == "caddy" {
+		format = "caddy"
+	}
+	cfgPath := filepath.Join(dir, "logjail.yaml")
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(proxyConfig, dir, format, epPort)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "access.log"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	listen := net.JoinHostPort(peer.Local4.String(), strconv.Itoa(proxyPort))
+	switch proxy {
+	case "nginx":
+		startNginx(t, dir, listen, epPort, upstream)
+	case "caddy":
+		startCaddy(t, dir, listen, epPort, upstream)
+	}
+
+	ctl := daemon.NewControl()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	go func() {
+		done <- daemon.Run(ctx, daemon.Options{ConfigPath: cfgPath, Control: ctl, Poll: true,
+			Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		if t.Failed() {
+			logMu.Lock()
+			t.Logf("daemon log:\n%s", logs.String())
+			logMu.Unlock()
+		}
+	})
+
+	client := peer.HTTPClient()
+	url := "http://" + listen + "/"
+	get := func() (int, string) {
+		resp, err := client.Get(url)
+		if err != nil {
+			return 0, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Retry-After")
+	}
+	// waitFor requests every 50 ms until the answer is want.
+	waitFor := func(what string, want int) string {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		var seen []int
+		for {
+			code, retry := get()
+			if len(seen) == 0 || seen[len(seen)-1] != code {
+				seen = append(seen, code)
+			}
+			if code == want {
+				return retry
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no %d after 20 s; answers %v", what, want, seen)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitFor("the endpoint to answer", 200)
+	retry := waitFor("a flood to be throttled", 429)
+	if retry != "2" {
+		t.Errorf("429 with Retry-After %q, want the ladder's delay, 2", retry)
+	}
+	waitFor("the throttled client to be banned", 403)
+	// Quiet (a request a second, within the limit) until the ban (4 s)
+	// ends.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		time.Sleep(time.Second)
+		if code, _ := get(); code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("still refused 20 s after the 4 s ban")
+		}
+	}
+	// Banned again, then unbanned by an operator: 200 at once.
+	waitFor("a second flood to be banned", 403)
+	uctx, ucancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer ucancel()
+	if _, err := ctl.Unban(uctx, "flood", peer.Remote4.String(), "test", "a customer"); err != nil {
+		t.Fatalf("Unban: %v", err)
+	}
+	if code, _ := get(); code != 200 {
+		t.Fatalf("right after Unban returned: %d, want 200", code)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startUpstream is the application behind the proxy.
+func startUpstream(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "app") })}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return l.Addr().String()
+}
+
+// The README's nginx snippet, around a test's paths.
+const nginxConf = `worker_processes 1;
+user root;
+daemon off;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log notice;
+events { worker_connections 64; }
+http {
+    access_log %[1]s/access.log combined;
+    client_body_temp_path %[1]s/tmp;
+    proxy_temp_path %[1]s/tmp;
+    fastcgi_temp_path %[1]s/tmp;
+    uwsgi_temp_path %[1]s/tmp;
+    scgi_temp_path %[1]s/tmp;
+    server {
+        listen %[2]s;
+        location / {
+            auth_request /logjail-auth;
+            auth_request_set $logjail_decision $upstream_http_x_logjail_decision;
+            auth_request_set $logjail_retry_after $upstream_http_retry_after;
+            error_page 500 = @logjail;
+            proxy_pass http://%[4]s;
+        }
+        location = /logjail-auth {
+            internal;
+            proxy_pass http://127.0.0.1:%[3]d/auth;
+            proxy_pass_request_body off;
+            proxy_set_header Content-Length "";
+            proxy_set_header X-Forwarded-For $remote_addr;
+        }
+        location @logjail {
+            if ($logjail_decision = throttle) {
+                add_header Retry-After $logjail_retry_after always;
+                return 429;
+            }
+            return 500;
+        }
+    }
+}
+`
+
+func startNginx(t *testing.T, dir, listen string, epPort int, upstream string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, dir, listen, epPort, upstream), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startServer(t, listen, exec.Command("nginx", "-e", filepath.Join(dir, "error.log"), "-c", conf, "-p", dir+"/"))
+}
+
+// The README's Caddy snippet, around a test's paths.
+const caddyfile = `{
+	admin off
+	auto_https off
+}
+http://%[2]s {
+	log {
+		output file %[1]s/access.log
+		format json
+	}
+	forward_auth 127.0.0.1:%[3]d {
+		uri /auth
+	}
+	reverse_proxy %[4]s
+}
+`
+
+func startCaddy(t *testing.T, dir, listen string, epPort int, upstream string) {
+	t.Helper()
+	file := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(file, fmt.Appendf(nil, caddyfile, dir, listen, epPort, upstream), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("caddy", "run", "--config", file, "--adapter", "caddyfile")
+	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir+"/data", "XDG_CONFIG_HOME="+dir+"/config")
+	startServer(t, listen, cmd)
+}
+
+// startServer starts a proxy and waits until it accepts connections on
+// listen; it is stopped by its own PID at the test's end.
+func startServer(t *testing.T, listen string, cmd *exec.Cmd) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", listen, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		select {
+		case <-exited:
+			t.Fatalf("%s exited: %s", cmd.Path, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not listen on %s: %s", cmd.Path, listen, strings.TrimSpace(out.String()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
