@@ -104,6 +104,13 @@ type Flusher interface {
 	Flush(ctx context.Context) error
 }
 
+// Memory is a backend whose state lives in logjail's own memory (the
+// decision endpoint's view of the bans): nothing outside can change it, so
+// the manager's periodic Resync leaves it alone.
+type Memory interface {
+	InMemory() bool
+}
+
 // Pacer is a backend whose changes are costly to make one by one (list
 // files and the server reload that follows): the manager gathers changes
 // for Settle after the first one and leaves MinInterval between two calls.

@@ -1,6 +1,7 @@
 package actions
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -60,6 +61,7 @@ type Manager struct {
 	back  time.Duration
 
 	mu      sync.Mutex
+	ends    endHeap // the ends of bans, soonest first; stale ones are skipped
 	bans    map[banKey]*ban
 	holders map[netip.Prefix][]banKey
 	allow   []netip.Prefix
@@ -191,6 +193,9 @@ func (m *Manager) Resync() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, w := range m.workers {
+		if mem, ok := w.Backend.(Memory); ok && mem.InMemory() {
+			continue
+		}
 		m.resync(w)
 	}
 }
@@ -223,6 +228,9 @@ func (m *Manager) set(k banKey, b *ban) {
 	}
 	if b != nil && len(b.prefixes) > 0 {
 		m.bans[k] = b
+		if !b.until.IsZero() {
+			heap.Push(&m.ends, banEnd{b.until, k})
+		}
 		for _, p := range b.prefixes {
 			m.holders[p] = append(m.holders[p], k)
 			touched[p] = struct{}{}
@@ -359,15 +367,36 @@ func (m *Manager) Start(ctx context.Context) {
 	}()
 }
 
-// expire lifts the bans and throttles whose end has passed.
+// expire lifts the bans and throttles whose end has passed. It looks only
+// at those: a second's sweep of 100,000 bans costs nothing.
 func (m *Manager) expire(now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for k, b := range m.bans {
-		if !b.until.IsZero() && !b.until.After(now) {
-			m.set(k, nil)
+	for m.ends.Len() > 0 && !m.ends[0].until.After(now) {
+		e := heap.Pop(&m.ends).(banEnd)
+		if b := m.bans[e.key]; b != nil && b.until.Equal(e.until) {
+			m.set(e.key, nil)
 		}
 	}
+}
+
+// banEnd is when a ban ends.
+type banEnd struct {
+	until time.Time
+	key   banKey
+}
+
+type endHeap []banEnd
+
+func (h endHeap) Len() int           { return len(h) }
+func (h endHeap) Less(i, j int) bool { return h[i].until.Before(h[j].until) }
+func (h endHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *endHeap) Push(x any)        { *h = append(*h, x.(banEnd)) }
+func (h *endHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // run is a backend's goroutine.

@@ -154,6 +154,10 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	// Restoring a large state (a million keys) leaves as much garbage as it
+	// keeps: collect it now rather than in a collection that would run
+	// alongside the first minutes of work and of the endpoint's answers.
+	runtime.GC()
 	defer func() {
 		if err := acts.Close(); err != nil {
 			log.Error("closing actions", "err", err)

@@ -64,6 +64,10 @@ func (b *Bans) Apply(_ context.Context, changes []actions.Change) error {
 	return nil
 }
 
+// InMemory tells the manager that nothing outside logjail changes the view:
+// its periodic resync (a rebuild of the whole table) is not needed.
+func (b *Bans) InMemory() bool { return true }
+
 // Close does nothing: the view lives in memory.
 func (b *Bans) Close() error { return nil }
 

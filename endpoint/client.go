@@ -1,6 +1,7 @@
 package endpoint
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
@@ -36,17 +37,33 @@ var errNoPeer = errors.New("the peer has no address (unix socket) and sent no X-
 // IPv6 addresses are accepted; zones are not.
 func ClientAddr(r *http.Request, trusted Proxies) (netip.Addr, error) {
 	peer, peerOK := peerAddr(r.RemoteAddr)
+	return clientAddr(peer, peerOK, bytesOf(r.Header.Values("X-Forwarded-For")), bytesOf(r.Header.Values("X-Real-Ip")), trusted)
+}
+
+func bytesOf(ss []string) [][]byte {
+	if len(ss) == 0 {
+		return nil
+	}
+	out := make([][]byte, len(ss))
+	for i, s := range ss {
+		out[i] = []byte(s)
+	}
+	return out
+}
+
+// clientAddr is ClientAddr over the peer and the headers' values.
+func clientAddr(peer netip.Addr, peerOK bool, xff, realIP [][]byte, trusted Proxies) (netip.Addr, error) {
 	if peerOK && !trusted.Trusts(peer) {
 		return peer, nil
 	}
-	if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
+	if len(xff) > 0 {
 		return fromForwarded(xff, trusted)
 	}
-	if xr := r.Header.Values("X-Real-Ip"); len(xr) > 0 {
-		if len(xr) > 1 {
+	if len(realIP) > 0 {
+		if len(realIP) > 1 {
 			return netip.Addr{}, errors.New("X-Real-IP: sent more than once")
 		}
-		a, err := parseHost(strings.TrimSpace(xr[0]))
+		a, err := parseHost(strings.TrimSpace(string(realIP[0])))
 		if err != nil {
 			return netip.Addr{}, fmt.Errorf("X-Real-IP: %w", err)
 		}
@@ -59,22 +76,22 @@ func ClientAddr(r *http.Request, trusted Proxies) (netip.Addr, error) {
 }
 
 // fromForwarded walks X-Forwarded-For from the right.
-func fromForwarded(values []string, trusted Proxies) (netip.Addr, error) {
+func fromForwarded(values [][]byte, trusted Proxies) (netip.Addr, error) {
 	var last netip.Addr
 	for i := len(values) - 1; i >= 0; i-- {
 		v := values[i]
-		for v != "" {
-			var item string
-			if j := strings.LastIndexByte(v, ','); j >= 0 {
+		for len(v) > 0 {
+			var item []byte
+			if j := bytes.LastIndexByte(v, ','); j >= 0 {
 				item, v = v[j+1:], v[:j]
 			} else {
-				item, v = v, ""
+				item, v = v, nil
 			}
-			item = strings.TrimSpace(item)
-			if item == "" {
+			item = bytes.TrimSpace(item)
+			if len(item) == 0 {
 				continue
 			}
-			a, err := parseHost(item)
+			a, err := parseHost(string(item))
 			if err != nil {
 				return netip.Addr{}, fmt.Errorf("X-Forwarded-For: %w", err)
 			}

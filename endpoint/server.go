@@ -1,6 +1,7 @@
 package endpoint
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,7 +9,6 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"strconv"
@@ -18,6 +18,7 @@ import (
 	"github.com/logjail/logjail/actions"
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/rules"
+	"github.com/valyala/fasthttp"
 )
 
 // Config is one `type: endpoint` action.
@@ -126,14 +127,17 @@ type Windows interface {
 	Windows(a netip.Addr, rule string, now time.Time) ([]Window, error)
 }
 
-// Server answers a reverse proxy's questions.
+// Server answers a reverse proxy's questions. It is built on
+// github.com/valyala/fasthttp rather than net/http: /auth is asked before
+// every request a proxy serves, and on one core net/http answered about
+// 31,000 a second where fasthttp answers about 62,000 (README,
+// Benchmarks).
 type Server struct {
 	cfg     Config
 	bans    *Bans
 	windows Windows
 	now     func() time.Time
 	log     *slog.Logger
-	mux     *http.ServeMux
 }
 
 // NewServer makes the endpoint of c over bans (driven by the actions
@@ -142,18 +146,12 @@ func NewServer(c Config, bans *Bans, windows Windows, log *slog.Logger) *Server 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: c, bans: bans, windows: windows, now: time.Now, log: log, mux: http.NewServeMux()}
-	s.mux.HandleFunc("/auth", s.auth)
-	s.mux.HandleFunc("/v1/throttle", s.throttle)
-	return s
+	return &Server{cfg: c, bans: bans, windows: windows, now: time.Now, log: log}
 }
 
 // SetWindows sets the detector view /v1/throttle reads; call it before
 // Serve.
 func (s *Server) SetWindows(w Windows) { s.windows = w }
-
-// ServeHTTP serves /auth and /v1/throttle.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 // Listen opens the endpoint's listener: TCP, or a unix socket (mode 0666:
 // the endpoint only answers, nothing can be changed through it) replacing
@@ -181,19 +179,52 @@ func Listen(c Config) (net.Listener, error) {
 
 // Serve serves on l until ctx is done.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	hs := &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
+	fs := &fasthttp.Server{
+		Handler:               s.handle,
+		Name:                  "logjail",
+		ReadTimeout:           2 * time.Minute, // also how long an idle keep-alive connection is kept
+		WriteTimeout:          10 * time.Second,
+		MaxRequestBodySize:    4096, // questions have no body
+		NoDefaultContentType:  true,
+		NoDefaultServerHeader: true,
+		Logger:                fastLogger{s.log},
+	}
 	stop := context.AfterFunc(ctx, func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		hs.Shutdown(sctx)
+		fs.ShutdownWithContext(sctx)
 	})
 	defer stop()
-	err := hs.Serve(l)
-	if errors.Is(err, http.ErrServerClosed) {
+	err := fs.Serve(l)
+	if ctx.Err() != nil {
 		return nil
 	}
 	return err
+}
+
+// fastLogger passes fasthttp's rare messages (a malformed request) to the
+// log at debug level.
+type fastLogger struct{ log *slog.Logger }
+
+func (l fastLogger) Printf(format string, args ...any) {
+	l.log.Debug("endpoint", "msg", fmt.Sprintf(format, args...))
+}
+
+// handle routes a request.
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	if !ctx.IsGet() && !ctx.IsHead() {
+		ctx.Response.Header.Set("Allow", "GET, HEAD")
+		ctx.Error("method not allowed", fasthttp.StatusMethodNotAllowed)
+		return
+	}
+	switch string(ctx.Path()) {
+	case "/auth":
+		s.auth(ctx)
+	case "/v1/throttle":
+		s.throttle(ctx)
+	default:
+		ctx.Error("not found: the endpoint answers GET /auth and GET /v1/throttle", fasthttp.StatusNotFound)
+	}
 }
 
 // The decisions, in the X-Logjail-Decision header and the JSON body.
@@ -203,6 +234,8 @@ const (
 	decisionBan      = "ban"
 	decisionUnready  = "unready"
 )
+
+const headerDecision = "X-Logjail-Decision"
 
 // authAnswer is /auth's JSON body.
 type authAnswer struct {
@@ -217,49 +250,54 @@ type authAnswer struct {
 	Error      string `json:"error,omitempty"`
 }
 
+// client is the client a request asks about.
+func (s *Server) client(ctx *fasthttp.RequestCtx) (netip.Addr, error) {
+	var peer netip.Addr
+	peerOK := false
+	if ta, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
+		peer, peerOK = netip.AddrFromSlice(ta.IP)
+		peer = peer.Unmap()
+	}
+	h := &ctx.Request.Header
+	return clientAddr(peer, peerOK, h.PeekAll("X-Forwarded-For"), h.PeekAll("X-Real-Ip"), s.cfg.Trusted)
+}
+
 // auth answers GET /auth: 200 allowed, 403 banned, 429 throttled with
 // Retry-After, 400 when the client cannot be told.
-func (s *Server) auth(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
-	h := w.Header()
-	js := wantsJSON(r)
+func (s *Server) auth(ctx *fasthttp.RequestCtx) {
+	h := &ctx.Response.Header
+	js := wantsJSON(ctx)
 	if !s.bans.Ready() {
-		h.Set("X-Logjail-Decision", decisionUnready)
-		code := http.StatusOK
+		h.Set(headerDecision, decisionUnready)
+		code := fasthttp.StatusOK
 		if s.cfg.FailClosed {
-			code = http.StatusServiceUnavailable
+			code = fasthttp.StatusServiceUnavailable
 			h.Set("Retry-After", "1")
 		}
-		s.answer(w, code, js, authAnswer{Decision: decisionUnready})
+		answer(ctx, code, js, authAnswer{Decision: decisionUnready})
 		return
 	}
-	a, err := ClientAddr(r, s.cfg.Trusted)
+	a, err := s.client(ctx)
 	if err != nil {
-		s.answer(w, http.StatusBadRequest, js, authAnswer{Error: err.Error()})
+		answer(ctx, fasthttp.StatusBadRequest, js, authAnswer{Error: err.Error()})
 		return
 	}
 	now := s.now()
 	e, ok := s.bans.Lookup(a, now)
 	switch {
 	case !ok:
-		h.Set("X-Logjail-Decision", decisionAllow)
-		if !js {
-			w.WriteHeader(http.StatusOK)
-			return
+		h.Set(headerDecision, decisionAllow)
+		if js {
+			answer(ctx, fasthttp.StatusOK, true, authAnswer{Decision: decisionAllow, Client: a.String()})
 		}
-		s.answer(w, http.StatusOK, true, authAnswer{Decision: decisionAllow, Client: a.String()})
 	case e.Kind == actions.KindBan:
-		h.Set("X-Logjail-Decision", decisionBan)
-		s.answer(w, http.StatusForbidden, js, entryAnswer(decisionBan, a, &e, now))
+		h.Set(headerDecision, decisionBan)
+		answer(ctx, fasthttp.StatusForbidden, js, entryAnswer(decisionBan, a, &e, now))
 	default:
-		retry := max(1, e.RetryAfter(now))
-		h.Set("X-Logjail-Decision", decisionThrottle)
-		h.Set("Retry-After", strconv.Itoa(retry))
-		s.answer(w, http.StatusTooManyRequests, js, entryAnswer(decisionThrottle, a, &e, now))
+		var buf [20]byte
+		h.Set(headerDecision, decisionThrottle)
+		h.SetBytesV("Retry-After", strconv.AppendInt(buf[:0], int64(max(1, e.RetryAfter(now))), 10))
+		answer(ctx, fasthttp.StatusTooManyRequests, js, entryAnswer(decisionThrottle, a, &e, now))
 	}
 }
 
@@ -273,26 +311,23 @@ func entryAnswer(decision string, a netip.Addr, e *actions.Entry, now time.Time)
 }
 
 // wantsJSON: a body only for a caller that asks for JSON.
-func wantsJSON(r *http.Request) bool {
-	return strings.Contains(r.Header.Get("Accept"), "application/json")
+func wantsJSON(ctx *fasthttp.RequestCtx) bool {
+	return bytes.Contains(ctx.Request.Header.Peek("Accept"), []byte("application/json"))
 }
 
-// answer writes code, with a JSON body when js (or for an error, a line of
+// answer sets code, with a JSON body when js (or, for an error, a line of
 // text).
-func (s *Server) answer(w http.ResponseWriter, code int, js bool, body any) {
+func answer(ctx *fasthttp.RequestCtx, code int, js bool, body any) {
+	ctx.SetStatusCode(code)
 	if !js {
 		if ans, ok := body.(authAnswer); ok && ans.Error != "" {
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			w.WriteHeader(code)
-			fmt.Fprintln(w, ans.Error)
-			return
+			ctx.SetContentType("text/plain; charset=utf-8")
+			ctx.SetBodyString(ans.Error + "\n")
 		}
-		w.WriteHeader(code)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(body)
+	ctx.SetContentType("application/json")
+	json.NewEncoder(ctx).Encode(body)
 }
 
 // ThrottleAnswer is the Cerberus answer of /v1/throttle.
@@ -306,29 +341,24 @@ type ThrottleAnswer struct {
 }
 
 // throttle answers GET /v1/throttle?ip=ADDRESS&event=RULE.
-func (s *Server) throttle(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
-	q := r.URL.Query()
-	a, err := parseHost(strings.TrimSpace(q.Get("ip")))
+func (s *Server) throttle(ctx *fasthttp.RequestCtx) {
+	args := ctx.QueryArgs()
+	a, err := parseHost(strings.TrimSpace(string(args.Peek("ip"))))
 	if err != nil {
-		s.answer(w, http.StatusBadRequest, true, authAnswer{Error: "ip: " + err.Error()})
+		answer(ctx, fasthttp.StatusBadRequest, true, authAnswer{Error: "ip: " + err.Error()})
 		return
 	}
 	if !s.bans.Ready() && s.cfg.FailClosed {
-		w.Header().Set("Retry-After", "1")
-		s.answer(w, http.StatusServiceUnavailable, true, authAnswer{Decision: decisionUnready})
+		ctx.Response.Header.Set("Retry-After", "1")
+		answer(ctx, fasthttp.StatusServiceUnavailable, true, authAnswer{Decision: decisionUnready})
 		return
 	}
-	ans, err := s.Throttle(a, q.Get("event"))
+	ans, err := s.Throttle(a, string(args.Peek("event")))
 	if err != nil {
-		s.answer(w, http.StatusBadRequest, true, authAnswer{Error: err.Error()})
+		answer(ctx, fasthttp.StatusBadRequest, true, authAnswer{Error: err.Error()})
 		return
 	}
-	s.answer(w, http.StatusOK, true, ans)
+	answer(ctx, fasthttp.StatusOK, true, ans)
 }
 
 // Throttle computes the Cerberus answer for a under rule event ("" every

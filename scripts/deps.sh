@@ -18,9 +18,12 @@ need iptables iptables        # the iptables action's tests (iptables and ip6tab
 need ipset ipset              # mode: ipset
 need nft nftables             # the nftables action's tests
 need nginx nginx-light        # the nginx list and decision endpoint tests run a real nginx
+need caddy caddy              # ... and a real Caddy (forward_auth)
+need setpriv util-linux       # the permission tests run commands as nobody
 if [ "${LOGJAIL_BENCH:-}" = 1 ]; then
   need fail2ban-regex fail2ban  # the baseline of scripts/bench.sh
   [ -x /usr/bin/time ] || missing+=(time)
+  need wrk wrk                  # scripts/bench-endpoint.sh
 fi
 
 if [ ${#missing[@]} -gt 0 ]; then
