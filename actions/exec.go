@@ -448,31 +448,9 @@ func (b *Exec) save() error {
 		return b.errorf("record: %w", err)
 	}
 	data = append(data, '\n')
-	dir := filepath.Dir(b.record)
-	f, err := os.CreateTemp(dir, ".exec-"+b.name+"-*.tmp")
-	if err != nil {
+	// The record is logjail's: owner only (the same mode CreateTemp gave it).
+	if err := replaceFileAtomic(b.record, data, 0o600, false); err != nil {
 		return b.errorf("record: %w", err)
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), b.record)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return b.errorf("record: %w", err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		err = d.Sync()
-		d.Close()
-		if err != nil {
-			return b.errorf("record: sync %s: %w", dir, err)
-		}
 	}
 	return nil
 }

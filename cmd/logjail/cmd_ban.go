@@ -78,25 +78,14 @@ func runBan(ctx context.Context, o *banOptions, s streams) error {
 	if err := checkBan(o.req); err != nil {
 		return apiError(err)
 	}
-	cfg, err := o.cfg.load(s.err, false)
+	res, cfg, err := change(ctx, &o.cfg, s,
+		func(ctx context.Context, c *control.Client) (*control.BanResult, error) { return c.Ban(ctx, o.req) },
+		func(e *control.Engine, who string) (*control.BanResult, error) {
+			res, _, err := e.Ban(o.req, who)
+			return res, err
+		})
 	if err != nil {
 		return err
-	}
-	op := &opener{cfg: cfg, s: s}
-	c := op.client()
-	defer c.Close()
-	cctx, cancel := withTimeout(ctx, changeTimeout)
-	defer cancel()
-	res, err := c.Ban(cctx, o.req)
-	if errors.Is(err, control.ErrNoDaemon) {
-		err = op.offlineChange(func(e *control.Engine) error {
-			var err error
-			res, _, err = e.Ban(o.req, currentUser())
-			return err
-		})
-	}
-	if err != nil {
-		return apiError(err)
 	}
 	if o.out.json() {
 		return writeJSON(s.out, res)

@@ -79,25 +79,14 @@ func runUnban(ctx context.Context, o *unbanOptions, s streams) error {
 	if err := checkUnban(o.req); err != nil {
 		return apiError(err)
 	}
-	cfg, err := o.cfg.load(s.err, false)
+	res, cfg, err := change(ctx, &o.cfg, s,
+		func(ctx context.Context, c *control.Client) (*control.UnbanResult, error) { return c.Unban(ctx, o.req) },
+		func(e *control.Engine, who string) (*control.UnbanResult, error) {
+			res, _, err := e.Unban(o.req, who)
+			return res, err
+		})
 	if err != nil {
 		return err
-	}
-	op := &opener{cfg: cfg, s: s}
-	c := op.client()
-	defer c.Close()
-	cctx, cancel := withTimeout(ctx, changeTimeout)
-	defer cancel()
-	res, err := c.Unban(cctx, o.req)
-	if errors.Is(err, control.ErrNoDaemon) {
-		err = op.offlineChange(func(e *control.Engine) error {
-			var err error
-			res, _, err = e.Unban(o.req, currentUser())
-			return err
-		})
-	}
-	if err != nil {
-		return apiError(err)
 	}
 	if o.out.json() {
 		return writeJSON(s.out, res)

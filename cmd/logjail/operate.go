@@ -209,6 +209,33 @@ func dbError(err error) error {
 // would (a detector restored from the last checkpoint, a writer resumed on
 // it) and checkpoints what it decided: the daemon applies it when it
 // starts.
+// change makes an operator's change through the daemon, or, when no daemon
+// answers, on the database (applied when the daemon starts): the one path
+// of ban and unban.
+func change[R any](ctx context.Context, cf *configFlag, s streams,
+	live func(context.Context, *control.Client) (R, error),
+	offline func(*control.Engine, string) (R, error)) (R, *rules.Config, error) {
+	var res R
+	cfg, err := cf.load(s.err, false)
+	if err != nil {
+		return res, nil, err
+	}
+	op := &opener{cfg: cfg, s: s}
+	c := op.client()
+	defer c.Close()
+	cctx, cancel := withTimeout(ctx, changeTimeout)
+	defer cancel()
+	res, err = live(cctx, c)
+	if errors.Is(err, control.ErrNoDaemon) {
+		err = op.offlineChange(func(e *control.Engine) error {
+			var err error
+			res, err = offline(e, currentUser())
+			return err
+		})
+	}
+	return res, cfg, apiError(err)
+}
+
 func (o *opener) offlineChange(fn func(e *control.Engine) error) error {
 	db, err := o.writer()
 	if err != nil {
