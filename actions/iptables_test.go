@@ -3,16 +3,14 @@ package actions
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
+	"errors"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -423,23 +421,6 @@ func TestIptablesJumpsAndFlush(t *testing.T) {
 	}
 }
 
-// TestIptablesDialHelper is not a test: TestIptablesTraffic runs the test
-// binary in another namespace with LOGJAIL_IPT_DIAL=addr:port to connect
-// from there. It prints DIAL OK or DIAL FAIL and the error.
-func TestIptablesDialHelper(t *testing.T) {
-	addr := os.Getenv("LOGJAIL_IPT_DIAL")
-	if addr == "" {
-		t.Skip("a helper of TestIptablesTraffic")
-	}
-	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
-	if err != nil {
-		fmt.Printf("DIAL FAIL: %v\n", err)
-		return
-	}
-	c.Close()
-	fmt.Println("DIAL OK")
-}
-
 // TestIptablesTraffic connects from a second namespace over a veth pair:
 // the connection works before the ban, is refused (target REJECT, for the
 // listener's port only) while it holds and works
@@ -450,7 +431,7 @@ func TestIptablesTraffic(t *testing.T) {
 			if !nstest.Enter(t, "iptables", "ip6tables", "ipset", "ip") {
 				return
 			}
-			ns := iptTestPeer(t)
+			peer := nstest.NewPeer(t)
 			ctx := context.Background()
 			for _, fam := range []struct{ server, client string }{
 				{"198.51.100.1", "198.51.100.2"},
@@ -473,19 +454,14 @@ func TestIptablesTraffic(t *testing.T) {
 				port := ln.Addr().(*net.TCPAddr).Port
 				addr := net.JoinHostPort(fam.server, strconv.Itoa(port))
 				dial := func() string {
-					cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run", "^TestIptablesDialHelper$", "-test.v")
-					cmd.Env = append(os.Environ(), "LOGJAIL_IPT_DIAL="+addr)
-					out, _ := cmd.CombinedOutput()
-					switch {
-					case strings.Contains(string(out), "DIAL OK"):
+					switch err := peer.Dial(netip.MustParseAddrPort(addr), 3*time.Second); {
+					case err == nil:
 						return "ok"
-					case strings.Contains(string(out), "connection refused"):
+					case errors.Is(err, syscall.ECONNREFUSED):
 						return "refused"
-					case strings.Contains(string(out), "DIAL FAIL"):
-						return "fail"
+					default:
+						return "fail: " + err.Error()
 					}
-					t.Fatalf("dial helper: %s", out)
-					return ""
 				}
 				b := iptTestBuild(t, map[string]any{"mode": mode, "target": "REJECT", "ports": []any{port}})
 				client := netip.MustParseAddr(fam.client)
@@ -514,32 +490,6 @@ func TestIptablesTraffic(t *testing.T) {
 			}
 		})
 	}
-}
-
-// iptTestPeer makes a namespace lj-ipt-<random> joined to the test's by a
-// veth pair: 198.51.100.1 and 2001:db8::1 here, .2 and ::2 there. It is
-// deleted when the test ends.
-func iptTestPeer(t *testing.T) string {
-	t.Helper()
-	var r [4]byte
-	rand.Read(r[:])
-	ns := "lj-ipt-" + hex.EncodeToString(r[:])
-	iptTestRun(t, "ip", "netns", "add", ns)
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "delete", ns).CombinedOutput(); err != nil {
-			t.Errorf("ip netns delete %s: %v: %s", ns, err, out)
-		}
-	})
-	iptTestRun(t, "ip", "link", "add", "lj-srv", "type", "veth", "peer", "name", "lj-cli", "netns", ns)
-	iptTestRun(t, "ip", "addr", "add", "198.51.100.1/24", "dev", "lj-srv")
-	iptTestRun(t, "ip", "addr", "add", "2001:db8::1/64", "dev", "lj-srv", "nodad")
-	iptTestRun(t, "ip", "link", "set", "lj-srv", "up")
-	in := func(args ...string) { iptTestRun(t, "ip", append([]string{"netns", "exec", ns, "ip"}, args...)...) }
-	in("addr", "add", "198.51.100.2/24", "dev", "lj-cli")
-	in("addr", "add", "2001:db8::2/64", "dev", "lj-cli", "nodad")
-	in("link", "set", "lj-cli", "up")
-	in("link", "set", "lo", "up")
-	return ns
 }
 
 // TestIptablesOptions checks the builder's errors: each names the file,

@@ -4,13 +4,10 @@ package actions
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -399,23 +396,6 @@ func TestNftablesKernelTimeout(t *testing.T) {
 	}
 }
 
-// TestNftablesDialHelper is not a test: TestNftablesTraffic runs the test
-// binary in another namespace with LOGJAIL_NFT_DIAL=addr:port to connect
-// from there. It prints NFTDIAL OK or NFTDIAL FAIL.
-func TestNftablesDialHelper(t *testing.T) {
-	addr := os.Getenv("LOGJAIL_NFT_DIAL")
-	if addr == "" {
-		t.Skip("a helper of TestNftablesTraffic")
-	}
-	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
-	if err != nil {
-		fmt.Printf("NFTDIAL FAIL: %v\n", err)
-		return
-	}
-	c.Close()
-	fmt.Println("NFTDIAL OK")
-}
-
 // TestNftablesTraffic connects from a second namespace over a veth pair:
 // the connection works before the ban, is refused while it holds and works
 // again once it is lifted, over IPv4 and IPv6; an allowed address inside a
@@ -424,7 +404,7 @@ func TestNftablesTraffic(t *testing.T) {
 	if !nstest.Enter(t, "nft", "ip") {
 		return
 	}
-	ns := nftTestPeer(t)
+	peer := nstest.NewPeer(t)
 	ctx := context.Background()
 	for _, fam := range []struct{ server, client, prefix string }{
 		{"198.51.100.1", "198.51.100.2", "198.51.100.0/30"},
@@ -447,17 +427,10 @@ func TestNftablesTraffic(t *testing.T) {
 		port := ln.Addr().(*net.TCPAddr).Port
 		addr := net.JoinHostPort(fam.server, strconv.Itoa(port))
 		dial := func() string {
-			cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run", "^TestNftablesDialHelper$", "-test.v")
-			cmd.Env = append(os.Environ(), "LOGJAIL_NFT_DIAL="+addr)
-			out, _ := cmd.CombinedOutput()
-			switch {
-			case strings.Contains(string(out), "NFTDIAL OK"):
-				return "ok"
-			case strings.Contains(string(out), "NFTDIAL FAIL"):
-				return "fail: " + string(out)
+			if err := peer.Dial(netip.MustParseAddrPort(addr), 3*time.Second); err != nil {
+				return "fail: " + err.Error()
 			}
-			t.Fatalf("dial helper: %s", out)
-			return ""
+			return "ok"
 		}
 		b := nftTestBuild(t, map[string]any{"target": "reject", "ports": []any{port}})
 		client := netip.MustParseAddr(fam.client)
@@ -501,32 +474,6 @@ func TestNftablesTraffic(t *testing.T) {
 			t.Errorf("%s after Flush: dial %s", addr, got)
 		}
 	}
-}
-
-// nftTestPeer makes a namespace lj-nft-<random> joined to the test's by a
-// veth pair: 198.51.100.1 and 2001:db8::1 here, .2 and ::2 there. It is
-// deleted when the test ends.
-func nftTestPeer(t *testing.T) string {
-	t.Helper()
-	var r [4]byte
-	rand.Read(r[:])
-	ns := "lj-nft-" + hex.EncodeToString(r[:])
-	nftTestRun(t, "ip", "netns", "add", ns)
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "delete", ns).CombinedOutput(); err != nil {
-			t.Errorf("ip netns delete %s: %v: %s", ns, err, out)
-		}
-	})
-	nftTestRun(t, "ip", "link", "add", "lj-srv", "type", "veth", "peer", "name", "lj-cli", "netns", ns)
-	nftTestRun(t, "ip", "addr", "add", "198.51.100.1/24", "dev", "lj-srv")
-	nftTestRun(t, "ip", "addr", "add", "2001:db8::1/64", "dev", "lj-srv", "nodad")
-	nftTestRun(t, "ip", "link", "set", "lj-srv", "up")
-	in := func(args ...string) { nftTestRun(t, "ip", append([]string{"netns", "exec", ns, "ip"}, args...)...) }
-	in("addr", "add", "198.51.100.2/24", "dev", "lj-cli")
-	in("addr", "add", "2001:db8::2/64", "dev", "lj-cli", "nodad")
-	in("link", "set", "lj-cli", "up")
-	in("link", "set", "lo", "up")
-	return ns
 }
 
 // TestNftablesOptions checks the builder's errors: each names the file, the
