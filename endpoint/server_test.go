@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -257,5 +259,56 @@ func TestExampleEndpoint(t *testing.T) {
 	c := cs[0]
 	if c.Listen != DefaultListen || c.FailClosed || c.AllowRemote || len(c.Trusted) != 2 || c.SecondPenalty != 0 {
 		t.Errorf("the example's endpoint %+v is not the defaults", c)
+	}
+}
+
+// TestUnixSocket: the endpoint on a unix socket answers a local proxy,
+// which must name the client; the socket is 0666 (nothing can be changed
+// through it) and a stale one is replaced.
+func TestUnixSocket(t *testing.T) {
+	path := t.TempDir() + "/auth.sock"
+	c := Config{Listen: "unix:" + path, Trusted: loopback}
+	for range 2 { // the second Listen replaces the first's socket
+		l, err := Listen(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.(*net.UnixListener).SetUnlinkOnClose(false)
+		l.Close()
+	}
+	l, err := Listen(c)
+	if err != nil {
+		t.Fatalf("Listen over a stale socket: %v", err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o666 {
+		t.Errorf("socket mode %v %v, want 0666", fi.Mode(), err)
+	}
+	bans := NewBans("endpoint")
+	bans.Sync(context.Background(), []actions.Entry{entry("198.51.100.7/32", actions.KindBan, time.Now().Add(time.Hour), 0)}, nil)
+	s := NewServer(c, bans, nil, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, l) }()
+	defer func() { cancel(); <-done }()
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", path)
+	}}}
+	for _, tc := range []struct {
+		xff  string
+		want int
+	}{{"198.51.100.7", 403}, {"198.51.100.8", 200}, {"", 400}} {
+		req, _ := http.NewRequest("GET", "http://logjail/auth", nil)
+		if tc.xff != "" {
+			req.Header.Set("X-Forwarded-For", tc.xff)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("X-Forwarded-For %q over the socket: %d, want %d", tc.xff, resp.StatusCode, tc.want)
+		}
 	}
 }
