@@ -17,10 +17,15 @@
 //   - follow: following a source's files live, with exact offsets, through
 //     rotation.
 //   - daemon: `logjail run`, the live pipeline (follow, parse, decide,
-//     checkpoint, clean, reload).
+//     act, checkpoint, clean, reload).
+//   - actions: what makes a ban real (block files, proxy list files,
+//     iptables and ipset, nftables, exec), driven by one manager that keeps
+//     the union of active bans per prefix and reconciles every backend.
+//   - endpoint: the decision endpoint a reverse proxy asks (/auth, and the
+//     Cerberus /v1/throttle).
+//   - control: the operator's API on the control socket, and the engine
+//     behind ban and unban, live or on the database.
 //   - ops: metrics, logs, the cleaner, systemd notification.
 //   - cmd/logjail: the command line, thin.
-//
-// Not yet built: the actions that make a ban real, the decision endpoint
-// and the control socket with the operator commands.
+//   - internal/nstest: network namespaces for the firewall tests.
 package logjail
