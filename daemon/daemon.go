@@ -288,6 +288,7 @@ func Run(ctx context.Context, o Options) error {
 
 	// Decider: the one owner of the detector and the writer.
 	d := &decider{started: now(), lastLine: map[string]time.Time{}, rejectLogged: map[string]time.Time{}, db: db, cfg: cfg, det: det, p: pipeline.NewWithDetector(cfg, det), w: w, acts: acts, log: log, o: &o, now: now, configPath: o.ConfigPath}
+	d.static()
 	g.Go(func() error {
 		err := d.run(gctx, ordered, reload)
 		stopFollowing()
@@ -579,6 +580,21 @@ func live(d *detector.Decision, now time.Time) {
 	}
 }
 
+// static applies the configuration's static bans (the deny list, banned
+// ranges) now, rather than with the next log line: at start and after a
+// reload, a denied address is refused at once, and one removed from the
+// list let through.
+func (d *decider) static() {
+	ds := d.det.Static(d.now(), d.cfg.StaticBans(), nil)
+	if len(ds) == 0 {
+		return
+	}
+	d.w.Decisions(ds)
+	d.acts.Decisions(ds)
+	d.dirty = true
+	d.soon = time.After(decisionFlush)
+}
+
 // control is the channel of operators' requests; nil (never ready) without
 // a Control.
 func (d *decider) control() chan request {
@@ -687,6 +703,7 @@ func (d *decider) reload() {
 		d.cfg = cfg
 		d.p = pipeline.NewWithDetector(cfg, d.det)
 		d.acts.SetAllow(cfg.AllowList())
+		d.static()
 		d.log.Info("configuration reloaded", "rules", len(cfg.Rules))
 	}
 	if d.o.Hooks.Reloaded != nil {

@@ -129,3 +129,60 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestDenyListAtStartAndReload: the deny list reaches the actions when the
+// daemon starts, before any log line, and a reload that removes an entry
+// lifts it at once.
+func TestDenyListAtStartAndReload(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "logjail.yaml")
+	write := func(deny string) {
+		text := fmt.Sprintf(reconcileConfig, dir) + "deny: " + deny + "\n"
+		must(t, os.WriteFile(cfg, []byte(text), 0o600))
+	}
+	write("[203.0.113.9, 198.51.100.0/24]")
+	must(t, os.WriteFile(filepath.Join(dir, "access.log"), nil, 0o644))
+	reload := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- daemon.Run(ctx, daemon.Options{ConfigPath: cfg, Poll: true, Reload: reload, Logger: slog.New(slog.DiscardHandler)})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	blocked := filepath.Join(dir, "blocked")
+	denyConf := filepath.Join(dir, "deny.conf")
+	state := func() string {
+		es, _ := os.ReadDir(blocked)
+		var names []string
+		for _, e := range es {
+			names = append(names, e.Name())
+		}
+		b, _ := os.ReadFile(denyConf)
+		var denies []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "deny ") {
+				denies = append(denies, l)
+			}
+		}
+		return strings.Join(names, ",") + " | " + strings.Join(denies, " ")
+	}
+	waitState := func(what, want string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for state() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %q, want %q", what, state(), want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitState("the deny list at start, with no log line", "198.51.100.0_24,203.0.113.9 | deny 198.51.100.0/24; deny 203.0.113.9;")
+	write("[198.51.100.0/24]")
+	reload <- struct{}{}
+	waitState("after a reload without 203.0.113.9", "198.51.100.0_24 | deny 198.51.100.0/24;")
+}

@@ -151,8 +151,11 @@ func testProxy(t *testing.T, proxy string) {
 			t.Fatal("still refused 20 s after the 4 s ban")
 		}
 	}
-	// Banned again, then unbanned by an operator: 200 at once.
+	// Banned again, then unbanned by an operator: 200 at once. The client
+	// first stays quiet until its 2 s window is empty (the 4 s ban still
+	// holds), or its next request would be throttled again, rightly.
 	waitFor("a second flood to be banned", 403)
+	time.Sleep(2500 * time.Millisecond)
 	uctx, ucancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer ucancel()
 	if _, err := ctl.Unban(uctx, "flood", peer.Remote4.String(), "test", "a customer"); err != nil {
