@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"net/netip"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -437,24 +435,10 @@ func TestIptablesTraffic(t *testing.T) {
 				{"198.51.100.1", "198.51.100.2"},
 				{"2001:db8::1", "2001:db8::2"},
 			} {
-				ln, err := net.Listen("tcp", net.JoinHostPort(fam.server, "0"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { ln.Close() })
-				go func() {
-					for {
-						c, err := ln.Accept()
-						if err != nil {
-							return
-						}
-						c.Close()
-					}
-				}()
-				port := ln.Addr().(*net.TCPAddr).Port
-				addr := net.JoinHostPort(fam.server, strconv.Itoa(port))
+				ap := nstest.Listen(t, netip.AddrPortFrom(netip.MustParseAddr(fam.server), 0))
+				port, addr := int(ap.Port()), ap.String()
 				dial := func() string {
-					switch err := peer.Dial(netip.MustParseAddrPort(addr), 3*time.Second); {
+					switch err := peer.Dial(ap, 3*time.Second); {
 					case err == nil:
 						return "ok"
 					case errors.Is(err, syscall.ECONNREFUSED):

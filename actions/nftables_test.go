@@ -6,10 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/netip"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -410,24 +408,10 @@ func TestNftablesTraffic(t *testing.T) {
 		{"198.51.100.1", "198.51.100.2", "198.51.100.0/30"},
 		{"2001:db8::1", "2001:db8::2", "2001:db8::/126"},
 	} {
-		ln, err := net.Listen("tcp", net.JoinHostPort(fam.server, "0"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
-		port := ln.Addr().(*net.TCPAddr).Port
-		addr := net.JoinHostPort(fam.server, strconv.Itoa(port))
+		ap := nstest.Listen(t, netip.AddrPortFrom(netip.MustParseAddr(fam.server), 0))
+		port, addr := int(ap.Port()), ap.String()
 		dial := func() string {
-			if err := peer.Dial(netip.MustParseAddrPort(addr), 3*time.Second); err != nil {
+			if err := peer.Dial(ap, 3*time.Second); err != nil {
 				return "fail: " + err.Error()
 			}
 			return "ok"

@@ -67,8 +67,8 @@ func TestFirewallBlocksAClient(t *testing.T) {
 
 func testFirewall(t *testing.T, typ, target, extra string) {
 	peer := nstest.NewPeer(t)
-	l4 := listen(t, netip.AddrPortFrom(peer.Local4, 0))
-	l6 := listen(t, netip.AddrPortFrom(peer.Local6, 0))
+	l4 := nstest.Listen(t, netip.AddrPortFrom(peer.Local4, 0))
+	l6 := nstest.Listen(t, netip.AddrPortFrom(peer.Local6, 0))
 
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "access.log")
@@ -173,25 +173,4 @@ func testFirewall(t *testing.T, typ, target, extra string) {
 	if !strings.Contains(logs.String(), "action") {
 		t.Errorf("the daemon did not log its action")
 	}
-}
-
-// listen accepts and closes connections on a until the test ends; it
-// returns the address with the port chosen.
-func listen(t *testing.T, a netip.AddrPort) netip.AddrPort {
-	t.Helper()
-	l, err := net.Listen("tcp", a.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	return netip.MustParseAddrPort(l.Addr().String())
 }

@@ -121,3 +121,25 @@ func (p *Peer) HTTPClient() *http.Client {
 		DialContext: p.DialContext, DisableKeepAlives: true, Proxy: nil,
 	}}
 }
+
+// Listen accepts TCP connections on a and closes them at once, until the
+// test ends: a server for a client to reach or be refused. It returns the
+// address with the port chosen (a's port may be 0).
+func Listen(t testing.TB, a netip.AddrPort) netip.AddrPort {
+	t.Helper()
+	l, err := net.Listen("tcp", a.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return netip.MustParseAddrPort(l.Addr().String())
+}
