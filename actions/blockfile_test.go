@@ -332,23 +332,7 @@ func TestBlockfileFlush(t *testing.T) {
 // BenchmarkBlockfileApply10k applies 10,000 bans in one Apply (10,000
 // files written), then removes them in another.
 func BenchmarkBlockfileApply10k(b *testing.B) {
-	ctx := context.Background()
 	bf := bfBuild(b, b.TempDir())
 	add, del := lfBenchChanges(10000)
-	b.ReportAllocs()
-	var apply, remove time.Duration
-	for b.Loop() {
-		t0 := time.Now()
-		if err := bf.Apply(ctx, add); err != nil {
-			b.Fatal(err)
-		}
-		t1 := time.Now()
-		if err := bf.Apply(ctx, del); err != nil {
-			b.Fatal(err)
-		}
-		apply += t1.Sub(t0)
-		remove += time.Since(t1)
-	}
-	b.ReportMetric(apply.Seconds()/float64(b.N), "apply-s")
-	b.ReportMetric(remove.Seconds()/float64(b.N), "remove-s")
+	benchApplyRemove(b, bf, add, del)
 }

@@ -42,22 +42,7 @@ func BenchmarkIptablesApply10k(b *testing.B) {
 					b.Fatal(err)
 				}
 				set, del := iptBenchBans(10000, fam == "v6", time.Now().Add(time.Hour))
-				var apply, remove time.Duration
-				b.ReportAllocs()
-				for b.Loop() {
-					t0 := time.Now()
-					if err := be.Apply(ctx, set); err != nil {
-						b.Fatal(err)
-					}
-					t1 := time.Now()
-					if err := be.Apply(ctx, del); err != nil {
-						b.Fatal(err)
-					}
-					apply += t1.Sub(t0)
-					remove += time.Since(t1)
-				}
-				b.ReportMetric(apply.Seconds()/float64(b.N), "apply-s")
-				b.ReportMetric(remove.Seconds()/float64(b.N), "remove-s")
+				benchApplyRemove(b, be, set, del)
 			})
 		}
 	}

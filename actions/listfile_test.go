@@ -639,22 +639,7 @@ func BenchmarkListFileApply10k(b *testing.B) {
 		b.Fatal(err)
 	}
 	add, del := lfBenchChanges(10000)
-	b.ReportAllocs()
-	var apply, remove time.Duration
-	for b.Loop() {
-		t0 := time.Now()
-		if err := l.Apply(ctx, add); err != nil {
-			b.Fatal(err)
-		}
-		t1 := time.Now()
-		if err := l.Apply(ctx, del); err != nil {
-			b.Fatal(err)
-		}
-		apply += t1.Sub(t0)
-		remove += time.Since(t1)
-	}
-	b.ReportMetric(apply.Seconds()/float64(b.N), "apply-s")
-	b.ReportMetric(remove.Seconds()/float64(b.N), "remove-s")
+	benchApplyRemove(b, l, add, del)
 }
 
 // lfBenchChanges are n bans of distinct addresses and prefixes, IPv4 and

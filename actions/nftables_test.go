@@ -509,22 +509,7 @@ func nftBenchApply(b *testing.B, addrs []netip.Addr) {
 		set[i] = Change{Entry: Entry{Prefix: p, Kind: KindBan, Until: until}}
 		del[i] = Change{Entry: Entry{Prefix: p}, Delete: true}
 	}
-	b.ReportAllocs()
-	var apply, remove time.Duration
-	for b.Loop() {
-		t0 := time.Now()
-		if err := be.Apply(ctx, set); err != nil {
-			b.Fatal(err)
-		}
-		t1 := time.Now()
-		if err := be.Apply(ctx, del); err != nil {
-			b.Fatal(err)
-		}
-		apply += t1.Sub(t0)
-		remove += time.Since(t1)
-	}
-	b.ReportMetric(apply.Seconds()/float64(b.N), "apply-s")
-	b.ReportMetric(remove.Seconds()/float64(b.N), "remove-s")
+	benchApplyRemove(b, be, set, del)
 }
 
 // BenchmarkNftablesApply10k bans 10,000 IPv4 addresses of 198.18.0.0/15
