@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -41,12 +40,7 @@ The reason and who gave it (the caller's uid, from the socket) are in the
 history and in 'logjail list'.
 
 ` + operatorExits,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usageError(errors.New("ban takes one address, CIDR or key"))
-			}
-			return nil
-		},
+		Args: oneTarget("ban"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.out.check(); err != nil {
 				return err

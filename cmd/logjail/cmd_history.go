@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -28,12 +27,7 @@ address stands for every key containing it (its ip and prefix keys, a CIDR,
 a group range, a user seen from it); a CIDR for every key overlapping it.
 
 ` + operatorExits,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usageError(errors.New("history takes one address, CIDR or key"))
-			}
-			return nil
-		},
+		Args: oneTarget("history"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.out.check(); err != nil {
 				return err
@@ -51,11 +45,11 @@ func runHistory(o *historyOptions, s streams, key string) error {
 	if err != nil {
 		return apiError(err)
 	}
-	cfg, err := o.cfg.load(s.err, false)
+	op, err := open(&o.cfg, s)
 	if err != nil {
 		return err
 	}
-	op := &opener{cfg: cfg, s: s}
+	cfg := op.cfg
 	db, err := op.reader()
 	if err != nil {
 		return err

@@ -63,11 +63,11 @@ func runList(o *listOptions, s streams, now time.Time) error {
 	if err := o.q.Validate(); err != nil {
 		return apiError(err)
 	}
-	cfg, err := o.cfg.load(s.err, false)
+	op, err := open(&o.cfg, s)
 	if err != nil {
 		return err
 	}
-	op := &opener{cfg: cfg, s: s}
+	cfg := op.cfg
 	db, err := op.reader()
 	if err != nil {
 		return err

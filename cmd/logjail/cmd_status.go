@@ -44,11 +44,11 @@ holds (positions, bans, breaker as of the last checkpoint).
 }
 
 func runStatus(ctx context.Context, o *statusOptions, s streams) error {
-	cfg, err := o.cfg.load(s.err, false)
+	op, err := open(&o.cfg, s)
 	if err != nil {
 		return err
 	}
-	op := &opener{cfg: cfg, s: s}
+	cfg := op.cfg
 	c := op.client()
 	defer c.Close()
 	cctx, cancel := withTimeout(ctx, readTimeout)

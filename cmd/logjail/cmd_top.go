@@ -61,14 +61,13 @@ the windows of the last checkpoint in the database, as they were then.
 }
 
 func runTop(ctx context.Context, o *topOptions, s streams) error {
-	cfg, err := o.cfg.load(s.err, false)
+	op, err := open(&o.cfg, s)
 	if err != nil {
 		return err
 	}
-	if o.req.Rule != "" && cfg.Rule(o.req.Rule) == nil {
+	if o.req.Rule != "" && op.cfg.Rule(o.req.Rule) == nil {
 		return usageError(fmt.Errorf("--rule %q: not in the configuration", o.req.Rule))
 	}
-	op := &opener{cfg: cfg, s: s}
 	c := op.client()
 	defer c.Close()
 	terminal := isTerminal(s.out)

@@ -168,6 +168,26 @@ type opener struct {
 	s   streams
 }
 
+// open loads the configuration of an operator's command and makes its
+// opener of the daemon's socket and database.
+func open(cf *configFlag, s streams) (*opener, error) {
+	cfg, err := cf.load(s.err, false)
+	if err != nil {
+		return nil, err
+	}
+	return &opener{cfg: cfg, s: s}, nil
+}
+
+// oneTarget is the arguments of a command on one address, CIDR or key.
+func oneTarget(name string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return usageError(errors.New(name + " takes one address, CIDR or key"))
+		}
+		return nil
+	}
+}
+
 func (o *opener) client() *control.Client { return control.NewClient(o.cfg.ControlSocket) }
 
 func (o *opener) dbPath() string { return daemon.DBPath(o.cfg) }
@@ -216,11 +236,10 @@ func change[R any](ctx context.Context, cf *configFlag, s streams,
 	live func(context.Context, *control.Client) (R, error),
 	offline func(*control.Engine, string) (R, error)) (R, *rules.Config, error) {
 	var res R
-	cfg, err := cf.load(s.err, false)
+	op, err := open(cf, s)
 	if err != nil {
 		return res, nil, err
 	}
-	op := &opener{cfg: cfg, s: s}
 	c := op.client()
 	defer c.Close()
 	cctx, cancel := withTimeout(ctx, changeTimeout)
@@ -233,7 +252,7 @@ func change[R any](ctx context.Context, cf *configFlag, s streams,
 			return err
 		})
 	}
-	return res, cfg, apiError(err)
+	return res, op.cfg, apiError(err)
 }
 
 func (o *opener) offlineChange(fn func(e *control.Engine) error) error {
