@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/netip"
 	"strings"
 )
@@ -27,31 +26,16 @@ func (ps Proxies) Trusts(a netip.Addr) bool {
 // address (a unix socket: the proxy must then say who the client is).
 var errNoPeer = errors.New("the peer has no address (unix socket) and sent no X-Forwarded-For or X-Real-IP")
 
-// ClientAddr is the client a request asks about. The peer is the client,
-// unless the peer is a trusted proxy (a unix socket peer always is: only
-// local processes reach it): then the client is the rightmost address of
-// X-Forwarded-For (all its headers, in order) that is not a trusted proxy,
-// or the leftmost when every one is; without X-Forwarded-For, X-Real-IP.
+// clientAddr is the client a request asks about, from its peer (peerOK
+// false for a unix socket) and the values of its X-Forwarded-For and
+// X-Real-IP headers. The peer is the client, unless the peer is a trusted
+// proxy (a unix socket peer always is: only local processes reach it):
+// then the client is the rightmost address of X-Forwarded-For (all its
+// headers, in order) that is not a trusted proxy, or the leftmost when
+// every one is; without X-Forwarded-For, X-Real-IP.
 // A header value that does not parse where it is read is an error, never a
 // guess. Ports ("198.51.100.7:4711", "[2001:db8::1]:80") and IPv4-mapped
 // IPv6 addresses are accepted; zones are not.
-func ClientAddr(r *http.Request, trusted Proxies) (netip.Addr, error) {
-	peer, peerOK := peerAddr(r.RemoteAddr)
-	return clientAddr(peer, peerOK, bytesOf(r.Header.Values("X-Forwarded-For")), bytesOf(r.Header.Values("X-Real-Ip")), trusted)
-}
-
-func bytesOf(ss []string) [][]byte {
-	if len(ss) == 0 {
-		return nil
-	}
-	out := make([][]byte, len(ss))
-	for i, s := range ss {
-		out[i] = []byte(s)
-	}
-	return out
-}
-
-// clientAddr is ClientAddr over the peer and the headers' values.
 func clientAddr(peer netip.Addr, peerOK bool, xff, realIP [][]byte, trusted Proxies) (netip.Addr, error) {
 	if peerOK && !trusted.Trusts(peer) {
 		return peer, nil
@@ -124,14 +108,4 @@ func parseHost(s string) (netip.Addr, error) {
 		return netip.Addr{}, fmt.Errorf("%q: an address with a zone is no client", s)
 	}
 	return a.Unmap(), nil
-}
-
-// peerAddr reads http.Request.RemoteAddr: host:port for TCP, "@" or a path
-// for a unix socket.
-func peerAddr(remote string) (netip.Addr, bool) {
-	ap, err := netip.ParseAddrPort(remote)
-	if err != nil {
-		return netip.Addr{}, false
-	}
-	return ap.Addr().Unmap(), true
 }

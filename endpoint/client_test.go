@@ -51,7 +51,7 @@ func TestClientAddr(t *testing.T) {
 			for _, v := range c.realIP {
 				r.Header.Add("X-Real-IP", v)
 			}
-			got, err := ClientAddr(r, loopback)
+			got, err := clientOf(r, loopback)
 			if c.want == "" {
 				if err == nil {
 					t.Fatalf("got %v, want an error", got)
@@ -81,15 +81,42 @@ func FuzzClientAddr(f *testing.F) {
 		if real != "" {
 			r.Header.Set("X-Real-IP", real)
 		}
-		a, err := ClientAddr(r, loopback)
+		a, err := clientOf(r, loopback)
 		if err != nil {
 			return
 		}
 		if !a.IsValid() || a.Zone() != "" || a.Is4In6() {
-			t.Fatalf("ClientAddr = %v", a)
+			t.Fatalf("client = %v", a)
 		}
 		if p, ok := peerAddr(peer); ok && !loopback.Trusts(p) && a != p {
 			t.Fatalf("untrusted peer %v, but the answer is %v", p, a)
 		}
 	})
+}
+
+// clientOf is clientAddr for a net/http request, as the tests build them.
+func clientOf(r *http.Request, trusted Proxies) (netip.Addr, error) {
+	peer, peerOK := peerAddr(r.RemoteAddr)
+	return clientAddr(peer, peerOK, bytesOf(r.Header.Values("X-Forwarded-For")), bytesOf(r.Header.Values("X-Real-Ip")), trusted)
+}
+
+func bytesOf(ss []string) [][]byte {
+	if len(ss) == 0 {
+		return nil
+	}
+	out := make([][]byte, len(ss))
+	for i, s := range ss {
+		out[i] = []byte(s)
+	}
+	return out
+}
+
+// peerAddr reads http.Request.RemoteAddr: host:port for TCP, "@" or a path
+// for a unix socket.
+func peerAddr(remote string) (netip.Addr, bool) {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return ap.Addr().Unmap(), true
 }
