@@ -135,12 +135,14 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer db.Close()
 
-	det := pipeline.NewDetector(cfg)
+	var dc *decider // made below; the breaker trips only in its hands
+	det := pipeline.NewDetectorTripped(cfg, func(b detector.BreakerState) { dc.tripped(b) })
 	positions, st, err := checkpoint.Restore(db, cfg, det)
 	if err != nil {
 		return err
 	}
 	log.Info("state restored", "db", DBPath(cfg), "keys", st.Keys, "dropped", st.Dropped, "reset", st.Reset, "files", len(positions))
+	breakerAtStart(det, cfg, log, o.Metrics)
 	w := checkpoint.NewAsyncWriter(db)
 	if err := w.Resume(cfg, det, now()); err != nil {
 		return err
@@ -288,6 +290,7 @@ func Run(ctx context.Context, o Options) error {
 
 	// Decider: the one owner of the detector and the writer.
 	d := &decider{started: now(), lastLine: map[string]time.Time{}, rejectLogged: map[string]time.Time{}, db: db, cfg: cfg, det: det, p: pipeline.NewWithDetector(cfg, det), w: w, acts: acts, log: log, o: &o, now: now, configPath: o.ConfigPath}
+	dc = d
 	d.static()
 	g.Go(func() error {
 		err := d.run(gctx, ordered, reload)
@@ -704,6 +707,7 @@ func (d *decider) reload() {
 		d.p = pipeline.NewWithDetector(cfg, d.det)
 		d.acts.SetAllow(cfg.AllowList())
 		d.static()
+		d.breakerAtReload(cfg)
 		d.log.Info("configuration reloaded", "rules", len(cfg.Rules))
 	}
 	if d.o.Hooks.Reloaded != nil {

@@ -34,6 +34,9 @@ const (
 	// KindBreakerReset: an operator reset the circuit breaker (Rule and
 	// Key empty).
 	KindBreakerReset = "breaker-reset"
+	// KindBreakerTrip: the circuit breaker tripped (Rule and Key empty;
+	// the reason names the ban that tripped it).
+	KindBreakerTrip = "breaker-trip"
 )
 
 // Origins of bans and events.
