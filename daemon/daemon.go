@@ -33,7 +33,9 @@
 // that does not load is refused, its errors logged, and the running one
 // kept; windows and bans survive (rules are matched by name). A change to
 // the sources (paths, formats) or to the actions takes a restart; a reload
-// says so. A changed allow list reaches the actions at once.
+// says so. A changed allow list reaches the actions at once. A new
+// max_bans_per_minute takes effect at once, but an open circuit breaker
+// stays open across a reload and a restart, which say so (breaker.go).
 // SIGTERM and SIGINT take a last checkpoint and return nil.
 package daemon
 
