@@ -14,6 +14,11 @@ import (
 // breakerEvents is how many of the breaker's events a BreakerStatus lists.
 const breakerEvents = 20
 
+// BreakerKey is the key of the breaker's history events (kinds
+// breaker-trip and breaker-reset, no rule): no rule makes such a key, and
+// the history's key index finds them without reading the whole history.
+const BreakerKey = "breaker"
+
 // BreakerOf is the API's view of the breaker b under cfg, with its last
 // reset read from db's history (nil: none read).
 func BreakerOf(b detector.BreakerState, cfg *rules.Config, db *store.DB) (Breaker, error) {
@@ -27,7 +32,7 @@ func BreakerOf(b detector.BreakerState, cfg *rules.Config, db *store.DB) (Breake
 		v.LogOnlyRules = BreakerRules(cfg)
 	}
 	if db != nil {
-		es, err := db.History(store.HistoryQuery{Kind: store.KindBreakerReset, Limit: 1})
+		es, err := db.History(store.HistoryQuery{Key: BreakerKey, Kind: store.KindBreakerReset, Limit: 1})
 		if err != nil {
 			return v, err
 		}
@@ -55,7 +60,7 @@ func BreakerRules(cfg *rules.Config) []string {
 func BreakerEvents(db *store.DB) ([]Event, error) {
 	var es []store.Event
 	for _, kind := range []string{store.KindBreakerTrip, store.KindBreakerReset} {
-		ks, err := db.History(store.HistoryQuery{Kind: kind, Limit: breakerEvents})
+		ks, err := db.History(store.HistoryQuery{Key: BreakerKey, Kind: kind, Limit: breakerEvents})
 		if err != nil {
 			return nil, err
 		}
@@ -77,6 +82,7 @@ func BreakerEvents(db *store.DB) ([]Event, error) {
 // do with it). Its time is the log time of the ban that tripped it.
 func TripDecision(b detector.BreakerState, cfg *rules.Config) detector.Decision {
 	return detector.Decision{
+		Key:    BreakerKey,
 		Kind:   detector.Kind(store.KindBreakerTrip),
 		Time:   b.Tripped,
 		Reason: TripReason(b, BreakerRules(cfg)),
@@ -112,7 +118,7 @@ func (e *Engine) ResetBreaker(who string) (*BreakerResetResult, []detector.Decis
 			reason = fmt.Sprintf("reset by an operator (tripped at %s by %d bans within %s): rules act again",
 				before.Tripped.Format(time.RFC3339), before.Bans, fmtWindow(before.Window))
 		}
-		ds = []detector.Decision{{Kind: detector.Kind(store.KindBreakerReset), Time: e.Now, Reason: reason,
+		ds = []detector.Decision{{Key: BreakerKey, Kind: detector.Kind(store.KindBreakerReset), Time: e.Now, Reason: reason,
 			Origin: store.OriginOperator, Who: who}}
 		e.W.Decisions(ds)
 	}

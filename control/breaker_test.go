@@ -1,6 +1,7 @@
 package control
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -79,5 +80,43 @@ func TestEngineResetBreaker(t *testing.T) {
 	b, err = BreakerOf(restored.Breaker(), cfg, db)
 	if err != nil || b.Open || b.Trips != 1 || b.Reset == nil || b.Reset.Who != "uid 0 (root)" || !b.Reset.Time.Equal(e.Now) || b.TripKey != "203.0.113.2" {
 		t.Errorf("restored BreakerOf = %+v, %v", b, err)
+	}
+}
+
+// BenchmarkBreakerOf reads the breaker's last reset and events, as status
+// and breaker status do, from a history of 100,000 other events: the key
+// index finds them without reading the rest.
+func BenchmarkBreakerOf(b *testing.B) {
+	cfg := testCfg(b)
+	db, err := store.Open(filepath.Join(b.TempDir(), "logjail.db"), store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	for batch := range 10 {
+		c := &store.Checkpoint{Time: t0}
+		for i := range 10_000 {
+			n := batch*10_000 + i
+			c.Events = append(c.Events, store.Event{Time: t0.Add(time.Duration(n) * time.Second), Rule: "flood",
+				Key: fmt.Sprintf("198.51.100.%d", n%256), Kind: store.KindBan, Reason: "rate"})
+		}
+		if batch == 0 {
+			c.Events = append(c.Events, store.Event{Time: t0, Key: BreakerKey, Kind: store.KindBreakerReset, Who: "uid 0 (root)"})
+		}
+		if err := db.Checkpoint(c); err != nil {
+			b.Fatal(err)
+		}
+	}
+	det := detector.New(detector.Options{})
+	b.ReportAllocs()
+	for b.Loop() {
+		br, err := BreakerOf(det.Breaker(), cfg, db)
+		if err != nil || br.Reset == nil {
+			b.Fatal(br, err)
+		}
+		if es, err := BreakerEvents(db); err != nil || len(es) != 1 {
+			b.Fatal(es, err)
+		}
 	}
 }

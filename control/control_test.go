@@ -99,7 +99,7 @@ rules:
     ban: {for: 1h}
 `
 
-func testCfg(t *testing.T) *rules.Config {
+func testCfg(t testing.TB) *rules.Config {
 	t.Helper()
 	cfg, err := rules.Parse("test.yaml", []byte(testConfig), rules.Options{HostAddrs: []netip.Addr{}})
 	if err != nil {
