@@ -135,3 +135,16 @@ func (c *Client) History(ctx context.Context, key string) (*History, error) {
 	var h History
 	return &h, c.do(ctx, http.MethodGet, "/v1/history", url.Values{"key": {key}}, nil, &h)
 }
+
+// Breaker asks for the circuit breaker's state and its last trips and
+// resets.
+func (c *Client) Breaker(ctx context.Context) (*BreakerStatus, error) {
+	var b BreakerStatus
+	return &b, c.do(ctx, http.MethodGet, "/v1/breaker", nil, nil, &b)
+}
+
+// ResetBreaker asks the daemon to reset the circuit breaker.
+func (c *Client) ResetBreaker(ctx context.Context) (*BreakerResetResult, error) {
+	var r BreakerResetResult
+	return &r, c.do(ctx, http.MethodPost, "/v1/breaker/reset", nil, struct{}{}, &r)
+}

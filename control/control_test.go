@@ -99,7 +99,7 @@ rules:
     ban: {for: 1h}
 `
 
-func testCfg(t *testing.T) *rules.Config {
+func testCfg(t testing.TB) *rules.Config {
 	t.Helper()
 	cfg, err := rules.Parse("test.yaml", []byte(testConfig), rules.Options{HostAddrs: []netip.Addr{}})
 	if err != nil {
@@ -154,8 +154,9 @@ func TestFmtWho(t *testing.T) {
 
 // fakeDaemon records what the server asks of it.
 type fakeDaemon struct {
-	cfg  *rules.Config
-	bans []string
+	cfg    *rules.Config
+	bans   []string
+	resets []string // who reset the breaker
 }
 
 func (f *fakeDaemon) Ban(_ context.Context, req BanRequest, who string) (*BanResult, error) {
@@ -179,6 +180,15 @@ func (f *fakeDaemon) Top(context.Context, TopRequest) (*Top, error) {
 }
 
 func (f *fakeDaemon) Config(context.Context) (*rules.Config, error) { return f.cfg, nil }
+
+func (f *fakeDaemon) Breaker(context.Context) (*BreakerStatus, error) {
+	return &BreakerStatus{Version: SchemaVersion, Live: true, Breaker: Breaker{Open: true, Trips: 1}, Events: []Event{}}, nil
+}
+
+func (f *fakeDaemon) ResetBreaker(_ context.Context, who string) (*BreakerResetResult, error) {
+	f.resets = append(f.resets, who)
+	return &BreakerResetResult{Version: SchemaVersion, WasOpen: true, Live: true}, nil
+}
 
 func serve(t *testing.T, d Daemon) (*Server, *Client) {
 	t.Helper()
@@ -233,6 +243,12 @@ func TestServer(t *testing.T) {
 	}
 	if _, err := c.Unban(ctx, UnbanRequest{Key: "203.0.113.7"}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("unban: %v", err)
+	}
+	if r, err := c.ResetBreaker(ctx); err != nil || !r.WasOpen || len(f.resets) != 1 || !strings.HasPrefix(f.resets[0], me) {
+		t.Errorf("breaker reset: %+v, %v; the daemon heard %v, want one by %s", r, err, f.resets, me)
+	}
+	if b, err := c.Breaker(ctx); err != nil || !b.Live || !b.Breaker.Open {
+		t.Errorf("breaker: %+v, %v", b, err)
 	}
 	if _, err := c.List(ctx, ListQuery{Kind: "nope"}); !errors.Is(err, ErrBadRequest) {
 		t.Errorf("list --kind nope: %v", err)
@@ -328,11 +344,12 @@ func TestServerRefusesOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := asNobody()
-	if !strings.Contains(out, "ban: forbidden: uid 65534 (nobody) may not change anything") || !strings.Contains(out, "status: ok") {
+	if !strings.Contains(out, "ban: forbidden: uid 65534 (nobody) may not change anything") || !strings.Contains(out, "status: ok") ||
+		!strings.Contains(out, "breaker reset: forbidden: uid 65534 (nobody)") || !strings.Contains(out, "breaker status: ok") {
 		t.Errorf("nobody, socket 0666: %s", out)
 	}
-	if len(f.bans) != 0 {
-		t.Errorf("nobody's ban reached the daemon: %v", f.bans)
+	if len(f.bans) != 0 || len(f.resets) != 0 {
+		t.Errorf("nobody's ban or reset reached the daemon: %v %v", f.bans, f.resets)
 	}
 }
 
@@ -360,6 +377,10 @@ func TestHelperNobody(t *testing.T) {
 	report("ban", err)
 	_, err = c.Status(ctx)
 	report("status", err)
+	_, err = c.ResetBreaker(ctx)
+	report("breaker reset", err)
+	_, err = c.Breaker(ctx)
+	report("breaker status", err)
 }
 
 // TestBanJSON: the documented JSON of a ban, with and without an end.

@@ -1,13 +1,17 @@
 // Package control is the operator's side of logjail: the control API that
 // `logjail run` serves on its control_socket (HTTP and JSON over a unix
 // socket, docs/control.md), its client, and what the commands list, ban,
-// unban, top, history and status do with or without a daemon.
+// unban, top, history, status and breaker do with or without a daemon.
 //
-// The changes (Engine) are made the same way by both: the daemon runs
-// them in its decider goroutine, in order with the log lines, then hands
-// the decisions to its actions; with no daemon the CLI runs them on a
-// detector restored from the database and checkpoints them, and the
-// daemon applies them when it starts. The reads (List, ReadHistory,
+// The changes (Engine: ban, unban, the circuit breaker's reset) are made
+// the same way by both: the daemon runs them in its decider goroutine, in
+// order with the log lines, then hands the decisions to its actions; with
+// no daemon the CLI runs them on a detector restored from the database and
+// checkpoints them, and the daemon applies them when it starts. The
+// breaker's trips and resets are history events of their own kinds
+// (store.KindBreakerTrip, store.KindBreakerReset), with no rule and the
+// key BreakerKey;
+// BreakerStatus lists them (docs/control.md, "The circuit breaker"). The reads (List, ReadHistory,
 // StatusOf, RestoreDetector) work on a read-only database, so a member of
 // the logjail group can list while the daemon writes.
 //

@@ -34,6 +34,8 @@ type Daemon interface {
 	Status(ctx context.Context) (*Status, error)
 	Top(ctx context.Context, req TopRequest) (*Top, error)
 	Config(ctx context.Context) (*rules.Config, error)
+	Breaker(ctx context.Context) (*BreakerStatus, error)
+	ResetBreaker(ctx context.Context, who string) (*BreakerResetResult, error)
 }
 
 // ServerOptions configure a Server.
@@ -129,6 +131,8 @@ func Listen(o ServerOptions) (*Server, error) {
 	mux.HandleFunc("GET /v1/top", s.top)
 	mux.HandleFunc("POST /v1/ban", s.ban)
 	mux.HandleFunc("POST /v1/unban", s.unban)
+	mux.HandleFunc("GET /v1/breaker", s.breaker)
+	mux.HandleFunc("POST /v1/breaker/reset", s.resetBreaker)
 	s.srv = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -295,6 +299,25 @@ func (s *Server) unban(w http.ResponseWriter, r *http.Request) {
 	res, err := s.o.Daemon.Lift(r.Context(), req, who)
 	if err == nil {
 		s.o.Logger.Info("operator unban", "who", who, "what", describe(req), "removed", len(res.Removed), "forgotten", len(res.Forgotten))
+	}
+	reply(w, res, err)
+}
+
+func (s *Server) breaker(w http.ResponseWriter, r *http.Request) {
+	b, err := s.o.Daemon.Breaker(r.Context())
+	reply(w, b, err)
+}
+
+func (s *Server) resetBreaker(w http.ResponseWriter, r *http.Request) {
+	who, err := s.who(r)
+	if err != nil {
+		s.o.Logger.Warn("control: refused", "what", "breaker reset", "err", err)
+		reply(w, nil, err)
+		return
+	}
+	res, err := s.o.Daemon.ResetBreaker(r.Context(), who)
+	if err == nil {
+		s.o.Logger.Info("operator breaker reset", "who", who, "was_open", res.WasOpen)
 	}
 	reply(w, res, err)
 }

@@ -51,7 +51,7 @@ type Event struct {
 	Time       time.Time  `json:"time"`
 	Rule       string     `json:"rule"`
 	Key        string     `json:"key"`
-	Kind       string     `json:"kind"` // throttle, ban, unban, forget, breaker-reset
+	Kind       string     `json:"kind"` // throttle, ban, unban, forget, breaker-trip, breaker-reset
 	Until      *time.Time `json:"until"`
 	Reason     string     `json:"reason"`
 	Violations int        `json:"violations"`
@@ -228,10 +228,60 @@ type ActionState struct {
 	LastErrorAt *time.Time `json:"last_error_at"`
 }
 
-// Breaker is the circuit breaker in a status.
+// Breaker is the circuit breaker (max_bans_per_minute) in a status, a
+// BreakerStatus and a BreakerResetResult.
 type Breaker struct {
-	Open  bool  `json:"open"`
-	Trips int64 `json:"trips"`
+	Open  bool  `json:"open"`  // rules are log-only until an operator resets it
+	Trips int64 `json:"trips"` // times it tripped
+	// MaxBansPerMinute is the limit in force; -1: the breaker is disabled.
+	MaxBansPerMinute int `json:"max_bans_per_minute"`
+	// Tripped is the log time of the ban that tripped it last; null: it
+	// never tripped. The fields after it describe that trip, kept after a
+	// reset: Bans bans acted on within WindowSeconds up to that ban (it
+	// included), over the limit of then, Limit; TripRule and TripKey the
+	// ban's (itself log-only).
+	Tripped       *time.Time `json:"tripped"`
+	Bans          int        `json:"bans"`
+	WindowSeconds float64    `json:"window_seconds"`
+	Limit         int        `json:"limit"`
+	TripRule      string     `json:"trip_rule"`
+	TripKey       string     `json:"trip_key"`
+	// LogOnlyRules are the rules the open breaker holds to log-only:
+	// every configured rule (range rules included) that is not log_only
+	// itself. [] when closed.
+	LogOnlyRules []string `json:"log_only_rules"`
+	// Reset is the last reset by an operator; null: none in the history.
+	Reset *BreakerReset `json:"reset"`
+}
+
+// BreakerReset is an operator's reset of the circuit breaker.
+type BreakerReset struct {
+	Time time.Time `json:"time"` // wall time
+	Who  string    `json:"who"`
+}
+
+// BreakerStatus is the document of `logjail breaker status --output json`
+// and GET /v1/breaker.
+type BreakerStatus struct {
+	Version int     `json:"version"`
+	Live    bool    `json:"live"` // from the running daemon; false: from the database
+	Breaker Breaker `json:"breaker"`
+	// Events are the breaker's trips (kind breaker-trip) and resets
+	// (breaker-reset) in the history, oldest first: the last 20.
+	Events []Event `json:"events"`
+}
+
+// BreakerResetResult is the answer to POST /v1/breaker/reset and the
+// document of `logjail breaker reset --output json`.
+type BreakerResetResult struct {
+	Version int `json:"version"`
+	// WasOpen: the breaker was open and is closed now. false: it was
+	// closed, and nothing changed (a reset is no error then).
+	WasOpen bool `json:"was_open"`
+	// Breaker is the breaker after the reset; its reset is this one, null
+	// when nothing changed.
+	Breaker Breaker `json:"breaker"`
+	Live    bool    `json:"live"` // reset in the running daemon; false: in the database, restored closed when it starts
 }
 
 // Errors of the API. Each unwraps to one of these, which carry the HTTP

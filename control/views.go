@@ -265,14 +265,7 @@ func ReadHistory(db *store.DB, cfg *rules.Config, s string) (*History, error) {
 	slices.Reverse(es)
 	slices.SortStableFunc(es, func(a, b store.Event) int { return a.Time.Compare(b.Time) })
 	for i := range es {
-		e := &es[i]
-		ev := Event{Time: e.Time, Rule: e.Rule, Key: e.Key, Kind: e.Kind, Reason: e.Reason, Violations: e.Violations,
-			Addresses: addrStrings(e.Addresses), Origin: e.Origin, Who: e.Who, LogOnly: e.LogOnly}
-		if !e.Until.IsZero() {
-			u := e.Until
-			ev.Until = &u
-		}
-		h.Events = append(h.Events, ev)
+		h.Events = append(h.Events, eventOf(&es[i]))
 	}
 	for _, k := range keys[len(h.Keys):] {
 		h.Keys = append(h.Keys, k)

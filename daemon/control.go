@@ -190,7 +190,10 @@ func (c *Control) Status(ctx context.Context) (*control.Status, error) {
 		st.Started = &started
 		st.UptimeSeconds = now.Sub(started).Seconds()
 		ds := d.det.Stats()
-		st.Breaker = control.Breaker{Open: ds.BreakerOpen, Trips: ds.BreakerTrips}
+		var err error
+		if st.Breaker, err = control.BreakerOf(d.det.Breaker(), d.cfg, d.db); err != nil {
+			return err
+		}
 		st.TrackedKeys = ds.Keys
 		for _, a := range d.acts.Status() {
 			as := control.ActionState{Name: a.Name, Type: a.Type, Entries: a.Entries, Pending: a.Pending,
@@ -256,4 +259,50 @@ func (c *Control) Config(ctx context.Context) (*rules.Config, error) {
 		return nil
 	})
 	return cfg, err
+}
+
+// Breaker reports the circuit breaker and its last trips and resets.
+func (c *Control) Breaker(ctx context.Context) (*control.BreakerStatus, error) {
+	b := &control.BreakerStatus{Version: control.SchemaVersion, Live: true}
+	err := c.run(ctx, func(d *decider) error {
+		// A trip just decided is in the history read below.
+		if err := d.sync(); err != nil {
+			return err
+		}
+		var err error
+		if b.Breaker, err = control.BreakerOf(d.det.Breaker(), d.cfg, d.db); err != nil {
+			return err
+		}
+		b.Events, err = control.BreakerEvents(d.db)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// ResetBreaker resets the circuit breaker on who's word
+// (control.Engine.ResetBreaker): the decisions after it act again. It
+// returns once the reset is in the database, so that a restart keeps it.
+func (c *Control) ResetBreaker(ctx context.Context, who string) (*control.BreakerResetResult, error) {
+	var res *control.BreakerResetResult
+	err := c.run(ctx, func(d *decider) error {
+		e, err := d.engine(false)
+		if err != nil {
+			return err
+		}
+		r, _ := e.ResetBreaker(who)
+		r.Live = true
+		res = r
+		if !r.WasOpen {
+			return nil
+		}
+		d.log.Info("circuit breaker reset: rules act again", "who", who, "trips", r.Breaker.Trips)
+		if m := d.o.Metrics; m != nil {
+			m.BreakerOpen.Set(0)
+		}
+		return d.sync()
+	})
+	return res, err
 }

@@ -33,7 +33,9 @@
 // that does not load is refused, its errors logged, and the running one
 // kept; windows and bans survive (rules are matched by name). A change to
 // the sources (paths, formats) or to the actions takes a restart; a reload
-// says so. A changed allow list reaches the actions at once.
+// says so. A changed allow list reaches the actions at once. A new
+// max_bans_per_minute takes effect at once, but an open circuit breaker
+// stays open across a reload and a restart, which say so (breaker.go).
 // SIGTERM and SIGINT take a last checkpoint and return nil.
 package daemon
 
@@ -135,12 +137,14 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer db.Close()
 
-	det := pipeline.NewDetector(cfg)
+	var dc *decider // made below; the breaker trips only in its hands
+	det := pipeline.NewDetectorTripped(cfg, func(b detector.BreakerState) { dc.tripped(b) })
 	positions, st, err := checkpoint.Restore(db, cfg, det)
 	if err != nil {
 		return err
 	}
 	log.Info("state restored", "db", DBPath(cfg), "keys", st.Keys, "dropped", st.Dropped, "reset", st.Reset, "files", len(positions))
+	breakerAtStart(det, cfg, log, o.Metrics)
 	w := checkpoint.NewAsyncWriter(db)
 	if err := w.Resume(cfg, det, now()); err != nil {
 		return err
@@ -288,6 +292,7 @@ func Run(ctx context.Context, o Options) error {
 
 	// Decider: the one owner of the detector and the writer.
 	d := &decider{started: now(), lastLine: map[string]time.Time{}, rejectLogged: map[string]time.Time{}, db: db, cfg: cfg, det: det, p: pipeline.NewWithDetector(cfg, det), w: w, acts: acts, log: log, o: &o, now: now, configPath: o.ConfigPath}
+	dc = d
 	d.static()
 	g.Go(func() error {
 		err := d.run(gctx, ordered, reload)
@@ -704,6 +709,7 @@ func (d *decider) reload() {
 		d.p = pipeline.NewWithDetector(cfg, d.det)
 		d.acts.SetAllow(cfg.AllowList())
 		d.static()
+		d.breakerAtReload(cfg)
 		d.log.Info("configuration reloaded", "rules", len(cfg.Rules))
 	}
 	if d.o.Hooks.Reloaded != nil {

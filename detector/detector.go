@@ -53,9 +53,10 @@ type Options struct {
 	// before it is evicted, so that a report can keep them. The KeyPeak's
 	// Peak slice is valid only during the call.
 	Evicted func(KeyPeak)
-	// BreakerTripped, if set, is called when the circuit breaker trips, with
-	// the log time of the ban that tripped it.
-	BreakerTripped func(t time.Time)
+	// BreakerTripped, if set, is called when the circuit breaker trips,
+	// with its state (the ban that tripped it, the count, the window),
+	// before that ban's decision is appended.
+	BreakerTripped func(BreakerState)
 }
 
 // Stats counts what a Detector did.
@@ -270,9 +271,16 @@ func (d *Detector) Lift(t time.Time, r *rules.Rule, key string, out []Decision) 
 	return out
 }
 
-// ResetBreaker closes the circuit breaker: later decisions act again.
-func (d *Detector) ResetBreaker() {
-	d.brk = breaker{trips: d.brk.trips}
+// ResetBreaker closes the circuit breaker if it is open: later decisions
+// act again, and it counts bans afresh. It reports whether it was open (a
+// closed breaker is left as it is). The trips and the last trip stay
+// (Breaker).
+func (d *Detector) ResetBreaker() bool {
+	if !d.brk.open {
+		return false
+	}
+	d.brk = breaker{trips: d.brk.trips, last: d.brk.last}
+	return true
 }
 
 // Stats returns the detector's counters.

@@ -562,8 +562,8 @@ func TestBreaker(t *testing.T) {
 	r := banRule("r", rate(0, 10*time.Second))
 	quiet := banRule("q", rate(0, 10*time.Second))
 	quiet.LogOnly = true
-	var tripped []time.Time
-	d := New(Options{MaxBansPerMinute: 2, BreakerTripped: func(t time.Time) { tripped = append(tripped, t) }})
+	var tripped []BreakerState
+	d := New(Options{MaxBansPerMinute: 2, BreakerTripped: func(b BreakerState) { tripped = append(tripped, b) }})
 	got := run(d, r, []ev{
 		{at: 0, key: "a"},
 		{at: 1, key: "x", rule: quiet}, // log_only bans do not count
@@ -576,10 +576,25 @@ func TestBreaker(t *testing.T) {
 	if !st.BreakerOpen || st.BreakerTrips != 1 {
 		t.Errorf("breaker open, trips = %v, %d; want true, 1", st.BreakerOpen, st.BreakerTrips)
 	}
-	d.ResetBreaker()
+	trip := BreakerState{Open: true, Trips: 1, Tripped: at(59.9), Bans: 3, Limit: 2, Window: time.Minute,
+		Rule: "r", Key: "c", MaxBansPerMinute: 2}
+	if diff := cmp.Diff(trip, d.Breaker(), cmpOpts...); diff != "" {
+		t.Errorf("Breaker (-want +got):\n%s", diff)
+	}
+	if !d.ResetBreaker() {
+		t.Error("ResetBreaker of an open breaker = false")
+	}
+	if d.ResetBreaker() {
+		t.Error("ResetBreaker of a closed breaker = true")
+	}
 	got = append(got, run(d, r, []ev{{at: 70, key: "e"}})...)
 	if st := d.Stats(); st.BreakerOpen || st.BreakerTrips != 1 {
 		t.Errorf("after reset: breaker open, trips = %v, %d; want false, 1", st.BreakerOpen, st.BreakerTrips)
+	}
+	closed := trip
+	closed.Open = false
+	if diff := cmp.Diff(closed, d.Breaker(), cmpOpts...); diff != "" {
+		t.Errorf("Breaker after the reset (-want +got):\n%s", diff)
 	}
 	logOnly := func(d Decision) Decision { d.LogOnly = true; return d }
 	why := "rate 1 per 10s > 0 (rule r)"
@@ -597,7 +612,7 @@ func TestBreaker(t *testing.T) {
 	if diff := cmp.Diff(want, got, cmpOpts...); diff != "" {
 		t.Errorf("decisions (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]time.Time{at(59.9)}, tripped); diff != "" {
+	if diff := cmp.Diff([]BreakerState{trip}, tripped, cmpOpts...); diff != "" {
 		t.Errorf("tripped (-want +got):\n%s", diff)
 	}
 
@@ -611,6 +626,26 @@ func TestBreaker(t *testing.T) {
 		}
 		if st := d.Stats(); st.BreakerOpen || st.Bans != 4 {
 			t.Errorf("breaker open %v, bans %d; want false, 4", st.BreakerOpen, st.Bans)
+		}
+	})
+	t.Run("limit raised while open", func(t *testing.T) {
+		d := New(Options{MaxBansPerMinute: 1})
+		run(d, r, []ev{{at: 0, key: "a"}, {at: 1, key: "b"}})
+		d.SetMaxBansPerMinute(10)
+		got := run(d, r, []ev{{at: 2, key: "c"}})
+		if b := d.Breaker(); !b.Open || b.MaxBansPerMinute != 10 || len(got) != 1 || !got[0].LogOnly {
+			t.Errorf("breaker %+v, decisions %+v: want it open, limit 10, the ban log-only", b, got)
+		}
+		d.ResetBreaker()
+		// Two bans in the minute before the reset are forgotten: ten more
+		// act before the breaker trips again.
+		for i := range 10 {
+			if got := run(d, r, []ev{{at: 3 + float64(i), key: string(rune('k' + i))}}); len(got) != 1 || got[0].LogOnly {
+				t.Fatalf("ban %d after the reset: %+v", i, got)
+			}
+		}
+		if got := run(d, r, []ev{{at: 13, key: "z"}}); len(got) != 1 || !got[0].LogOnly || d.Breaker().Trips != 2 {
+			t.Errorf("the 11th ban within a minute: %+v, breaker %+v: want log-only, 2 trips", got, d.Breaker())
 		}
 	})
 	t.Run("disabled", func(t *testing.T) {

@@ -82,7 +82,18 @@
 // static bans do not count and are not affected. The unban that ends a ban is
 // LogOnly exactly when the ban was, so that bans in force are lifted by the
 // actions even while the breaker is open. The breaker does not log: the
-// caller sees Stats.BreakerOpen and may set Options.BreakerTripped.
+// caller sees Stats.BreakerOpen and Breaker (the trips; the last trip's log
+// time, count, limit, and the ban that tripped it) and may set
+// Options.BreakerTripped, called once per trip.
+//
+// Nothing but ResetBreaker closes it (DESIGN.md: "until an operator resets
+// it"): not time, not SetMaxBansPerMinute (a reload that raises the
+// limit), not a restart (the checkpoint keeps it open, with its last trip).
+// ResetBreaker forgets the ban times counted so far, so that the minute
+// after a reset starts empty; the trips and the last trip stay. Bans made
+// LogOnly while it was open stay LogOnly after a reset: their keys are
+// banned for the detector (not charged) until those bans end, and are
+// acted on by nothing; an operator who wants them enforced bans them.
 //
 // # Checkpoints
 //
@@ -107,7 +118,8 @@
 //     prefix, origin, reason); a rule named "deny" would share their rows.
 //   - Detector-wide, from SaveGlobal: the newest time (with its zone offset),
 //     the Stats counters, the circuit breaker (the last ban times, open,
-//     trips) and the counters of ban sequence numbers and LRU stamps.
+//     trips, the last trip) and the counters of ban sequence numbers and
+//     LRU stamps.
 //
 // Not saved, as no decision depends on them: Options (those of the detector
 // restored into apply), the compiled rules (resolved by name in the

@@ -2,6 +2,7 @@ package detector
 
 import (
 	"container/heap"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"net/netip"
@@ -123,8 +124,9 @@ func (d *Detector) ban(s *state, ri *ruleInfo, t time.Time, ns int64, violations
 		logOnly = d.brk.admit(ns, d.maxBans)
 		if logOnly && d.brk.justTripped {
 			d.brk.justTripped = false
+			d.brk.last = breakerTrip{at: t, bans: d.maxBans + 1, limit: d.maxBans, rule: r.Name, key: s.key}
 			if d.opt.BreakerTripped != nil {
-				d.opt.BreakerTripped(t)
+				d.opt.BreakerTripped(d.Breaker())
 			}
 		}
 	}
@@ -271,6 +273,9 @@ func (h *expiryHeap) Pop() any {
 	return x
 }
 
+// breakerWindow is the circuit breaker's window: max_bans_per_minute.
+const breakerWindow = time.Minute
+
 // breaker is the circuit breaker: the times of the last bans acted on.
 type breaker struct {
 	times       []int64 // ring of up to max ban times
@@ -278,6 +283,15 @@ type breaker struct {
 	open        bool
 	justTripped bool
 	trips       int64
+	last        breakerTrip // the last trip, kept across a reset
+}
+
+// breakerTrip is what tripped the breaker last.
+type breakerTrip struct {
+	at        time.Time // log time of the ban that tripped it
+	bans      int       // bans within the window, that one included
+	limit     int       // MaxBansPerMinute then
+	rule, key string    // the ban that tripped it
 }
 
 // admit counts a ban at ns and reports whether it must be log-only.
@@ -289,7 +303,7 @@ func (b *breaker) admit(ns int64, limit int) bool {
 		return false
 	}
 	if len(b.times) == limit {
-		if b.times[b.head] > ns-int64(time.Minute) {
+		if b.times[b.head] > ns-int64(breakerWindow) {
 			b.open, b.justTripped = true, true
 			b.trips++
 			return true
@@ -300,4 +314,76 @@ func (b *breaker) admit(ns int64, limit int) bool {
 	}
 	b.times = append(b.times, ns)
 	return false
+}
+
+// oldestFirst returns the ring's ban times, oldest first, the newest n of
+// them at most (n < 0: none).
+func (b *breaker) oldestFirst(n int) []int64 {
+	if n < 0 || len(b.times) == 0 {
+		return nil
+	}
+	times := make([]int64, 0, len(b.times))
+	for i := range b.times {
+		times = append(times, b.times[(b.head+i)%len(b.times)])
+	}
+	return times[max(0, len(times)-n):]
+}
+
+// BreakerState is the circuit breaker as an operator sees it.
+type BreakerState struct {
+	Open  bool  // decisions are LogOnly until ResetBreaker
+	Trips int64 // times it tripped
+	// The last trip, kept after a reset; zero Tripped: it never tripped
+	// (or tripped before a checkpoint that did not record trips).
+	Tripped   time.Time     // log time of the ban that tripped it
+	Bans      int           // bans acted on within Window up to that one, it included
+	Limit     int           // MaxBansPerMinute when it tripped
+	Window    time.Duration // one minute
+	Rule, Key string        // the ban that tripped it (LogOnly itself)
+	// MaxBansPerMinute is the limit in force now (< 0: disabled).
+	MaxBansPerMinute int
+}
+
+// Breaker returns the circuit breaker's state.
+func (d *Detector) Breaker() BreakerState {
+	b := &d.brk
+	return BreakerState{Open: b.open, Trips: b.trips, Tripped: b.last.at, Bans: b.last.bans, Limit: b.last.limit,
+		Window: breakerWindow, Rule: b.last.rule, Key: b.last.key, MaxBansPerMinute: d.maxBans}
+}
+
+// SetMaxBansPerMinute changes the circuit breaker's limit (a reload): 0
+// means 100, < 0 disables it. An open breaker stays open, whatever the
+// limit: only ResetBreaker closes it. A lower limit keeps the newest ban
+// times, as Restore does.
+func (d *Detector) SetMaxBansPerMinute(n int) {
+	if n == 0 {
+		n = 100
+	}
+	if n == d.maxBans {
+		return
+	}
+	d.brk.times, d.brk.head = d.brk.oldestFirst(n), 0
+	d.maxBans = n
+}
+
+// appendBreakerTrip writes the last trip after the rest of the global
+// state (SaveGlobal, which sets flag 8 for it: a checkpoint written
+// before trips were recorded has neither).
+func appendBreakerTrip(b []byte, t *breakerTrip) []byte {
+	b = appendTime(b, t.at)
+	b = binary.AppendUvarint(b, uint64(max(t.bans, 0)))
+	b = binary.AppendVarint(b, int64(t.limit))
+	b = appendString(b, t.rule)
+	return appendString(b, t.key)
+}
+
+// breakerTrip reads what appendBreakerTrip wrote.
+func (r *decoder) breakerTrip() breakerTrip {
+	var t breakerTrip
+	t.at = r.time()
+	t.bans = r.count(1 << 30)
+	t.limit = int(max(min(r.varint(), 1<<30), -1))
+	t.rule = r.str()
+	t.key = r.str()
+	return t
 }

@@ -210,6 +210,7 @@ func (d *Detector) SaveGlobal() []byte {
 	if d.brk.justTripped {
 		fl |= 4
 	}
+	fl |= 8 // the last trip follows the ban times
 	b = append(b, snapshotVersion, fl)
 	b = binary.AppendVarint(b, d.newest)
 	b = appendTime(b, d.newestT)
@@ -229,7 +230,7 @@ func (d *Detector) SaveGlobal() []byte {
 		b = binary.AppendVarint(b, t-prev)
 		prev = t
 	}
-	return b
+	return appendBreakerTrip(b, &d.brk.last)
 }
 
 // Restore loads into an empty detector (fresh from New) the global state and
@@ -669,7 +670,7 @@ func (d *Detector) decodeGlobal(r *decoder) {
 		r.fail(fmt.Sprintf("format version %d, want %d", v, snapshotVersion))
 	}
 	fl := r.u8()
-	if fl&^7 != 0 {
+	if fl&^15 != 0 {
 		r.fail("bad flags")
 	}
 	newest := r.varint()
@@ -687,6 +688,10 @@ func (d *Detector) decodeGlobal(r *decoder) {
 	for i := range times {
 		prev += r.varint()
 		times[i] = prev
+	}
+	var last breakerTrip
+	if fl&8 != 0 {
+		last = r.breakerTrip()
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.fail("trailing bytes")
@@ -708,7 +713,7 @@ func (d *Detector) decodeGlobal(r *decoder) {
 	if len(times) == 0 {
 		times = nil
 	}
-	d.brk = breaker{times: times, open: fl&2 != 0, justTripped: fl&4 != 0, trips: trips}
+	d.brk = breaker{times: times, open: fl&2 != 0, justTripped: fl&4 != 0, trips: trips, last: last}
 }
 
 // ruleState reads a rule's state into s (ri set, everything else zero) and

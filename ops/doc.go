@@ -24,6 +24,7 @@
 //	logjail_checkpoint_duration_seconds           histogram: time to write one checkpoint
 //	logjail_checkpoints_failed_total              counter: checkpoints that failed (retried with the next)
 //	logjail_circuit_breaker_open                  gauge: 1 while max_bans_per_minute holds bans back
+//	logjail_circuit_breaker_trips_total           counter: trips of the circuit breaker in this process
 //	logjail_cleaner_runs_total                    counter: cleaner passes
 //	logjail_cleaner_failed_total                  counter: cleaner passes that failed
 //

@@ -32,6 +32,7 @@ type Metrics struct {
 	CheckpointDuration prometheus.Histogram // seconds
 	CheckpointsFailed  prometheus.Counter
 	BreakerOpen        prometheus.Gauge // 0 or 1
+	BreakerTrips       prometheus.Counter
 	CleanerRuns        prometheus.Counter
 	CleanerFailed      prometheus.Counter
 	ActionErrors       *prometheus.CounterVec // {action}: failed calls (each is retried)
@@ -86,6 +87,7 @@ func NewMetrics() *Metrics {
 	f(m.CheckpointDuration)
 	m.CheckpointsFailed = counter("checkpoints_failed_total", "Checkpoints that failed (the next one writes their content too).")
 	m.BreakerOpen = gauge("circuit_breaker_open", "1 while the circuit breaker (max_bans_per_minute) is open, else 0.")
+	m.BreakerTrips = counter("circuit_breaker_trips_total", "Times the circuit breaker tripped while this process ran.")
 	m.CleanerRuns = counter("cleaner_runs_total", "Cleaner passes run.")
 	m.CleanerFailed = counter("cleaner_failed_total", "Cleaner passes that failed.")
 	m.ActionErrors = counterVec("action_errors_total", "Failed calls of an action (each is retried with back-off).", "action")

@@ -59,6 +59,7 @@ func TestMetricsServe(t *testing.T) {
 	m.CheckpointDuration.Observe(0.02)
 	m.CheckpointsFailed.Inc()
 	m.BreakerOpen.Set(1)
+	m.BreakerTrips.Inc()
 	m.CleanerRuns.Inc()
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -93,6 +94,7 @@ func TestMetricsServe(t *testing.T) {
 		`logjail_checkpoint_duration_seconds_count 1`,
 		`logjail_checkpoints_failed_total 1`,
 		`logjail_circuit_breaker_open 1`,
+		`logjail_circuit_breaker_trips_total 1`,
 		`logjail_cleaner_runs_total 1`,
 		`logjail_cleaner_failed_total 0`,
 		"go_goroutines ",

@@ -39,11 +39,16 @@ func New(cfg *rules.Config) *Pipeline {
 
 // NewDetector returns an empty detector configured as cfg says (skew,
 // max_keys, max_bans_per_minute), for a pipeline restored from a checkpoint.
-func NewDetector(cfg *rules.Config) *detector.Detector {
+func NewDetector(cfg *rules.Config) *detector.Detector { return NewDetectorTripped(cfg, nil) }
+
+// NewDetectorTripped is NewDetector with tripped, if not nil, called when
+// the circuit breaker trips (detector.Options.BreakerTripped).
+func NewDetectorTripped(cfg *rules.Config, tripped func(detector.BreakerState)) *detector.Detector {
 	return detector.New(detector.Options{
 		Skew:             cfg.Skew,
 		MaxKeys:          cfg.MaxKeys,
 		MaxBansPerMinute: cfg.MaxBansPerMinute,
+		BreakerTripped:   tripped,
 	})
 }
 

@@ -117,7 +117,10 @@ type BanRecord struct {
 // fewer than N requests have no span and are not counted. A banned key's
 // requests are not charged while it is banned, so its peak reads just over
 // the limit it crossed: percentiles show where a threshold would cut, and
-// --sweep what another threshold would do.
+// --sweep what another threshold would do. Values are in the limit's terms
+// as written: the share of an "of machine" limit is of all the cores (the
+// detector's share of one core divided by rules.Config.Cores), so that
+// "55% vs 50% cpu over 10s of machine" compares like with like.
 type LimitReport struct {
 	Limit string  `json:"limit"`
 	Unit  string  `json:"unit"`
@@ -248,7 +251,13 @@ func (r *Report) finish(p *pipeline.Pipeline, top int) {
 	}
 	perRule := map[*rules.Rule][]keyPeak{}
 	p.Detector().Peaks(func(kp detector.KeyPeak) {
-		perRule[kp.Rule] = append(perRule[kp.Rule], keyPeak{kp.Key, kp.Requests + kp.Blocked, kp.Blocked, kp.CPU, append([]float64(nil), kp.Peak...)})
+		peak := append([]float64(nil), kp.Peak...)
+		for li, l := range kp.Rule.Limits {
+			if l.OfMachine && li < len(peak) && r.cfg.Cores > 0 {
+				peak[li] /= float64(r.cfg.Cores) // a share of all the cores, as written
+			}
+		}
+		perRule[kp.Rule] = append(perRule[kp.Rule], keyPeak{kp.Key, kp.Requests + kp.Blocked, kp.Blocked, kp.CPU, peak})
 	})
 	for i := range r.Rules {
 		rr := &r.Rules[i]

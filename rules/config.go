@@ -115,7 +115,8 @@ type Options struct {
 	// addresses of the host's interfaces (net.InterfaceAddrs); an empty
 	// non-nil slice: none.
 	HostAddrs []netip.Addr
-	// Cores divides "of machine" limits. 0: runtime.NumCPU().
+	// Cores multiplies "of machine" limits (a share of all the cores, in
+	// CPU seconds per second). 0: runtime.NumCPU().
 	Cores int
 }
 

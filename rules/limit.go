@@ -31,20 +31,25 @@ var rateUnits = map[string]time.Duration{
 //	20 per second              rate: second, minute, hour, day, month (30 days)
 //	5 per 10s                  rate over a duration (Go duration or days, "2d")
 //	7% cpu over 15s            CPU seconds per second of window, as a share of one core
-//	7% cpu over 15s of machine the same, as a share of the whole machine
+//	7% cpu over 15s of machine the same, as a share of the whole machine (all its cores)
 //	10% duration over 1m       wall time instead of CPU time
 //	10/s burst 20              token bucket: 10 tokens a second (/s, /m, /h, /d), 20 at most
 //	last 10 within 2s          the last 10 requests span less than 2s
 //
-// ParseLimit counts a machine as one core: "of machine" sets OfMachine and
-// leaves N as written. The configuration divides N by its Cores (see
-// ParseLimitCores).
+// N of a share is a fraction of one core: CPU seconds per second of window
+// (0.07 for 7%). ParseLimit counts a machine as one core: "of machine" sets
+// OfMachine and leaves N as written. The configuration multiplies N by its
+// Cores (see ParseLimitCores).
 func ParseLimit(s string) (Limit, error) {
 	return ParseLimitCores(s, 1)
 }
 
-// ParseLimitCores is ParseLimit for a machine of the given number of cores:
-// N of an "of machine" limit is divided by cores.
+// ParseLimitCores is ParseLimit for a machine of the given number of cores.
+// An "of machine" share is of all the cores, so its N, in CPU seconds per
+// second, is the share as written times cores: "50% cpu over 10s of machine"
+// is over above 2 CPU seconds a second on 4 cores, above 0.5 on one (DESIGN.md:
+// the measured share of one core is divided by the core count and compared
+// with the share as written, which is the same test).
 func ParseLimitCores(s string, cores int) (Limit, error) {
 	l, err := parseLimit(s, cores)
 	if err != nil {
@@ -109,7 +114,7 @@ func parseLimit(s string, cores int) (Limit, error) {
 		l.N, l.Window = pct/100, w
 		if len(f) == 6 {
 			l.OfMachine = true
-			l.N /= float64(cores)
+			l.N *= float64(cores)
 		}
 		return l, nil
 

@@ -58,8 +58,9 @@ func TestParseLimitCores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !approx(got.N, 0.02) || !got.OfMachine {
-		t.Errorf("N = %v, OfMachine = %v, want 0.02, true", got.N, got.OfMachine)
+	// 8% of 4 cores is 0.32 CPU seconds a second.
+	if !approx(got.N, 0.32) || !got.OfMachine || got.Text != "8% cpu over 15s of machine" {
+		t.Errorf("N = %v, OfMachine = %v, Text %q, want 0.32, true, as written", got.N, got.OfMachine, got.Text)
 	}
 	got, err = ParseLimitCores("8% cpu over 15s", 4)
 	if err != nil {

@@ -24,7 +24,7 @@ type LimitKind int
 // Limit forms.
 const (
 	LimitRate          LimitKind = iota // "20 per second", "5 per 10s": over when count in (t-Window, t] > N
-	LimitCPUShare                       // "7% cpu over 15s": CPU seconds in (t-Window, t] / Window > N (N = 0.07, already divided by cores for "of machine")
+	LimitCPUShare                       // "7% cpu over 15s": CPU seconds in (t-Window, t] / Window > N (N = 0.07; for "of machine", already multiplied by the cores: a share of all of them)
 	LimitDurationShare                  // "7% duration over 15s": same with wall time (duration)
 	LimitTokenBucket                    // "10/s burst 20": N tokens per second, Burst capacity; over when a request finds < 1 token
 	LimitLastN                          // "last 10 within 2s": over when the last N requests span less than Window
@@ -37,7 +37,7 @@ type Limit struct {
 	N         float64       // count (rate, last N), share as a fraction (cpu, duration) or tokens per second (bucket)
 	Window    time.Duration // period (rate, share) or span (last N); for a token bucket, Burst/N
 	Burst     float64       // token bucket capacity
-	OfMachine bool          // "of machine": N was divided by the core count
+	OfMachine bool          // "of machine": N was multiplied by the core count
 }
 
 // Combine says how several limits of a rule combine.

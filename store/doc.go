@@ -113,7 +113,7 @@
 //	  time_ms, rule, key, kind, until_ms, reason, violations, addresses,
 //	  origin, who, log_only
 //	                 as in bans; kind is also 'unban' and the operator
-//	                 kinds (KindForget, KindBreakerReset)
+//	                 kinds (KindForget, KindBreakerReset, KindBreakerTrip)
 //	  history_time   (time_ms): History by time, Prune's old history
 //	  history_key    (key, time_ms): History of a key, newest first
 //

@@ -31,9 +31,12 @@ const (
 	KindUnban    = "unban"
 	// KindForget: an operator cleared a key's windows and ladder.
 	KindForget = "forget"
-	// KindBreakerReset: an operator reset the circuit breaker (Rule and
-	// Key empty).
+	// KindBreakerReset: an operator reset the circuit breaker (Rule
+	// empty, Key "breaker": control.BreakerKey).
 	KindBreakerReset = "breaker-reset"
+	// KindBreakerTrip: the circuit breaker tripped (Rule empty, Key
+	// "breaker"; the reason names the ban that tripped it).
+	KindBreakerTrip = "breaker-trip"
 )
 
 // Origins of bans and events.

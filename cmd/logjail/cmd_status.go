@@ -75,7 +75,8 @@ func offlineStatus(op *opener) (*control.Status, error) {
 	}
 	if db == nil {
 		st.Config, st.Database.Path, st.Sources, st.Rules = op.cfg.File, op.dbPath(), []control.Source{}, []control.RuleStatus{}
-		return st, nil
+		st.Breaker, err = control.BreakerOf(pipeline.NewDetector(op.cfg).Breaker(), op.cfg, nil)
+		return st, err
 	}
 	defer db.Close()
 	if err := control.StatusOf(st, db, op.cfg, op.dbPath()); err != nil {
@@ -86,7 +87,9 @@ func offlineStatus(op *opener) (*control.Status, error) {
 		return nil, err
 	}
 	ds := det.Stats()
-	st.Breaker = control.Breaker{Open: ds.BreakerOpen, Trips: ds.BreakerTrips}
+	if st.Breaker, err = control.BreakerOf(det.Breaker(), op.cfg, db); err != nil {
+		return nil, err
+	}
 	st.TrackedKeys = ds.Keys
 	return st, nil
 }
@@ -103,11 +106,7 @@ func printStatus(w io.Writer, st *control.Status, socket string) {
 		size = fmtBytes(st.Database.Bytes)
 	}
 	fmt.Fprintf(w, "database:  %s, %s, last checkpoint %s\n", st.Database.Path, size, fmtTimePtr(st.Database.Checkpoint))
-	breaker := "closed"
-	if st.Breaker.Open {
-		breaker = "OPEN: rules are log-only until an operator resets it"
-	}
-	fmt.Fprintf(w, "breaker:   %s (tripped %d times)\n", breaker, st.Breaker.Trips)
+	fmt.Fprintf(w, "breaker:   %s\n", breakerLine(&st.Breaker))
 	if st.Live {
 		fmt.Fprintf(w, "keys:      %d tracked\n", st.TrackedKeys)
 	}

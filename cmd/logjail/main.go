@@ -92,6 +92,7 @@ config that cannot be loaded; 3 the daemon is needed and unreachable.`,
 		newTopCmd(s),
 		newHistoryCmd(s),
 		newStatusCmd(s),
+		newBreakerCmd(s),
 	)
 	return root
 }
