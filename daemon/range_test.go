@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -58,7 +59,8 @@ actions:
 // which a handful of the range's addresses flood bans range:bots, and an
 // address of the range that never appears in the log (the peer's, over a
 // veth pair) is refused by the firewall, answered 403 by the endpoint and
-// denied in the nginx file; an allowed address inside and one outside pass.
+// denied in the nginx file (and banned by /v1/throttle); an allowed
+// address inside and one outside pass.
 // A reload that narrows the range lets the peer's IPv4 address through at
 // once; an operator's `ban range:bots` covers the range too, and still
 // does after a restart, from the store.
@@ -208,6 +210,22 @@ func TestRangeBanCoversTheRange(t *testing.T) {
 	f.Close()
 	want["peer4"], want["peer6"], want["198.51.100.77"], want["2001:db8::ab"] = "blocked", "blocked", "403", "403"
 	expect("range:bots banned", want)
+	// The Cerberus query says the same of the unseen address.
+	if resp, err := hc.Get(fmt.Sprintf("http://127.0.0.1:%d/v1/throttle?ip=198.51.100.77&event=range:bots", epPort)); err != nil {
+		t.Errorf("/v1/throttle: %v", err)
+	} else {
+		var ans struct {
+			Throttle struct {
+				Range, Reason string
+				Sleep         int
+			}
+		}
+		err := json.NewDecoder(resp.Body).Decode(&ans)
+		resp.Body.Close()
+		if th := ans.Throttle; err != nil || th.Sleep != -1 || th.Reason != "banned" || th.Range != "198.51.100.0/25" {
+			t.Errorf("/v1/throttle for 198.51.100.77: %+v %v, want banned in 198.51.100.0/25", th, err)
+		}
+	}
 	for _, line := range []string{"allow 198.51.100.7;", "deny 198.51.100.0/25;", "deny 2001:db8::/120;"} {
 		if d := deny(); !strings.Contains(d, "\n"+line+"\n") {
 			t.Errorf("deny.conf lacks %q:\n%s", line, d)
