@@ -29,10 +29,11 @@
 //     (or no longer `group: true`) falls back to the addresses recorded
 //     with it, as a ban of a user does, and logs a warning; the range coming
 //     back restores its CIDRs. A restart does the same from the store.
-//   - A range ban blocks the range's CIDRs whole, a more specific range
-//     nested in them included (as `unban ADDRESS` finds the outer range's
-//     ban for an address of the nested one): only the allow list is
-//     exempt, as inside any blocked prefix.
+//   - A range ban blocks the addresses of the range, those charged to its
+//     key: its CIDRs less the more specific ranges nested in them (a
+//     `none` range of partners inside a provider's range is not blocked
+//     by the provider's ban), as prefixes (rules.Config.GroupRanges). The
+//     allow list inside them is exempt, as inside any blocked prefix.
 //   - Each CIDR is an entry of its own, with the range's key: a web server
 //     checks it as it checks a prefix ban (nginx deny or geo, Apache
 //     Require not ip, HAProxy ACL, ipset hash:net, nftables interval sets,
