@@ -34,6 +34,8 @@
 //     `none` range of partners inside a provider's range is not blocked
 //     by the provider's ban), as prefixes (rules.Config.GroupRanges). The
 //     allow list inside them is exempt, as inside any blocked prefix.
+//   - A throttle of range:NAME covers the same prefixes, in the actions
+//     that act on throttles (`on: [throttle, ban]`, the endpoint).
 //   - Each CIDR is an entry of its own, with the range's key: a web server
 //     checks it as it checks a prefix ban (nginx deny or geo, Apache
 //     Require not ip, HAProxy ACL, ipset hash:net, nftables interval sets,
