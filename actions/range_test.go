@@ -247,9 +247,16 @@ func TestRangeBanFirewall(t *testing.T) {
 				}
 			}
 			dial := func(a netip.AddrPort) error { return peer.Dial(a, 3*time.Second) }
+			// The link may take a moment to carry packets.
+			deadline := time.Now().Add(10 * time.Second)
+			tick := time.NewTicker(50 * time.Millisecond)
+			defer tick.Stop()
 			for _, a := range []netip.AddrPort{l4, l6} {
-				if err := dial(a); err != nil {
-					t.Fatalf("%s before the ban: %v", a, err)
+				for err := dial(a); err != nil; err = dial(a) {
+					if time.Now().After(deadline) {
+						t.Fatalf("%s before the ban: %v", a, err)
+					}
+					<-tick.C
 				}
 			}
 			m.Decisions([]detector.Decision{rangeTestBan(time.Now().Add(time.Hour))})
