@@ -260,6 +260,9 @@ func joinErrors(errs []error) error {
 // address or a prefix (key: ip, key: prefix, the deny list), else the
 // addresses seen on it, each as a single-address prefix. Everything is
 // parsed with net/netip here; anything that does not parse blocks nothing.
+// Prefixes knows no ranges: the Manager resolves a group range's key
+// (range:NAME) to the range's CIDRs itself (ManagerOptions.Ranges), and
+// calls Prefixes only for a key that is no configured range.
 func Prefixes(key string, addrs []netip.Addr) []netip.Prefix {
 	if p, err := netip.ParsePrefix(key); err == nil {
 		return []netip.Prefix{unmapPrefix(p)}

@@ -10,10 +10,38 @@
 // prefix, the bans that hold it, and a backend sees an Entry set when the
 // first arrives or the longest one changes, and deleted when the last one is
 // lifted. A ban of a key that is an address or a prefix blocks that prefix;
-// a ban of any other key (user, user agent, range) blocks the addresses the
-// detector saw on it, each alone. Keys and addresses are parsed with
-// net/netip here, before anything reaches a file name, a rule or an
-// argument.
+// a ban of a group range's key (range:NAME) blocks the range's CIDRs, every
+// address in them, seen in the logs or not (ManagerOptions.Ranges, from
+// rules.Config.GroupRanges); a ban of any other key (user, user agent)
+// blocks the addresses the detector saw on it, each alone. Keys and
+// addresses are parsed with net/netip here, before anything reaches a file
+// name, a rule or an argument.
+//
+// Range bans, where the design leaves it open:
+//
+//   - Bans from the store at start (Load) and decisions (Decisions, the
+//     detector's and an operator's `logjail ban range:NAME`) are resolved
+//     the same way, against the ranges of the running configuration: the
+//     CIDRs are not recorded with the ban, the addresses seen are.
+//   - A reload hands the new ranges to SetRanges: the active bans of a
+//     range whose CIDRs changed block the new CIDRs at once (the backends
+//     get the difference); a ban of a range no longer in the configuration
+//     (or no longer `group: true`) falls back to the addresses recorded
+//     with it, as a ban of a user does, and logs a warning; the range coming
+//     back restores its CIDRs. A restart does the same from the store.
+//   - A range ban blocks the addresses of the range, those charged to its
+//     key: its CIDRs less the more specific ranges nested in them (a
+//     `none` range of partners inside a provider's range is not blocked
+//     by the provider's ban), as prefixes (rules.Config.GroupRanges). The
+//     allow list inside them is exempt, as inside any blocked prefix.
+//   - A throttle of range:NAME covers the same prefixes, in the actions
+//     that act on throttles (`on: [throttle, ban]`, the endpoint).
+//   - Each CIDR is an entry of its own, with the range's key: a web server
+//     checks it as it checks a prefix ban (nginx deny or geo, Apache
+//     Require not ip, HAProxy ACL, ipset hash:net, nftables interval sets,
+//     iptables -s CIDR); the blockfile writes one file per CIDR
+//     (66.249.64.0_19), which `-f dir/$remote_addr` cannot find: the
+//     README points to the geo map or the endpoint for range bans.
 //
 // Each backend runs in a goroutine of its own behind a coalescing queue: the
 // daemon's decider records a change and goes on, a slow or failing backend

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +38,10 @@ type ManagerOptions struct {
 	// Backoff is the first wait before a failed call is retried (default
 	// 1s); it doubles up to a minute.
 	Backoff time.Duration
+	// Ranges are the CIDRs of the group ranges by key
+	// (rules.Config.GroupRanges): a ban of range:NAME blocks them. A
+	// reload passes the new ones to SetRanges.
+	Ranges map[string][]netip.Prefix
 }
 
 // banKey names an active ban, as the store does.
@@ -47,6 +53,7 @@ type ban struct {
 	until    time.Time
 	delay    time.Duration
 	reason   string
+	addrs    []netip.Addr // the addresses recorded with it: what a range ban falls back to
 	prefixes []netip.Prefix
 }
 
@@ -65,6 +72,7 @@ type Manager struct {
 	bans    map[banKey]*ban
 	holders map[netip.Prefix][]banKey
 	allow   []netip.Prefix
+	ranges  map[string][]netip.Prefix // group ranges' CIDRs by key
 	workers []*worker
 
 	cancel context.CancelFunc
@@ -105,6 +113,7 @@ func NewManager(cs []Configured, o ManagerOptions) *Manager {
 	m := &Manager{
 		log: o.Logger, now: o.Now, sweep: o.Sweep, back: o.Backoff,
 		bans: map[banKey]*ban{}, holders: map[netip.Prefix][]banKey{},
+		ranges: cloneRanges(o.Ranges),
 	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
@@ -146,7 +155,7 @@ func (m *Manager) Load(bans []store.Ban, allow []netip.Prefix) {
 		}
 		m.set(banKey{b.Rule, b.Key}, &ban{
 			kind: Kind(b.Kind), until: b.Until, reason: b.Reason,
-			prefixes: Prefixes(b.Key, b.Addresses),
+			addrs: b.Addresses, prefixes: m.resolve(b.Key, b.Addresses),
 		})
 	}
 }
@@ -167,7 +176,7 @@ func (m *Manager) Decisions(ds []detector.Decision) {
 		case d.Kind == detector.Ban || d.Kind == detector.Throttle:
 			m.set(k, &ban{
 				kind: Kind(d.Kind), until: d.Until, delay: d.Delay, reason: d.Reason,
-				prefixes: Prefixes(d.Key, d.Addresses),
+				addrs: d.Addresses, prefixes: m.resolve(d.Key, d.Addresses),
 			})
 		}
 	}
@@ -184,6 +193,75 @@ func (m *Manager) SetAllow(allow []netip.Prefix) {
 	for _, w := range m.workers {
 		m.resync(w)
 	}
+}
+
+// SetRanges replaces the group ranges' CIDRs (a reload) and resolves the
+// active bans of range keys again: a ban of a range whose CIDRs changed
+// blocks the new ones from now on, and one of a range no longer in the
+// configuration falls back to the addresses recorded with it (as a ban of
+// a user does), as it would after a restart.
+func (m *Manager) SetRanges(ranges map[string][]netip.Prefix) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if maps.EqualFunc(ranges, m.ranges, slices.Equal) {
+		return
+	}
+	m.ranges = cloneRanges(ranges)
+	var keys []banKey
+	for k := range m.bans {
+		if strings.HasPrefix(k.key, rangeKeyPrefix) {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b banKey) int { return strings.Compare(a.rule+"\x00"+a.key, b.rule+"\x00"+b.key) })
+	for _, k := range keys {
+		b := m.bans[k]
+		ps := m.resolve(k.key, b.addrs)
+		if slices.Equal(ps, b.prefixes) {
+			continue
+		}
+		if _, ok := m.ranges[k.key]; ok {
+			m.log.Info("range ban resolved again", "rule", k.rule, "key", k.key, "prefixes", len(ps))
+		} else {
+			m.log.Warn("range no longer configured: its ban blocks the addresses recorded with it", "rule", k.rule, "key", k.key, "addresses", len(ps))
+		}
+		nb := *b
+		nb.prefixes = ps
+		m.set(k, &nb)
+	}
+}
+
+// rangeKeyPrefix opens the key of a group range (range:NAME).
+const rangeKeyPrefix = "range:"
+
+// resolve is what a ban of key blocks: the range's CIDRs for the key of a
+// configured group range, else Prefixes(key, addrs). m.mu is held.
+func (m *Manager) resolve(key string, addrs []netip.Addr) []netip.Prefix {
+	return resolve(key, addrs, m.ranges)
+}
+
+// resolve is what a ban of key blocks, given the group ranges' CIDRs by key.
+func resolve(key string, addrs []netip.Addr, ranges map[string][]netip.Prefix) []netip.Prefix {
+	cidrs, ok := ranges[key]
+	if !ok {
+		return Prefixes(key, addrs)
+	}
+	out := make([]netip.Prefix, 0, len(cidrs))
+	for _, p := range cidrs {
+		if p.IsValid() {
+			out = append(out, unmapPrefix(p))
+		}
+	}
+	slices.SortFunc(out, comparePrefix)
+	return slices.Compact(out)
+}
+
+func cloneRanges(r map[string][]netip.Prefix) map[string][]netip.Prefix {
+	out := make(map[string][]netip.Prefix, len(r))
+	for k, ps := range r {
+		out[k] = slices.Clone(ps)
+	}
+	return out
 }
 
 // Resync has every backend sync its whole state again, repairing anything
@@ -211,7 +289,8 @@ func (m *Manager) resync(w *worker) {
 // prefix it touches to the backends. m.mu is held.
 func (m *Manager) set(k banKey, b *ban) {
 	touched := map[netip.Prefix]struct{}{}
-	if old := m.bans[k]; old != nil {
+	old := m.bans[k]
+	if old != nil {
 		for _, p := range old.prefixes {
 			hs := m.holders[p]
 			if i := slices.Index(hs, k); i >= 0 {
@@ -228,7 +307,7 @@ func (m *Manager) set(k banKey, b *ban) {
 	}
 	if b != nil && len(b.prefixes) > 0 {
 		m.bans[k] = b
-		if !b.until.IsZero() {
+		if !b.until.IsZero() && (old == nil || !old.until.Equal(b.until)) {
 			heap.Push(&m.ends, banEnd{b.until, k})
 		}
 		for _, p := range b.prefixes {

@@ -141,9 +141,11 @@ func (t Target) Matches(cfg *rules.Config, key string, addrs []netip.Addr) bool 
 			return true
 		}
 	}
-	if t.IsAddr && strings.HasPrefix(key, "range:") {
-		for _, k := range cfg.KeysContaining(t.Prefix.Addr()) {
-			if k == key {
+	if strings.HasPrefix(key, "range:") {
+		// The range's CIDRs, which its ban blocks: an address in them, or
+		// a CIDR overlapping them.
+		for _, p := range cfg.GroupRanges()[key] {
+			if p.Overlaps(t.Prefix) {
 				return true
 			}
 		}
@@ -207,8 +209,20 @@ func (e *Engine) Ban(req BanRequest, who string) (*BanResult, []detector.Decisio
 		}
 	}
 	res := &BanResult{Version: SchemaVersion, Exempt: []string{}}
+	blocked := []netip.Prefix{}
 	if p, ok := keyPrefix(t.Key); ok {
-		allow := e.Cfg.AllowList()
+		blocked = append(blocked, p)
+	} else if strings.HasPrefix(t.Key, "range:") {
+		// A range's key blocks the range's CIDRs (package actions): a
+		// range that is not configured would block nothing.
+		cidrs, ok := e.Cfg.GroupRanges()[t.Key]
+		if !ok {
+			return nil, nil, errf(ErrBadRequest, "%s: no range of that name with group: true in the configuration: its ban would block nothing (ban its CIDRs instead)", t.Key)
+		}
+		blocked = cidrs
+	}
+	allow := e.Cfg.AllowList()
+	for _, p := range blocked {
 		for _, a := range allow {
 			if a.Addr().Is4() == p.Addr().Is4() && a.Bits() <= p.Bits() && a.Contains(p.Addr()) {
 				if !req.Force {

@@ -33,9 +33,11 @@
 // that does not load is refused, its errors logged, and the running one
 // kept; windows and bans survive (rules are matched by name). A change to
 // the sources (paths, formats) or to the actions takes a restart; a reload
-// says so. A changed allow list reaches the actions at once. A new
-// max_bans_per_minute takes effect at once, but an open circuit breaker
-// stays open across a reload and a restart, which say so (breaker.go).
+// says so. A changed allow list reaches the actions at once, and so do
+// changed ranges: an active ban of range:NAME blocks the range's new CIDRs
+// (actions.Manager.SetRanges). A new max_bans_per_minute takes effect at
+// once, but an open circuit breaker stays open across a reload and a
+// restart, which say so (breaker.go).
 // SIGTERM and SIGINT take a last checkpoint and return nil.
 package daemon
 
@@ -342,7 +344,7 @@ func startActions(cfg *rules.Config, db *store.DB, log *slog.Logger, now func() 
 		}
 		kept = append(kept, b)
 	}
-	m := actions.NewManager(cs, actions.ManagerOptions{Logger: log.With("component", "actions"), Now: now})
+	m := actions.NewManager(cs, actions.ManagerOptions{Logger: log.With("component", "actions"), Now: now, Ranges: cfg.GroupRanges()})
 	m.Load(kept, cfg.AllowList())
 	m.Start(context.Background())
 	for _, c := range cs {
@@ -708,6 +710,7 @@ func (d *decider) reload() {
 		d.cfg = cfg
 		d.p = pipeline.NewWithDetector(cfg, d.det)
 		d.acts.SetAllow(cfg.AllowList())
+		d.acts.SetRanges(cfg.GroupRanges())
 		d.static()
 		d.breakerAtReload(cfg)
 		d.log.Info("configuration reloaded", "rules", len(cfg.Rules))
