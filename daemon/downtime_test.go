@@ -1,0 +1,331 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/logjail/logjail/control"
+	"github.com/logjail/logjail/daemon"
+	"github.com/logjail/logjail/replay"
+	"github.com/logjail/logjail/rules"
+	"github.com/logjail/logjail/store"
+)
+
+const downtimeConfig = `state_dir: %[1]s
+control_socket: %[1]s/control.sock
+checkpoint: 1s
+cleaner: "@every 1s"
+metrics: ""
+sources:
+  - name: web
+    paths: [%[2]s]
+    format: combined
+    timezone: UTC
+    from: start
+rules:
+  - name: flood
+    limits: ["5 per 10s"]
+    ban: {for: 10m, factor: 2, max: 24h}
+`
+
+// logLine is one request of ip at t.
+type logLine struct {
+	t  time.Time
+	ip string
+}
+
+// burst is n requests of ip from t, 100 ms apart.
+func burst(ip string, t time.Time, n int) []logLine {
+	var out []logLine
+	for i := range n {
+		out = append(out, logLine{t.Add(time.Duration(i) * 100 * time.Millisecond), ip})
+	}
+	return out
+}
+
+// appendLines appends ls to path, in time order.
+func appendLines(t *testing.T, path string, ls []logLine) {
+	t.Helper()
+	sort.SliceStable(ls, func(i, j int) bool { return ls[i].t.Before(ls[j].t) })
+	var b strings.Builder
+	for i, l := range ls {
+		fmt.Fprintf(&b, "%s - - [%s] \"GET /%d HTTP/1.1\" 200 1 \"-\" \"t\"\n", l.ip, l.t.Format("02/Jan/2006:15:04:05 -0700"), i)
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(b.String()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runUntilRead runs the daemon in this process with the wall clock fixed
+// at now until it has read and checkpointed the whole log, then stops it;
+// it returns the daemon's status taken just before.
+func runUntilRead(t *testing.T, cfgPath, state, log string, now time.Time) *control.Status {
+	t.Helper()
+	var clock atomic.Pointer[time.Time]
+	clock.Store(&now)
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	ctl := daemon.NewControl()
+	go func() {
+		done <- daemon.Run(ctx, daemon.Options{ConfigPath: cfgPath, Poll: true, Now: func() time.Time { return *clock.Load() }, Control: ctl,
+			Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	}()
+	fi, err := os.Stat(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if off := savedOffset(t, state, log); off == fi.Size() {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned early: %v\n%s", err, logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("the daemon did not read %s to its end in 30 s:\n%s", log, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	st, err := ctl.Status(sctx)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v\n%s", err, logs.String())
+	}
+	if err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	return st
+}
+
+// savedOffset is the offset saved for path, -1 if none yet.
+func savedOffset(t *testing.T, state, path string) int64 {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(state, "logjail.db")); err != nil {
+		return -1
+	}
+	db, err := store.Open(filepath.Join(state, "logjail.db"), store.Options{ReadOnly: true})
+	if err != nil {
+		return -1
+	}
+	defer db.Close()
+	ps, err := db.Positions()
+	if err != nil {
+		return -1
+	}
+	for _, p := range ps {
+		if p.Path == path {
+			return p.Offset
+		}
+	}
+	return -1
+}
+
+// TestDowntimeDecidesAsReplay: the daemon bans a key, stops, and stays down
+// past the ban's end; lines are appended meanwhile (the banned key goes on
+// while its ban lasts in log time, another key floods, then both offend
+// again); the daemon restarts with the wall clock 20 minutes on. Its
+// decisions (rule, key, kind, log-time since and until, bans per key, one
+// unban per ended ban) are those of `logjail replay` of the same file: the
+// key's lines while banned are not charged, so no second, escalated ban
+// comes early.
+func TestDowntimeDecidesAsReplay(t *testing.T) {
+	dir := t.TempDir()
+	log, state, cfgPath := filepath.Join(dir, "access.log"), filepath.Join(dir, "state"), filepath.Join(dir, "logjail.yaml")
+	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, downtimeConfig, state, log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w0 := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC) // the wall clock of the first run
+	w1 := w0.Add(20 * time.Minute)                       // of the second
+	t0 := w0.Add(-time.Minute)                           // log time of the first line
+	const a, b, c = "203.0.113.10", "203.0.113.20", "198.51.100.30"
+
+	// First run: a floods and is banned for 10 min (log time t0+0.5s).
+	first := append(burst(a, t0, 6), burst(c, t0.Add(time.Second), 3)...)
+	appendLines(t, log, first)
+	runUntilRead(t, cfgPath, state, log, w0)
+	db, err := store.Open(filepath.Join(state, "logjail.db"), store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := db.History(store.HistoryQuery{})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before) != 1 || before[0].Kind != "ban" || before[0].Key != a {
+		t.Fatalf("history after the first run: %+v, want the ban of %s", before, a)
+	}
+
+	// Down: a goes on while banned (t0+2m), b floods (t0+4m), then a
+	// (t0+12m, its log-time ban over) and b (t0+15m) offend again.
+	var backlog []logLine
+	for m := 2 * time.Minute; m <= 15*time.Minute; m += 20 * time.Second {
+		backlog = append(backlog, logLine{t0.Add(m), c})
+	}
+	backlog = append(backlog, burst(a, t0.Add(2*time.Minute+time.Second), 6)...)
+	backlog = append(backlog, burst(b, t0.Add(4*time.Minute+time.Second), 6)...)
+	backlog = append(backlog, burst(a, t0.Add(12*time.Minute+time.Second), 6)...)
+	backlog = append(backlog, burst(b, t0.Add(15*time.Minute+time.Second), 6)...)
+	appendLines(t, log, backlog)
+	runUntilRead(t, cfgPath, state, log, w1)
+
+	// What replay decides on the same file.
+	cfg, err := rules.Load(cfgPath, rules.Options{HostAddrs: []netip.Addr{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := replay.Run(context.Background(), cfg, []replay.Input{{Name: log, Source: cfg.Sources[0]}}, replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	wantUnbans := map[string]int{}
+	for _, d := range rep.Decisions {
+		if d.Kind == "unban" {
+			wantUnbans[d.Key]++
+			continue
+		}
+		want = append(want, fmt.Sprintf("%s %s %s since=%s until=%s", d.Kind, d.Rule, d.Key, d.Time.UTC().Format(time.TimeOnly+".0"), d.Until.UTC().Format(time.TimeOnly+".0")))
+	}
+
+	// What the daemon recorded. A ban's until in the history is on the
+	// wall clock: now + its duration, or its log-time until when it was
+	// already over when read (not applied).
+	db, err = store.Open(filepath.Join(state, "logjail.db"), store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	hist, err := db.History(store.HistoryQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Reverse(hist) // oldest first
+	var got []string
+	gotUnbans := map[string]int{}
+	for i, e := range hist {
+		if e.Kind == "unban" {
+			gotUnbans[e.Key]++
+			continue
+		}
+		now := w1
+		if i < len(before) {
+			now = w0
+		}
+		until := e.Until
+		if !strings.Contains(e.Reason, "not applied") {
+			until = e.Time.Add(e.Until.Sub(now))
+		}
+		got = append(got, fmt.Sprintf("%s %s %s since=%s until=%s", e.Kind, e.Rule, e.Key, e.Time.UTC().Format(time.TimeOnly+".0"), until.UTC().Format(time.TimeOnly+".0")))
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("decisions after downtime (-replay +daemon):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantUnbans, gotUnbans); diff != "" {
+		t.Errorf("unbans per key (-replay +daemon):\n%s", diff)
+	}
+	t.Logf("compared %d bans and %d unbans with replay's", len(want), len(hist)-len(got))
+	for _, e := range hist {
+		t.Logf("history: %s %s %s %s until %s log_only=%v %s", e.Time.UTC().Format(time.TimeOnly+".0"), e.Kind, e.Rule, e.Key, e.Until.UTC().Format(time.TimeOnly+".0"), e.LogOnly, e.Reason)
+	}
+}
+
+// TestOneLineCannotMoveTheFollowedClock: in a followed log, one line dated
+// 2099 and one line 60 s ahead of the others change no ban and no until
+// (the history equals that of the same log without them, in a state of
+// its own); status counts the first as ahead of the clock and the second
+// as an outlier. Without the rules, the +60 s line bunched the next lines
+// into one bucket and banned a client under its limit.
+func TestOneLineCannotMoveTheFollowedClock(t *testing.T) {
+	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	t0 := now.Add(-2 * time.Minute)
+	const a, d = "203.0.113.10", "198.51.100.40"
+	var lines []logLine
+	for s := time.Duration(0); s < 40*time.Second; s += 2 * time.Second {
+		lines = append(lines, logLine{t0.Add(s), d}) // 5 per 10 s: at the limit, not over
+	}
+	lines = append(lines, burst(a, t0.Add(20*time.Second), 6)...) // over: banned
+	history := func(bad []string) ([]string, *control.Status) {
+		dir := t.TempDir()
+		log, state, cfgPath := filepath.Join(dir, "access.log"), filepath.Join(dir, "state"), filepath.Join(dir, "logjail.yaml")
+		if err := os.WriteFile(cfgPath, fmt.Appendf(nil, downtimeConfig, state, log), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		appendLines(t, log, slices.Clone(lines))
+		if len(bad) > 0 {
+			// Inserted after the line of t0+10s.
+			raw, err := os.ReadFile(log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ls := strings.SplitAfter(string(raw), "\n")
+			at := 0
+			for i, l := range ls {
+				if strings.Contains(l, t0.Add(10*time.Second).Format("15:04:05")) {
+					at = i + 1
+				}
+			}
+			ls = slices.Insert(ls, at, bad...)
+			if err := os.WriteFile(log, []byte(strings.Join(ls, "")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st := runUntilRead(t, cfgPath, state, log, now)
+		db, err := store.Open(filepath.Join(state, "logjail.db"), store.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		hist, err := db.History(store.HistoryQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range hist {
+			out = append(out, fmt.Sprintf("%s %s %s %s until=%s %s", e.Time.UTC().Format(time.TimeOnly), e.Kind, e.Rule, e.Key, e.Until.UTC().Format(time.TimeOnly), e.Reason))
+		}
+		return out, st
+	}
+	want, _ := history(nil)
+	if len(want) == 0 {
+		t.Fatal("the log without bad lines makes no decision: nothing to compare")
+	}
+	bad := func(ip string, at time.Time) string {
+		return fmt.Sprintf("%s - - [%s] \"GET /bad HTTP/1.1\" 200 1 \"-\" \"t\"\n", ip, at.Format("02/Jan/2006:15:04:05 -0700"))
+	}
+	got, st := history([]string{
+		bad(d, time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)),
+		bad(d, t0.Add(10*time.Second+time.Minute)),
+	})
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("history with a 2099 line and a +60 s line (-without +with):\n%s", diff)
+	}
+	if len(st.Sources) != 1 || st.Sources[0].Future != 1 || st.Sources[0].Outliers != 1 {
+		t.Errorf("status sources: %+v, want 1 line ahead of the clock and 1 outlier", st.Sources)
+	}
+	t.Logf("%d decisions unchanged", len(want))
+}
