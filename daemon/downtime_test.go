@@ -6,17 +6,22 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/logjail/logjail/checkpoint"
 	"github.com/logjail/logjail/control"
 	"github.com/logjail/logjail/daemon"
+	"github.com/logjail/logjail/detector"
+	"github.com/logjail/logjail/pipeline"
 	"github.com/logjail/logjail/replay"
 	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/store"
@@ -328,4 +333,190 @@ func TestOneLineCannotMoveTheFollowedClock(t *testing.T) {
 		t.Errorf("status sources: %+v, want 1 line ahead of the clock and 1 outlier", st.Sources)
 	}
 	t.Logf("%d decisions unchanged", len(want))
+}
+
+const catchUpConfig = `state_dir: %[1]s
+control_socket: %[1]s/control.sock
+checkpoint: 1s
+cleaner: "@every 1s"
+metrics: ""
+ipv6_prefix: 128
+sources:
+  - name: web
+    paths: [%[2]s]
+    format: combined
+    timezone: UTC
+    from: start
+rules:
+  - name: flood
+    limits: ["5 per 10s"]
+    ban: {for: 10m}
+  - name: hourly
+    limits: ["300 per hour"]
+    ban: {for: 1h}
+`
+
+// catchUpLog writes a backlog of n lines over 20 minutes of log time from
+// t0: 1,000 keys send during the first 5 minutes, 1,000 others during the
+// rest, each under the limits; a few keys flood and are banned.
+func catchUpLog(t *testing.T, path string, t0 time.Time, n int) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var b strings.Builder
+	step := 20 * time.Minute / time.Duration(n)
+	line := func(ip string, at time.Time, i int) {
+		fmt.Fprintf(&b, "%s - - [%s] \"GET /%d HTTP/1.1\" 200 1 \"-\" \"t\"\n", ip, at.Format("02/Jan/2006:15:04:05 -0700"), i)
+	}
+	for i := range n {
+		at := t0.Add(time.Duration(i) * step)
+		k := i % 1000
+		if at.Sub(t0) >= 5*time.Minute {
+			k += 1000
+		}
+		line(fmt.Sprintf("2001:db8::%x:%x", k/256, k%256), at, i)
+		if i%20000 == 0 {
+			for j := range 8 {
+				line(fmt.Sprintf("2001:db8::f:%x", i/20000), at, j)
+			}
+		}
+		if b.Len() > 1<<20 {
+			if _, err := f.WriteString(b.String()); err != nil {
+				t.Fatal(err)
+			}
+			b.Reset()
+		}
+	}
+	if _, err := f.WriteString(b.String()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// capture is a replay.Recorder that keeps the replay's detector.
+type capture struct{ det *detector.Detector }
+
+func (c *capture) Decisions([]detector.Decision) {}
+func (c *capture) Flush(det *detector.Detector, _ time.Time) error {
+	c.det = det
+	return nil
+}
+
+// windows writes every tracked (rule, key) of det as read at log time t:
+// phase, until, totals, last entry and every limit's value.
+func windows(det *detector.Detector, t time.Time) []string {
+	var out []string
+	det.Current(t, func(k *detector.KeyNow) {
+		s := fmt.Sprintf("%s %s %q until=%s requests=%d cpu=%g last=%s", k.Rule.Name, k.Key, k.Phase,
+			k.Until.UTC().Format(time.RFC3339Nano), k.Requests, k.CPU, k.LastSeen.UTC().Format(time.RFC3339Nano))
+		for _, l := range k.Limits {
+			s += fmt.Sprintf(" %g", l.Value)
+		}
+		out = append(out, s)
+	})
+	sort.Strings(out)
+	return out
+}
+
+// TestKillDuringCatchUpRestoresReplaysWindows: a daemon (a real process)
+// reads a backlog three hours old while its cleaner runs every second; it
+// is killed with SIGKILL in the middle, after a cleaner pass and a
+// checkpoint. The state a restart restores (checkpoint.Restore into a
+// fresh detector) holds the same windows, ladders and totals, key for key,
+// as a replay of the file up to the saved offset: the cleaner pruned
+// nothing under the backlog (it prunes on log time).
+func TestKillDuringCatchUpRestoresReplaysWindows(t *testing.T) {
+	dir := t.TempDir()
+	log, state, cfgPath := filepath.Join(dir, "access.log"), filepath.Join(dir, "state"), filepath.Join(dir, "logjail.yaml")
+	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, catchUpConfig, state, log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	catchUpLog(t, log, time.Now().UTC().Add(-3*time.Hour).Truncate(time.Second), 300000)
+	fi, err := os.Stat(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &syncBuffer{}
+	cmd := exec.Command(binary, "run", "--config", cfgPath, "--log-level", "debug", "--poll")
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	wait := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; daemon output:\n%s", what, out.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	wait("a cleaner pass", func() bool { return strings.Contains(out.String(), `"msg":"cleaner"`) })
+	after := savedOffset(t, state, log)
+	wait("a checkpoint after the cleaner pass", func() bool { return savedOffset(t, state, log) > after })
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.Contains(l, `"msg":"cleaner"`) {
+			t.Logf("daemon: %s", l)
+		}
+	}
+
+	cfg, err := rules.Load(cfgPath, rules.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(filepath.Join(state, "logjail.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	restored := pipeline.NewDetector(cfg)
+	positions, rst, err := checkpoint.Restore(db, cfg, restored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offset := positions[log].Offset
+	if offset <= 0 || offset >= fi.Size() {
+		t.Fatalf("killed at offset %d of %d: not during the catch-up", offset, fi.Size())
+	}
+
+	// The replay of the same lines: the file up to the saved offset.
+	raw, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := filepath.Join(dir, "prefix.log")
+	if err := os.WriteFile(prefix, raw[:offset], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var rec capture
+	if _, err := replay.Run(context.Background(), cfg, []replay.Input{{Name: prefix, Source: cfg.Sources[0]}}, replay.Options{Recorder: &rec}); err != nil {
+		t.Fatal(err)
+	}
+	at := rec.det.Newest()
+	if got := restored.Newest(); !got.Equal(at) {
+		t.Errorf("restored clock %s, replay's %s", got, at)
+	}
+	want, got := windows(rec.det, at), windows(restored, at)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("restored windows (-replay +restored):\n%s", diff)
+	}
+	ws, gs := rec.det.Stats(), restored.Stats()
+	if ws != gs {
+		t.Errorf("restored stats %+v, replay's %+v", gs, ws)
+	}
+	t.Logf("killed at offset %d of %d (%d keys restored); compared %d (rule, key) windows with replay's at the same offset (%d banned)",
+		offset, fi.Size(), rst.Keys, len(want), ws.Banned)
 }
