@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/logjail/logjail/detector"
+	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/pipeline"
 	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/source"
@@ -196,6 +197,32 @@ func (w *Writer) record(d *detector.Decision) bool {
 // Meta records a value for the meta table, written with the next
 // checkpoint (the daemon's per-file guard state).
 func (w *Writer) Meta(k, v string) { w.meta[k] = v }
+
+// GuardKey is the meta key under which the newest time of the guard of
+// the file at path (pipeline.Guard) is saved, in RFC 3339 with
+// nanoseconds, with the checkpoint that holds the position it goes with.
+func GuardKey(path string) string { return "guard " + path }
+
+// SaveGuard records g's newest time for path with the next checkpoint.
+func (w *Writer) SaveGuard(path string, g *pipeline.Guard) {
+	if t := g.Newest(); !t.IsZero() {
+		w.Meta(GuardKey(path), t.Format(time.RFC3339Nano))
+	}
+}
+
+// RestoreGuard gives g the newest time saved for path, if any.
+func RestoreGuard(db *store.DB, path string, g *pipeline.Guard) error {
+	v, ok, err := db.Meta(GuardKey(path))
+	if err != nil || !ok {
+		return err
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return fmt.Errorf("meta %q: %w", GuardKey(path), err)
+	}
+	g.Resume(t)
+	return nil
+}
 
 // Position records how far a source file has been read: the lines before
 // Offset are all in the detector state the next checkpoint writes.
@@ -409,6 +436,7 @@ type FeedResult struct {
 	From     int64 // offset it started at (0: the file from its start)
 	Lines    int64 // lines read this time
 	Rejected int64
+	Outliers int64 // lines far ahead of their neighbours (pipeline.Guard): not charged
 	Restored detector.RestoreStats
 }
 
@@ -455,13 +483,32 @@ func Feed(ctx context.Context, cfg *rules.Config, db *store.DB, path string, o F
 	if err := w.Resume(cfg, det, o.Now); err != nil {
 		return res, err
 	}
+	// The file's lines pass its guard, as in the daemon: while a line is
+	// held, the position saved is the one before it.
+	g := pipeline.NewGuard(cfg)
+	if err := RestoreGuard(db, path, g); err != nil {
+		return res, err
+	}
+	var heldAt, heldLine int64
 	position := func() store.Position {
+		if _, held := g.Held(); held {
+			return store.PositionAt(path, id, heldAt, heldLine)
+		}
 		return store.PositionAt(path, id, lg.Lines.Offset(), int64(lg.Lines.Line()))
 	}
 	var out []detector.Decision
+	var pass []parser.Entry
 	var last time.Time
+	charge := func() {
+		for i := range pass {
+			out = p.Process(src, &pass[i], out[:0])
+			w.Decisions(out)
+			last = pass[i].Time
+		}
+	}
 	flushed := time.Now()
 	for n := 1; ; n++ {
+		at, atLine := lg.Lines.Offset(), int64(lg.Lines.Line())
 		l, no, ok := lg.Lines.Next()
 		if !ok {
 			break
@@ -474,15 +521,18 @@ func Feed(ctx context.Context, cfg *rules.Config, db *store.DB, path string, o F
 		if err != nil {
 			res.Rejected++
 		} else {
-			out = p.Process(src, &e, out[:0])
-			w.Decisions(out)
-			last = e.Time
+			pass = g.Next(&e, pass[:0])
+			if _, held := g.Held(); held {
+				heldAt, heldLine = at, atLine
+			}
+			charge()
 		}
 		if (o.Every > 0 && n%o.Every == 0) || (n%1024 == 0 && time.Since(flushed) >= cfg.Checkpoint) {
 			if err := ctx.Err(); err != nil {
 				return res, err
 			}
 			w.Position(position())
+			w.SaveGuard(path, g)
 			if err := w.Flush(det, last); err != nil {
 				return res, err
 			}
@@ -492,7 +542,11 @@ func Feed(ctx context.Context, cfg *rules.Config, db *store.DB, path string, o F
 	if err := lg.Lines.Err(); err != nil {
 		return res, fmt.Errorf("%s: %w", path, err)
 	}
+	pass = g.Release(pass[:0]) // the end of the file: nothing contradicts it
+	charge()
+	res.Outliers, _ = g.Outliers()
 	w.Position(position())
+	w.SaveGuard(path, g)
 	if err := w.Flush(det, last); err != nil {
 		return res, err
 	}

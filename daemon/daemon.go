@@ -478,9 +478,6 @@ type clockCounts struct {
 	futureLogged, outlierLogged time.Time
 }
 
-// guardMeta is the meta key that saves a path's guard (its newest time).
-func guardMeta(path string) string { return "guard " + path }
-
 // guard returns the neighbour rule of path, restored from the last
 // checkpoint on first use.
 func (d *decider) guard(src *rules.Source, path string) *fileGuard {
@@ -489,12 +486,10 @@ func (d *decider) guard(src *rules.Source, path string) *fileGuard {
 		return fg
 	}
 	fg = &fileGuard{g: pipeline.NewGuard(d.cfg), src: src, after: d.positions[path]}
-	if v, ok, err := d.db.Meta(guardMeta(path)); err == nil && ok {
-		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-			fg.g.Resume(t)
-			fg.newest = t
-		}
+	if err := checkpoint.RestoreGuard(d.db, path, fg.g); err != nil {
+		d.log.Warn("guard not restored: the file's next line is judged as a first line", "path", path, "err", err)
 	}
+	fg.newest = fg.g.Newest()
 	d.guards[path] = fg
 	if d.clocks[src.Name] == nil {
 		d.clocks[src.Name] = &clockCounts{}
@@ -738,7 +733,7 @@ func (d *decider) guardDone(path string, fg *fileGuard) {
 	}
 	if t := fg.g.Newest(); !t.Equal(fg.newest) {
 		fg.newest = t
-		d.w.Meta(guardMeta(path), t.Format(time.RFC3339Nano))
+		d.w.SaveGuard(path, fg.g)
 	}
 	n, at := fg.g.Outliers()
 	if n == fg.outliers {

@@ -520,3 +520,63 @@ func TestKillDuringCatchUpRestoresReplaysWindows(t *testing.T) {
 	t.Logf("killed at offset %d of %d (%d keys restored); compared %d (rule, key) windows with replay's at the same offset (%d banned)",
 		offset, fi.Size(), rst.Keys, len(want), ws.Banned)
 }
+
+// TestHeldLineIsReadAgain: a line a minute ahead of the rest of its file,
+// the last one written, with the wall clock not yet at its time, is held:
+// the position saved is the one before it, so a restart reads it again;
+// the lines appended after it show the jump is real, and it is charged
+// with them (its key is banned only if it counts).
+func TestHeldLineIsReadAgain(t *testing.T) {
+	dir := t.TempDir()
+	log, state, cfgPath := filepath.Join(dir, "access.log"), filepath.Join(dir, "state"), filepath.Join(dir, "logjail.yaml")
+	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, downtimeConfig, state, log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	const c, x = "198.51.100.30", "203.0.113.50"
+	appendLines(t, log, burst(c, now.Add(-2*time.Minute), 3))
+	fi, _ := os.Stat(log)
+	before := fi.Size()
+	appendLines(t, log, []logLine{{now.Add(20 * time.Second), x}}) // held: the wall clock is at 12:00:00
+
+	var clock atomic.Pointer[time.Time]
+	clock.Store(&now)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- daemon.Run(ctx, daemon.Options{ConfigPath: cfgPath, Poll: true, Now: func() time.Time { return *clock.Load() }})
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for savedOffset(t, state, log) != before {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("saved offset %d, want %d (before the held line)", savedOffset(t, state, log), before)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if off := savedOffset(t, state, log); off != before {
+		t.Fatalf("after the stop: saved offset %d, want %d (before the held line)", off, before)
+	}
+
+	// Five more lines of x right after it: the jump was real.
+	appendLines(t, log, burst(x, now.Add(20*time.Second), 5))
+	later := now.Add(30 * time.Second)
+	runUntilRead(t, cfgPath, state, log, later)
+	db, err := store.Open(filepath.Join(state, "logjail.db"), store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	hist, err := db.History(store.HistoryQuery{Key: x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 1 || hist[0].Kind != "ban" || !hist[0].Time.Equal(now.Add(20*time.Second)) {
+		t.Errorf("history of %s: %+v; want one ban at 12:00:20, its sixth line the held one", x, hist)
+	}
+}
