@@ -497,14 +497,14 @@ func Feed(ctx context.Context, cfg *rules.Config, db *store.DB, path string, o F
 		return store.PositionAt(path, id, lg.Lines.Offset(), int64(lg.Lines.Line()))
 	}
 	var out []detector.Decision
-	var pass []parser.Entry
 	var last time.Time
-	charge := func() {
-		for i := range pass {
-			out = p.Process(src, &pass[i], out[:0])
-			w.Decisions(out)
-			last = pass[i].Time
+	charge := func(e *parser.Entry) {
+		if e == nil {
+			return
 		}
+		out = p.Process(src, e, out[:0])
+		w.Decisions(out)
+		last = e.Time
 	}
 	flushed := time.Now()
 	for n := 1; ; n++ {
@@ -521,11 +521,13 @@ func Feed(ctx context.Context, cfg *rules.Config, db *store.DB, path string, o F
 		if err != nil {
 			res.Rejected++
 		} else {
-			pass = g.Next(&e, pass[:0])
-			if _, held := g.Held(); held {
+			released, now := g.Step(&e)
+			charge(released)
+			if now {
+				charge(&e)
+			} else {
 				heldAt, heldLine = at, atLine
 			}
-			charge()
 		}
 		if (o.Every > 0 && n%o.Every == 0) || (n%1024 == 0 && time.Since(flushed) >= cfg.Checkpoint) {
 			if err := ctx.Err(); err != nil {
@@ -542,8 +544,7 @@ func Feed(ctx context.Context, cfg *rules.Config, db *store.DB, path string, o F
 	if err := lg.Lines.Err(); err != nil {
 		return res, fmt.Errorf("%s: %w", path, err)
 	}
-	pass = g.Release(pass[:0]) // the end of the file: nothing contradicts it
-	charge()
+	charge(g.ReleaseHeld()) // the end of the file: nothing contradicts it
 	res.Outliers, _ = g.Outliers()
 	w.Position(position())
 	w.SaveGuard(path, g)

@@ -457,7 +457,6 @@ type decider struct {
 	guards    map[string]*fileGuard
 	clocks    map[string]*clockCounts
 	positions map[string]store.Position // restored at start
-	pass      []parser.Entry
 }
 
 // fileGuard is the neighbour rule of one followed path (its rotated
@@ -604,12 +603,14 @@ func (d *decider) batch(p *parsed) {
 			future++
 			continue
 		}
-		d.pass = fg.g.Next(e, d.pass[:0])
-		if _, held := fg.g.Held(); held { // e is held
-			fg.before = d.before(fg, p, int(p.lines[i]))
+		released, charge := fg.g.Step(e)
+		if released != nil {
+			decided = d.charge(p.src, released, now) || decided
 		}
-		for j := range d.pass {
-			decided = d.charge(p.src, &d.pass[j], now) || decided
+		if charge {
+			decided = d.charge(p.src, e, now) || decided
+		} else { // e is held
+			fg.before = d.before(fg, p, int(p.lines[i]))
 		}
 	}
 	if n := len(p.batch.Lines); n > 0 {
@@ -713,12 +714,7 @@ func (d *decider) release(fg *fileGuard, now time.Time) bool {
 	if !held || !fg.atEnd || t.After(now) {
 		return false
 	}
-	d.pass = fg.g.Release(d.pass[:0])
-	decided := false
-	for j := range d.pass {
-		decided = d.charge(fg.src, &d.pass[j], now) || decided
-	}
-	return decided
+	return d.charge(fg.src, fg.g.ReleaseHeld(), now)
 }
 
 // guardDone records path's position (before a held line) and its guard's

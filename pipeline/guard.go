@@ -24,7 +24,8 @@ type Guard struct {
 	future, skew time.Duration
 	newest       time.Time // newest time passed on
 	started      bool      // a line was passed on
-	held         parser.Entry
+	slots        [2]parser.Entry
+	h            int // slots[h] is the held entry, while holding
 	holding      bool
 	outliers     int64
 	last         time.Time // time of the last outlier
@@ -35,59 +36,86 @@ func NewGuard(cfg *rules.Config) *Guard {
 	return &Guard{future: max(cfg.Future, time.Second), skew: cfg.Skew}
 }
 
-// Next takes the file's next entry and appends to out the entries to
-// charge now, in order: none (e is held), e, or the held entry then e.
-// e is copied: the caller may reuse it.
-func (g *Guard) Next(e *parser.Entry, out []parser.Entry) []parser.Entry {
+// Step takes the file's next entry e and says what to charge now, in
+// order: released, the entry held until now, if the jump it made is real
+// (nil otherwise); then e itself if charge is true (false: e is held, and
+// copied). released points into the Guard: it is valid until the next
+// call. Step copies nothing unless it holds e, so that the common case
+// costs a comparison.
+func (g *Guard) Step(e *parser.Entry) (released *parser.Entry, charge bool) {
 	if g.holding {
 		g.holding = false
+		held := &g.slots[g.h]
 		// A file's first line has no line before it to be ahead of: it
 		// is an outlier only when the next is a whole Future older.
 		tolerance := g.skew
 		if !g.started {
 			tolerance = g.future
 		}
-		if e.Time.Before(g.held.Time.Add(-tolerance)) {
+		if e.Time.Before(held.Time.Add(-tolerance)) {
 			// The line after it is back where the file was: the held
 			// line's time is wrong, not the file's.
 			g.outliers++
-			g.last = g.held.Time
-			g.held = parser.Entry{}
+			g.last = held.Time
+			*held = parser.Entry{}
 		} else {
-			out = g.pass(&g.held, out)
+			g.pass(held)
+			released = held
+			g.h ^= 1 // the next held entry goes to the other slot
 		}
 	}
 	if !g.started || e.Time.Sub(g.newest) >= g.future {
-		g.held, g.holding = *e, true
-		return out
+		g.slots[g.h], g.holding = *e, true
+		return released, false
 	}
-	return g.pass(e, out)
+	g.pass(e)
+	return released, true
 }
 
-func (g *Guard) pass(e *parser.Entry, out []parser.Entry) []parser.Entry {
-	if !g.started || e.Time.After(g.newest) {
-		g.newest = e.Time
+// Next is Step for a caller that keeps the entries: it appends to out the
+// entries to charge now, in order (none, e, or the held entry then e).
+func (g *Guard) Next(e *parser.Entry, out []parser.Entry) []parser.Entry {
+	released, charge := g.Step(e)
+	if released != nil {
+		out = append(out, *released)
 	}
-	g.started = true
-	out = append(out, *e)
-	if e == &g.held {
-		g.held = parser.Entry{}
+	if charge {
+		out = append(out, *e)
 	}
 	return out
 }
 
+func (g *Guard) pass(e *parser.Entry) {
+	if !g.started || e.Time.After(g.newest) {
+		g.newest = e.Time
+	}
+	g.started = true
+}
+
 // Held reports the time of the entry held back, if any.
-func (g *Guard) Held() (time.Time, bool) { return g.held.Time, g.holding }
+func (g *Guard) Held() (time.Time, bool) { return g.slots[g.h].Time, g.holding }
 
 // Release passes the held entry on, if any, as a real jump of the file's
-// time: at the end of a file nothing contradicts it; live, the wall clock
-// has reached it.
+// time, appending it to out: at the end of a file nothing contradicts it;
+// live, the wall clock has reached it.
 func (g *Guard) Release(out []parser.Entry) []parser.Entry {
+	if e := g.ReleaseHeld(); e != nil {
+		out = append(out, *e)
+	}
+	return out
+}
+
+// ReleaseHeld is Release without a copy: the entry it returns (nil if
+// none was held) is valid until the next call.
+func (g *Guard) ReleaseHeld() *parser.Entry {
 	if !g.holding {
-		return out
+		return nil
 	}
 	g.holding = false
-	return g.pass(&g.held, out)
+	held := &g.slots[g.h]
+	g.pass(held)
+	g.h ^= 1
+	return held
 }
 
 // Outliers returns how many entries were found to be outliers, and the

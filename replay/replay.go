@@ -324,28 +324,43 @@ type cursor struct {
 	i       int
 	samples int
 	g       *pipeline.Guard
-	q       []parser.Entry // entries the guard passed on, not yet merged
-	qi      int
+	// q holds the entries the guard passed on and the merge has not
+	// taken: at most the entry it released and the block's own entry
+	// (pointers into the guard and the block, valid until the next step).
+	q      [2]*parser.Entry
+	qn, qi int
 }
 
-func (c *cursor) head() *parser.Entry { return &c.q[c.qi] }
+func (c *cursor) head() *parser.Entry { return c.q[c.qi] }
 
 // next moves to the next entry the guard passes on; it reports false at
 // the end of the reader's input.
 func (c *cursor) next(ctx context.Context) (bool, error) {
 	c.qi++
-	for c.qi >= len(c.q) {
-		clear(c.q)
-		c.q, c.qi = c.q[:0], 0
+	for c.qi >= c.qn {
+		c.qn, c.qi = 0, 0
 		ok, err := c.nextRaw(ctx)
 		if err != nil {
 			return false, err
 		}
 		if !ok {
-			c.q = c.g.Release(c.q) // the end of the file: nothing contradicts it
-			return len(c.q) > 0, nil
+			// The end of the file: nothing contradicts a held line.
+			if e := c.g.ReleaseHeld(); e != nil {
+				c.q[0], c.qn = e, 1
+				return true, nil
+			}
+			return false, nil
 		}
-		c.q = c.g.Next(&c.b.entries[c.i], c.q)
+		e := &c.b.entries[c.i]
+		released, charge := c.g.Step(e)
+		if released != nil {
+			c.q[c.qn] = released
+			c.qn++
+		}
+		if charge {
+			c.q[c.qn] = e
+			c.qn++
+		}
 	}
 	return true, nil
 }
