@@ -59,3 +59,24 @@ func TestGuard(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkGuardStep: the cost the guard adds to every line in order.
+func BenchmarkGuardStep(b *testing.B) {
+	g := NewGuard(&rules.Config{Skew: 5 * time.Second, Future: time.Minute})
+	t0 := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	es := make([]parser.Entry, 1024)
+	for i := range es {
+		es[i].Time = t0.Add(time.Duration(i) * time.Millisecond)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, ok := g.Step(&es[i&1023]); !ok && i > 0 && i&1023 != 0 {
+			b.Fatal("held a line in order")
+		}
+		i++
+		if i&1023 == 0 {
+			g = NewGuard(&rules.Config{Skew: 5 * time.Second, Future: time.Minute})
+		}
+	}
+}

@@ -30,7 +30,7 @@
 //     real (a log that resumes after three quiet hours), and both are
 //     charged, in order;
 //   - it is older: the held line is an outlier. It is counted (the replay
-//     report's Outliers, the daemon's logjail_lines_future_total metric,
+//     report's Outliers, the daemon's logjail_lines_outliers_total metric,
 //     `status`), not charged, and it makes no decision and moves no clock.
 //
 // A file's first line has no line before it: it is held too, and is an
