@@ -55,15 +55,12 @@ func ActionTypes() []string { return slices.Clone(actionTypes) }
 // Config is a loaded, validated and compiled configuration. It is immutable
 // once returned, and safe for concurrent use.
 type Config struct {
-	File       string        // the file it was read from
-	StateDir   string        // directory of the database
-	IPv4Prefix int           // bits of an IPv4 prefix key
-	IPv6Prefix int           // bits of an IPv6 ip or prefix key
-	Skew       time.Duration // how late a line from another file may arrive
-	// Future is how far ahead of the wall clock (live) or of its file's
-	// newest line (everywhere) a line may be before it is held back as a
-	// possible outlier (package pipeline, Guard).
-	Future           time.Duration
+	File             string        // the file it was read from
+	StateDir         string        // directory of the database
+	IPv4Prefix       int           // bits of an IPv4 prefix key
+	IPv6Prefix       int           // bits of an IPv6 ip or prefix key
+	Skew             time.Duration // how late a line from another file may arrive
+	Future           time.Duration // how far ahead a line may be (pipeline's doc, "One line cannot move the clock")
 	MaxKeys          int           // tracked keys before least-recently-seen eviction
 	MaxBansPerMinute int           // circuit breaker
 	HistoryRetention time.Duration // how long ban history is kept
