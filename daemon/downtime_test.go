@@ -580,3 +580,70 @@ func TestHeldLineIsReadAgain(t *testing.T) {
 		t.Errorf("history of %s: %+v; want one ban at 12:00:20, its sixth line the held one", x, hist)
 	}
 }
+
+// TestHeldLineReleasedByTheWallClock: the last line written, a minute
+// ahead of the one before it, is held while the wall clock is behind it
+// and charged once the clock reaches it, with no line after it: a quiet
+// site's real resumption is not delayed until its next request.
+func TestHeldLineReleasedByTheWallClock(t *testing.T) {
+	dir := t.TempDir()
+	log, state, cfgPath := filepath.Join(dir, "access.log"), filepath.Join(dir, "state"), filepath.Join(dir, "logjail.yaml")
+	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, downtimeConfig, state, log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	const c, x = "198.51.100.30", "203.0.113.50"
+	appendLines(t, log, append(burst(c, now.Add(-2*time.Minute), 3), burst(x, now.Add(-90*time.Second), 5)...))
+	fi, _ := os.Stat(log)
+	before := fi.Size()
+	appendLines(t, log, []logLine{{now.Add(20 * time.Second), x}}) // held: 12:00:20, the clock at 12:00:00
+	fi, _ = os.Stat(log)
+
+	var clock atomic.Pointer[time.Time]
+	clock.Store(&now)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- daemon.Run(ctx, daemon.Options{ConfigPath: cfgPath, Poll: true, Now: func() time.Time { return *clock.Load() }})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	waitOffset := func(want int64) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for savedOffset(t, state, log) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("saved offset %d, want %d", savedOffset(t, state, log), want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitOffset(before) // held
+	later := now.Add(20 * time.Second)
+	clock.Store(&later)
+	waitOffset(fi.Size()) // charged: the position goes past it
+	db, err := store.Open(filepath.Join(state, "logjail.db"), store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows := 0
+	if err := db.Keys(func(r *store.KeyRow) error {
+		if r.Key == x {
+			rows++
+			if !r.LastSeen.Equal(now.Add(20 * time.Second)) {
+				t.Errorf("%s last seen %s, want 12:00:20 (the held line, charged)", x, r.LastSeen.UTC())
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 1 {
+		t.Errorf("%d key rows of %s, want 1", rows, x)
+	}
+}
