@@ -205,3 +205,29 @@ func TestOneLineCannotMoveTheClockGenlog(t *testing.T) {
 	}
 	t.Logf("%d decisions (%d bans) unchanged by each of 10 bad lines", len(want), bans)
 }
+
+// TestRealGapIsFollowed: a log that resumes three hours later is followed,
+// not taken for an outlier: the flood after the gap is banned at its own
+// time, and a ban that ended during the gap is lifted at its end.
+func TestRealGapIsFollowed(t *testing.T) {
+	cfg := parseConfig(t, rateConfig)
+	var ls []string
+	for i := range 6 {
+		ls = append(ls, line("203.0.113.1", float64(i)/10, 200))
+	}
+	for i := range 6 {
+		ls = append(ls, line("203.0.113.2", 3*3600+float64(i)/10, 200))
+	}
+	rep := replayOne(t, cfg, writeLog(t, ls), Options{})
+	want := []string{
+		`2026-11-02T10:00:00Z ban flood 203.0.113.1 until=2026-11-02T10:01:00Z reason="rate 6 per 10s > 5 (rule flood)"`,
+		`2026-11-02T10:01:00Z unban flood 203.0.113.1 reason="ban expired"`,
+		`2026-11-02T13:00:00Z ban flood 203.0.113.2 until=2026-11-02T13:01:00Z reason="rate 6 per 10s > 5 (rule flood)"`,
+	}
+	if diff := cmp.Diff(want, decisionLines(rep)); diff != "" {
+		t.Errorf("decisions (-want +got):\n%s", diff)
+	}
+	if rep.Input.Outliers != 0 {
+		t.Errorf("%d outliers, want 0", rep.Input.Outliers)
+	}
+}
