@@ -43,7 +43,12 @@
 // held, the position saved for its path is the one before it, and each
 // path's guard (its newest time) is saved in the meta table with the
 // checkpoint ("guard PATH"), so a restart judges the next lines as the
-// running daemon would have. The guards keep the future and skew of the
+// running daemon would have. A path's guard goes on across its rotations
+// (a new file's lines follow the old one's), where a replay gives each file
+// its own; the two differ only for a bad line at the head of a rotated
+// file. A held line that is the first of a newly opened file has no saved
+// position before it: the one after it is saved (a crash while it is held
+// loses that line). The guards keep the future and skew of the
 // configuration they were made with: a reload changes the wall-clock rule
 // at once, the neighbour rule at the next start.
 //
