@@ -9,7 +9,14 @@
 // The invariant that makes this exact: a checkpoint holds the detector state
 // after some entry and the positions just past the lines that produced the
 // entries before it, never more, never less. Feed keeps it by checkpointing
-// between lines; the daemon does the same.
+// between lines; the daemon does the same. A line a file's guard holds
+// (pipeline.Guard) is not in the state yet: the position saved is the one
+// before it, and the guard's newest time is saved with it (SaveGuard).
+//
+// Two clocks: the active bans end on the wall clock (Resume at start, the
+// cleaner's passes), the detector's bans on log time. One unban reaches
+// the history per ban: the one of the clock that ends it first; Keep drops
+// the other.
 package checkpoint
 
 import (
