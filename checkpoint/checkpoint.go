@@ -9,7 +9,14 @@
 // The invariant that makes this exact: a checkpoint holds the detector state
 // after some entry and the positions just past the lines that produced the
 // entries before it, never more, never less. Feed keeps it by checkpointing
-// between lines; the daemon does the same.
+// between lines; the daemon does the same. A line a file's guard holds
+// (pipeline.Guard) is not in the state yet: the position saved is the one
+// before it, and the guard's newest time is saved with it (SaveGuard).
+//
+// Two clocks: the active bans end on the wall clock (Resume at start, the
+// cleaner's passes), the detector's bans on log time. One unban reaches
+// the history per ban: the one of the clock that ends it first; Keep drops
+// the other.
 package checkpoint
 
 import (
@@ -18,9 +25,11 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
 	"time"
 
 	"github.com/logjail/logjail/detector"
+	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/pipeline"
 	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/source"
@@ -35,6 +44,12 @@ type Writer struct {
 	bans      map[store.BanKey]*store.Ban // nil: delete
 	throttles map[store.BanKey]time.Time  // active throttles, by end: they end silently
 	positions map[string]store.Position
+	meta      map[string]string
+	// held are the bans (not throttles) the store's active bans hold,
+	// including those recorded since the last checkpoint: what a ban's
+	// unban must find to reach the history (Keep). Set by Resume.
+	held    map[store.BanKey]struct{}
+	resumed bool
 
 	async       bool
 	inflight    chan error        // the checkpoint being written, if any
@@ -50,6 +65,8 @@ func NewWriter(db *store.DB) *Writer {
 		bans:      map[store.BanKey]*store.Ban{},
 		throttles: map[store.BanKey]time.Time{},
 		positions: map[string]store.Position{},
+		meta:      map[string]string{},
+		held:      map[store.BanKey]struct{}{},
 	}
 }
 
@@ -66,9 +83,16 @@ func NewAsyncWriter(db *store.DB) *Writer {
 // so that they leave the table of active bans as if there had been no
 // restart. A detector ban of a rule that cfg no longer has cannot end by
 // itself (its state was dropped at restore): it is lifted at the
-// checkpoint's time, with an unban in the history that says why. With a
-// non-zero now (the wall clock at start), a ban that ended while logjail was
-// not running is lifted in det at its end and recorded as expired, once.
+// checkpoint's time, with an unban in the history that says why.
+//
+// With a non-zero now (the wall clock at start), a ban whose wall-clock
+// until passed while logjail was not running leaves the active bans (and
+// so the actions) with an unban in the history, once. A ban the detector
+// made stays in det, on log time: det lifts it itself when the logs it
+// reads reach the ban's log-time until, as a replay of the same lines
+// would (DESIGN.md, "Time"), and that later unban is not recorded again
+// (Keep). An operator's ban, which the detector holds on the wall clock's
+// word, is lifted in det too.
 func (w *Writer) Resume(cfg *rules.Config, det *detector.Detector, now time.Time) error {
 	bans, err := w.db.ActiveBans()
 	if err != nil {
@@ -78,6 +102,12 @@ func (w *Writer) Resume(cfg *rules.Config, det *detector.Detector, now time.Time
 	if err != nil {
 		return err
 	}
+	w.resumed = true
+	for _, b := range bans {
+		if b.Kind == store.PhaseBan {
+			w.held[store.BanKey{Rule: b.Rule, Key: b.Key}] = struct{}{}
+		}
+	}
 	var out []detector.Decision
 	for _, b := range bans {
 		k := store.BanKey{Rule: b.Rule, Key: b.Key}
@@ -85,6 +115,7 @@ func (w *Writer) Resume(cfg *rules.Config, det *detector.Detector, now time.Time
 		switch {
 		case b.Origin == store.OriginDetector && rule == nil:
 			w.bans[k] = nil
+			delete(w.held, k)
 			w.events = append(w.events, store.Event{
 				Time: at, Rule: b.Rule, Key: b.Key, Kind: string(detector.Unban), Addresses: b.Addresses,
 				Reason: "rule " + b.Rule + " is no longer in the configuration", Origin: b.Origin, LogOnly: b.LogOnly,
@@ -92,14 +123,39 @@ func (w *Writer) Resume(cfg *rules.Config, det *detector.Detector, now time.Time
 		case b.Kind == string(detector.Throttle):
 			w.throttles[k] = b.Until
 		case !now.IsZero() && rule != nil && !b.Until.IsZero() && !b.Until.After(now):
-			out = det.Lift(b.Until, rule, b.Key, out[:0])
-			for i := range out {
+			n := len(out)
+			if b.Origin != store.OriginDetector {
+				out = det.Lift(b.Until, rule, b.Key, out)
+			}
+			if len(out) == n {
+				out = append(out, detector.Decision{Rule: b.Rule, Key: b.Key, Kind: detector.Unban, Time: b.Until,
+					Addresses: b.Addresses, Origin: b.Origin, LogOnly: b.LogOnly})
+			}
+			for i := n; i < len(out); i++ {
 				out[i].Reason = "ban expired while logjail was not running"
 			}
-			w.Decisions(out)
 		}
 	}
+	w.Decisions(out)
 	return nil
+}
+
+// Keep records ds as Decisions does and returns the decisions recorded,
+// in place: ds without the unbans that would end a ban the store's active
+// bans no longer hold. Those are the detector's own unbans, on log time,
+// of bans whose wall-clock end has already been recorded (by the cleaner,
+// or by Resume after downtime): the history has one unban per ban, and
+// the actions are not told twice. An operator's unban (Who set) and the
+// unbans of a Writer never resumed are always kept.
+func (w *Writer) Keep(ds []detector.Decision) []detector.Decision {
+	kept := ds[:0]
+	for i := range ds {
+		if w.record(&ds[i]) {
+			kept = append(kept, ds[i])
+		}
+	}
+	clear(ds[len(kept):])
+	return ds[:len(kept)]
 }
 
 // Decisions records decisions, in the order made, for the next checkpoint:
@@ -107,28 +163,72 @@ func (w *Writer) Resume(cfg *rules.Config, det *detector.Detector, now time.Time
 // out of them.
 func (w *Writer) Decisions(ds []detector.Decision) {
 	for i := range ds {
-		d := &ds[i]
-		k := store.BanKey{Rule: d.Rule, Key: d.Key}
-		w.events = append(w.events, store.Event{
-			Time: d.Time, Rule: d.Rule, Key: d.Key, Kind: string(d.Kind), Until: d.Until,
-			Reason: d.Reason, Violations: d.Violations, Addresses: d.Addresses, Origin: d.Origin, Who: d.Who, LogOnly: d.LogOnly,
-		})
-		switch d.Kind {
-		case detector.Throttle, detector.Ban:
-			w.bans[k] = &store.Ban{
-				Rule: d.Rule, Key: d.Key, Kind: string(d.Kind), Since: d.Time, Until: d.Until,
-				Reason: d.Reason, Violations: d.Violations, Addresses: d.Addresses, Origin: d.Origin, Who: d.Who, LogOnly: d.LogOnly,
-			}
-			if d.Kind == detector.Throttle {
-				w.throttles[k] = d.Until
-			} else {
-				delete(w.throttles, k)
-			}
-		case detector.Unban:
-			w.bans[k] = nil
-			delete(w.throttles, k)
+		w.record(&ds[i])
+	}
+}
+
+// record records d, unless it is an unban Keep drops; it reports whether
+// it did.
+func (w *Writer) record(d *detector.Decision) bool {
+	k := store.BanKey{Rule: d.Rule, Key: d.Key}
+	if d.Kind == detector.Unban && w.resumed && d.Who == "" {
+		if _, ok := w.held[k]; !ok {
+			return false
 		}
 	}
+	w.events = append(w.events, store.Event{
+		Time: d.Time, Rule: d.Rule, Key: d.Key, Kind: string(d.Kind), Until: d.Until,
+		Reason: d.Reason, Violations: d.Violations, Addresses: d.Addresses, Origin: d.Origin, Who: d.Who, LogOnly: d.LogOnly,
+	})
+	switch d.Kind {
+	case detector.Throttle, detector.Ban:
+		w.bans[k] = &store.Ban{
+			Rule: d.Rule, Key: d.Key, Kind: string(d.Kind), Since: d.Time, Until: d.Until,
+			Reason: d.Reason, Violations: d.Violations, Addresses: d.Addresses, Origin: d.Origin, Who: d.Who, LogOnly: d.LogOnly,
+		}
+		if d.Kind == detector.Throttle {
+			w.throttles[k] = d.Until
+			delete(w.held, k)
+		} else {
+			delete(w.throttles, k)
+			w.held[k] = struct{}{}
+		}
+	case detector.Unban:
+		w.bans[k] = nil
+		delete(w.throttles, k)
+		delete(w.held, k)
+	}
+	return true
+}
+
+// Meta records a value for the meta table, written with the next
+// checkpoint (the daemon's per-file guard state).
+func (w *Writer) Meta(k, v string) { w.meta[k] = v }
+
+// GuardKey is the meta key under which the newest time of the guard of
+// the file at path (pipeline.Guard) is saved, in RFC 3339 with
+// nanoseconds, with the checkpoint that holds the position it goes with.
+func GuardKey(path string) string { return "guard " + path }
+
+// SaveGuard records g's newest time for path with the next checkpoint.
+func (w *Writer) SaveGuard(path string, g *pipeline.Guard) {
+	if t := g.Newest(); !t.IsZero() {
+		w.Meta(GuardKey(path), t.Format(time.RFC3339Nano))
+	}
+}
+
+// RestoreGuard gives g the newest time saved for path, if any.
+func RestoreGuard(db *store.DB, path string, g *pipeline.Guard) error {
+	v, ok, err := db.Meta(GuardKey(path))
+	if err != nil || !ok {
+		return err
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return fmt.Errorf("meta %q: %w", GuardKey(path), err)
+	}
+	g.Resume(t)
+	return nil
 }
 
 // Position records how far a source file has been read: the lines before
@@ -226,9 +326,13 @@ func (w *Writer) collect(det *detector.Detector, t time.Time) *store.Checkpoint 
 	for _, p := range w.positions {
 		c.Positions = append(c.Positions, p)
 	}
+	if len(w.meta) > 0 {
+		c.Meta = maps.Clone(w.meta)
+	}
 	w.events = nil // the checkpoint owns them now
 	clear(w.bans)
 	clear(w.positions)
+	clear(w.meta)
 	return c
 }
 
@@ -270,6 +374,10 @@ func merge(old, c *store.Checkpoint) *store.Checkpoint {
 		if !paths[p.Path] {
 			m.Positions = append(m.Positions, p)
 		}
+	}
+	if len(old.Meta) > 0 {
+		m.Meta = maps.Clone(old.Meta)
+		maps.Copy(m.Meta, c.Meta)
 	}
 	return &m
 }
@@ -335,6 +443,7 @@ type FeedResult struct {
 	From     int64 // offset it started at (0: the file from its start)
 	Lines    int64 // lines read this time
 	Rejected int64
+	Outliers int64 // lines far ahead of their neighbours (pipeline.Guard): not charged
 	Restored detector.RestoreStats
 }
 
@@ -381,13 +490,32 @@ func Feed(ctx context.Context, cfg *rules.Config, db *store.DB, path string, o F
 	if err := w.Resume(cfg, det, o.Now); err != nil {
 		return res, err
 	}
+	// The file's lines pass its guard, as in the daemon: while a line is
+	// held, the position saved is the one before it.
+	g := pipeline.NewGuard(cfg)
+	if err := RestoreGuard(db, path, g); err != nil {
+		return res, err
+	}
+	var heldAt, heldLine int64
 	position := func() store.Position {
+		if _, held := g.Held(); held {
+			return store.PositionAt(path, id, heldAt, heldLine)
+		}
 		return store.PositionAt(path, id, lg.Lines.Offset(), int64(lg.Lines.Line()))
 	}
 	var out []detector.Decision
 	var last time.Time
+	charge := func(e *parser.Entry) {
+		if e == nil {
+			return
+		}
+		out = p.Process(src, e, out[:0])
+		w.Decisions(out)
+		last = e.Time
+	}
 	flushed := time.Now()
 	for n := 1; ; n++ {
+		at, atLine := lg.Lines.Offset(), int64(lg.Lines.Line())
 		l, no, ok := lg.Lines.Next()
 		if !ok {
 			break
@@ -400,15 +528,20 @@ func Feed(ctx context.Context, cfg *rules.Config, db *store.DB, path string, o F
 		if err != nil {
 			res.Rejected++
 		} else {
-			out = p.Process(src, &e, out[:0])
-			w.Decisions(out)
-			last = e.Time
+			released, now := g.Step(&e)
+			charge(released)
+			if now {
+				charge(&e)
+			} else {
+				heldAt, heldLine = at, atLine
+			}
 		}
 		if (o.Every > 0 && n%o.Every == 0) || (n%1024 == 0 && time.Since(flushed) >= cfg.Checkpoint) {
 			if err := ctx.Err(); err != nil {
 				return res, err
 			}
 			w.Position(position())
+			w.SaveGuard(path, g)
 			if err := w.Flush(det, last); err != nil {
 				return res, err
 			}
@@ -418,7 +551,10 @@ func Feed(ctx context.Context, cfg *rules.Config, db *store.DB, path string, o F
 	if err := lg.Lines.Err(); err != nil {
 		return res, fmt.Errorf("%s: %w", path, err)
 	}
+	charge(g.ReleaseHeld()) // the end of the file: nothing contradicts it
+	res.Outliers, _ = g.Outliers()
 	w.Position(position())
+	w.SaveGuard(path, g)
 	if err := w.Flush(det, last); err != nil {
 		return res, err
 	}

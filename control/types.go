@@ -196,6 +196,11 @@ type Source struct {
 	LastLine *time.Time `json:"last_line"`
 	// LagSeconds is how far behind the wall clock that line is (live only).
 	LagSeconds *float64 `json:"lag_seconds"`
+	// Future counts the lines more than `future` ahead of the wall clock,
+	// and Outliers those far ahead of their neighbours in their file, since
+	// the daemon started: neither is charged (live only).
+	Future   int64 `json:"future_lines,omitempty"`
+	Outliers int64 `json:"outlier_lines,omitempty"`
 }
 
 // SourceFile is how far a file of a source was read.

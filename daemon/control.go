@@ -180,6 +180,7 @@ func (c *Control) Status(ctx context.Context) (*control.Status, error) {
 	var cfg *rules.Config
 	var now time.Time
 	lastLine := map[string]time.Time{}
+	clocks := map[string]clockCounts{}
 	err := c.run(ctx, func(d *decider) error {
 		// The positions and bans read below are those of now.
 		if err := d.sync(); err != nil {
@@ -211,6 +212,9 @@ func (c *Control) Status(ctx context.Context) (*control.Status, error) {
 		for k, v := range d.lastLine {
 			lastLine[k] = v
 		}
+		for k, v := range d.clocks {
+			clocks[k] = *v
+		}
 		return nil
 	})
 	if err != nil {
@@ -223,6 +227,9 @@ func (c *Control) Status(ctx context.Context) (*control.Status, error) {
 		if t, ok := lastLine[st.Sources[i].Name]; ok {
 			lag := max(0, now.Sub(t).Seconds())
 			st.Sources[i].LastLine, st.Sources[i].LagSeconds = &t, &lag
+		}
+		if c, ok := clocks[st.Sources[i].Name]; ok {
+			st.Sources[i].Future, st.Sources[i].Outliers = c.future, c.outliers
 		}
 	}
 	return st, nil

@@ -13,12 +13,44 @@
 // is bounded and every send is guarded by the context: a slow decider slows
 // the followers down, nothing queues without bound.
 //
-// Time. Windows run on log time, as in replay. A ban lasts its duration
-// from the wall time it was decided: the table of active bans holds
-// now + (until − time) for a decision on a live line. A decision on backlog
-// (lines written while logjail was down) whose end has already passed on the
-// wall clock is recorded in the history, marked as not applied, and never
-// enters the active bans. The cleaner lifts bans at their wall-clock end.
+// Time. Two clocks (DESIGN.md, "Time"). The detector lives on log time, as
+// in replay, across restarts too: a key banned at log time t for D is
+// banned, for the detector, for its lines up to t+D, however long logjail
+// was down; it lifts its bans itself when the logs reach their log-time
+// until. The store's active bans and the actions run on the wall clock: a
+// ban lasts its duration from the wall time it was decided (the table of
+// active bans and the history hold now + (until − time) for a decision on a
+// live line; the decision's Time stays its log time). A decision on backlog
+// (lines written while logjail was down) whose end has already passed on
+// the wall clock is recorded in the history, marked as not applied
+// (log_only, its log-time until kept), and acted on by nothing. At start
+// (checkpoint.Writer.Resume) and in every cleaner pass the bans whose
+// wall-clock until has passed leave the active bans and the actions with
+// one unban in the history; the detector keeps them on log time, and its
+// own unban, later, is dropped rather than recorded a second time
+// (checkpoint.Writer.Keep). Whichever clock ends a ban first records its
+// one unban. The cleaner prunes idle windows on log time (the detector's
+// newest time), so a backlog being read is not pruned under it. So catch-up
+// after downtime decides what a replay of the same lines decides.
+//
+// One line cannot move the clock (package pipeline's doc): a line more
+// than `future` ahead of the wall clock is not charged (metric
+// logjail_lines_future_total, `status`, a log line at most once a minute
+// per source); the others pass the neighbour rule of their path
+// (pipeline.Guard) before the pipeline, as in replay. A held line is
+// charged when the next line of its file shows the jump is real, or once
+// the wall clock reaches it with the file read to its end. While a line is
+// held, the position saved for its path is the one before it, and each
+// path's guard (its newest time) is saved in the meta table with the
+// checkpoint ("guard PATH"), so a restart judges the next lines as the
+// running daemon would have. A path's guard goes on across its rotations
+// (a new file's lines follow the old one's), where a replay gives each file
+// its own; the two differ only for a bad line at the head of a rotated
+// file. A held line that is the first of a newly opened file has no saved
+// position before it: the one after it is saved (a crash while it is held
+// loses that line). The guards keep the future and skew of the
+// configuration they were made with: a reload changes the wall-clock rule
+// at once, the neighbour rule at the next start.
 //
 // Actions. At start the configured actions (package actions) are built
 // and started from the store's active bans: each syncs whole, so that what
@@ -113,6 +145,7 @@ type parsed struct {
 	parser   *parser.Parser
 	batch    follow.Batch
 	entries  []parser.Entry
+	lines    []int32 // index in batch.Lines of each entry
 	rejected int
 	firstErr error // why the first rejected line was rejected
 	done     chan struct{}
@@ -293,7 +326,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	// Decider: the one owner of the detector and the writer.
-	d := &decider{started: now(), lastLine: map[string]time.Time{}, rejectLogged: map[string]time.Time{}, db: db, cfg: cfg, det: det, p: pipeline.NewWithDetector(cfg, det), w: w, acts: acts, log: log, o: &o, now: now, configPath: o.ConfigPath}
+	d := &decider{started: now(), lastLine: map[string]time.Time{}, rejectLogged: map[string]time.Time{}, db: db, cfg: cfg, det: det, p: pipeline.NewWithDetector(cfg, det), w: w, acts: acts, log: log, o: &o, now: now, configPath: o.ConfigPath,
+		guards: map[string]*fileGuard{}, clocks: map[string]*clockCounts{}, positions: positions}
 	dc = d
 	d.static()
 	g.Go(func() error {
@@ -385,7 +419,7 @@ func (p *parsed) parse() {
 		p.rejected, p.firstErr = len(p.batch.Lines), errors.New("no format reads these lines")
 		return
 	}
-	for _, l := range p.batch.Lines {
+	for i, l := range p.batch.Lines {
 		e, err := p.parser.ParseString(l.Text, int(l.Line))
 		if err == nil && l.Truncated {
 			err = source.TooLong(int(l.Line)) // rejected, as replay rejects it
@@ -398,6 +432,7 @@ func (p *parsed) parse() {
 			continue
 		}
 		p.entries = append(p.entries, e)
+		p.lines = append(p.lines, int32(i))
 	}
 }
 
@@ -428,6 +463,49 @@ type decider struct {
 	rejectLogged map[string]time.Time
 	started      time.Time            // wall time the daemon started, for status
 	lastLine     map[string]time.Time // log time of the newest line read, by source
+	// guards are the neighbour rule's state by followed path; clocks count
+	// the lines not charged for their time, by source (pipeline's doc,
+	// "One line cannot move the clock").
+	guards    map[string]*fileGuard
+	clocks    map[string]*clockCounts
+	positions map[string]store.Position // restored at start
+}
+
+// fileGuard is the neighbour rule of one followed path (its rotated
+// files included: the path's lines go on in the next file).
+type fileGuard struct {
+	g        *pipeline.Guard
+	src      *rules.Source
+	after    store.Position // just past the last line read
+	before   store.Position // where the held line starts, while one is held
+	atEnd    bool           // the last batch reached the end of the file
+	outliers int64          // the guard's outliers already counted
+	newest   time.Time      // the guard's newest time as last saved
+}
+
+// clockCounts are one source's lines not charged for their time.
+type clockCounts struct {
+	future, outliers            int64
+	futureLogged, outlierLogged time.Time
+}
+
+// guard returns the neighbour rule of path, restored from the last
+// checkpoint on first use.
+func (d *decider) guard(src *rules.Source, path string) *fileGuard {
+	fg := d.guards[path]
+	if fg != nil {
+		return fg
+	}
+	fg = &fileGuard{g: pipeline.NewGuard(d.cfg), src: src, after: d.positions[path]}
+	if err := checkpoint.RestoreGuard(d.db, path, fg.g); err != nil {
+		d.log.Warn("guard not restored: the file's next line is judged as a first line", "path", path, "err", err)
+	}
+	fg.newest = fg.g.Newest()
+	d.guards[path] = fg
+	if d.clocks[src.Name] == nil {
+		d.clocks[src.Name] = &clockCounts{}
+	}
+	return fg
 }
 
 // decisionFlush is how soon after a decision a checkpoint records it: a ban
@@ -492,6 +570,7 @@ func (d *decider) run(ctx context.Context, ordered <-chan *parsed, reload <-chan
 			if d.o.Hooks.Alive != nil {
 				d.o.Hooks.Alive()
 			}
+			d.releaseDue()
 		case <-cleanAt:
 			d.mu.Lock()
 			d.clean()
@@ -513,36 +592,56 @@ func (d *decider) run(ctx context.Context, ordered <-chan *parsed, reload <-chan
 }
 
 // batch processes one parsed batch and records the file's position after it.
+// A line more than `future` ahead of the wall clock is not charged; the
+// others pass the path's guard (pipeline.Guard) first. While the guard
+// holds a line, the position saved is the one before it, so that a restart
+// reads it again; a held line is charged once the wall clock reaches it if
+// the file has been read to its end (else the next line decides).
 func (d *decider) batch(p *parsed) {
 	now := d.now()
-	decided := false
 	d.dirty = true
 	lateBefore := d.det.Stats().Late
+	fg := d.guard(p.src, p.batch.Path)
+	cc := d.clocks[p.src.Name]
+	var future int64
+	var firstFuture time.Time
+	decided := false
 	for i := range p.entries {
 		e := &p.entries[i]
-		d.out = d.p.Process(p.src, e, d.out[:0])
-		if e.Time.After(d.last) {
-			d.last = e.Time
-		}
-		if len(d.out) == 0 {
+		if e.Time.Sub(now) > d.cfg.Future {
+			if future == 0 {
+				firstFuture = e.Time
+			}
+			future++
 			continue
 		}
-		for j := range d.out {
-			live(&d.out[j], now)
-			if m := d.o.Metrics; m != nil {
-				m.Decisions.WithLabelValues(d.out[j].Rule, string(d.out[j].Kind)).Inc()
-			}
+		released, charge := fg.g.Step(e)
+		if released != nil {
+			decided = d.charge(p.src, released, now) || decided
 		}
-		d.w.Decisions(d.out)
-		d.acts.Decisions(d.out)
-		decided = true
+		if charge {
+			decided = d.charge(p.src, e, now) || decided
+		} else { // e is held
+			fg.before = d.before(fg, p, int(p.lines[i]))
+		}
 	}
 	if n := len(p.batch.Lines); n > 0 {
 		last := p.batch.Lines[n-1]
-		d.w.Position(store.PositionAt(p.batch.Path, p.batch.File, last.Offset, last.Line))
+		fg.after = store.PositionAt(p.batch.Path, p.batch.File, last.Offset, last.Line)
+		fg.atEnd = last.Offset >= p.batch.File.Size
 	}
-	if n := len(p.entries); n > 0 && p.entries[n-1].Time.After(d.lastLine[p.src.Name]) {
-		d.lastLine[p.src.Name] = p.entries[n-1].Time
+	decided = d.release(fg, now) || decided
+	d.guardDone(p.batch.Path, fg)
+	if future > 0 {
+		cc.future += future
+		if m := d.o.Metrics; m != nil {
+			m.LinesFuture.WithLabelValues(p.src.Name).Add(float64(future))
+		}
+		if now.Sub(cc.futureLogged) >= time.Minute {
+			cc.futureLogged = now
+			d.log.Warn("lines ahead of the wall clock: not charged", "source", p.src.Name, "path", p.batch.Path,
+				"lines", future, "first", firstFuture, "future", d.cfg.Future)
+		}
 	}
 	if p.rejected > 0 && now.Sub(d.rejectLogged[p.batch.Path]) >= time.Minute {
 		// At most one line a minute per file: a broken format must not
@@ -562,11 +661,119 @@ func (d *decider) batch(p *parsed) {
 		}
 	}
 	if decided {
-		if wait := decisionFlush - time.Since(d.flushed); wait <= 0 {
-			d.flush()
-		} else if d.soon == nil {
-			d.soon = time.After(wait)
+		d.decided()
+	}
+}
+
+// decided has a checkpoint record the decisions soon.
+func (d *decider) decided() {
+	if wait := decisionFlush - time.Since(d.flushed); wait <= 0 {
+		d.flush()
+	} else if d.soon == nil {
+		d.soon = time.After(wait)
+	}
+}
+
+// charge runs one entry through the pipeline and hands its decisions on;
+// it reports whether there were any.
+func (d *decider) charge(src *rules.Source, e *parser.Entry, now time.Time) bool {
+	d.out = d.p.Process(src, e, d.out[:0])
+	if e.Time.After(d.last) {
+		d.last = e.Time
+	}
+	if e.Time.After(d.lastLine[src.Name]) {
+		d.lastLine[src.Name] = e.Time
+	}
+	for j := range d.out {
+		live(&d.out[j], now)
+	}
+	// The detector's own unban of a ban the store has already ended on
+	// the wall clock is not recorded, nor acted on, twice.
+	d.out = d.w.Keep(d.out)
+	if len(d.out) == 0 {
+		return false
+	}
+	if m := d.o.Metrics; m != nil {
+		for j := range d.out {
+			m.Decisions.WithLabelValues(d.out[j].Rule, string(d.out[j].Kind)).Inc()
 		}
+	}
+	d.acts.Decisions(d.out)
+	return true
+}
+
+// before is the position of path just before line i of p's batch: where
+// a restart must read again to see the held line.
+func (d *decider) before(fg *fileGuard, p *parsed, i int) store.Position {
+	if i > 0 {
+		l := p.batch.Lines[i-1]
+		return store.PositionAt(p.batch.Path, p.batch.File, l.Offset, l.Line)
+	}
+	if a := fg.after; a.Path != "" && a.Dev == p.batch.File.Dev && a.Inode == p.batch.File.Inode {
+		return a
+	}
+	// The first line of a file: its start is not known here; the position
+	// after it is saved (a crash while it is held loses that one line).
+	l := p.batch.Lines[0]
+	return store.PositionAt(p.batch.Path, p.batch.File, l.Offset, l.Line)
+}
+
+// release charges fg's held line if the wall clock has reached it and the
+// file has been read to its end: a quiet site's real resumption is not
+// delayed until its next line.
+func (d *decider) release(fg *fileGuard, now time.Time) bool {
+	t, held := fg.g.Held()
+	if !held || !fg.atEnd || t.After(now) {
+		return false
+	}
+	return d.charge(fg.src, fg.g.ReleaseHeld(), now)
+}
+
+// guardDone records path's position (before a held line) and its guard's
+// newest time for the next checkpoint, and counts its new outliers.
+func (d *decider) guardDone(path string, fg *fileGuard) {
+	pos := fg.after
+	if _, held := fg.g.Held(); held {
+		pos = fg.before
+	}
+	if pos.Path != "" {
+		d.w.Position(pos)
+	}
+	if t := fg.g.Newest(); !t.Equal(fg.newest) {
+		fg.newest = t
+		d.w.SaveGuard(path, fg.g)
+	}
+	n, at := fg.g.Outliers()
+	if n == fg.outliers {
+		return
+	}
+	cc := d.clocks[fg.src.Name]
+	cc.outliers += n - fg.outliers
+	if m := d.o.Metrics; m != nil {
+		m.LinesOutliers.WithLabelValues(fg.src.Name).Add(float64(n - fg.outliers))
+	}
+	if now := d.now(); now.Sub(cc.outlierLogged) >= time.Minute {
+		cc.outlierLogged = now
+		d.log.Warn("line far ahead of its neighbours: not charged", "source", fg.src.Name, "path", path,
+			"lines", n-fg.outliers, "time", at)
+	}
+	fg.outliers = n
+}
+
+// releaseDue charges the held lines the wall clock has reached.
+func (d *decider) releaseDue() {
+	now := d.now()
+	for path, fg := range d.guards {
+		if t, held := fg.g.Held(); !held || !fg.atEnd || t.After(now) {
+			continue
+		}
+		d.mu.Lock()
+		d.dirty = true
+		if d.release(fg, now) {
+			d.decided()
+		}
+		d.guardDone(path, fg)
+		d.mu.Unlock()
 	}
 }
 

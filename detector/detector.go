@@ -230,6 +230,15 @@ func (d *Detector) Advance(t time.Time, out []Decision) []Decision {
 	return d.expire(d.newest, out)
 }
 
+// Newest returns the newest log time the detector was given (zero before
+// the first): its clock, which a checkpoint saves and Restore gives back.
+func (d *Detector) Newest() time.Time {
+	if !d.started {
+		return time.Time{}
+	}
+	return d.newestT
+}
+
 // Status reports the ladder state of (r, key) at log time t: Ban or Throttle
 // with its until, or "" when the key is allowed or not tracked.
 func (d *Detector) Status(r *rules.Rule, key string, t time.Time) (Kind, time.Time) {

@@ -31,6 +31,18 @@
 //     unban, reason "ban expired") when log time reaches its until; Charge and
 //     Advance emit the unbans that are due before anything else, in order of
 //     until. A throttle ends silently: its decision carries its until.
+//   - Bans and throttles end on log time only, across restarts too (a
+//     checkpoint keeps the newest time, Newest): a key banned at log time t
+//     for D is banned here for its entries up to t+D however long the
+//     caller was stopped. Only Lift ends one earlier, and the daemon calls it
+//     for an operator's word alone (an unban, an operator's ban running
+//     out): the wall clock that ends the actions' bans (the store's active
+//     bans, DESIGN.md "Time") never lifts the detector's, so that a backlog
+//     read after downtime is decided as a replay of it is. The unban the
+//     detector then makes for a ban the store has already ended is the
+//     caller's to drop (checkpoint.Writer.Keep).
+//   - Entries reach Charge after the caller's pipeline.Guard: a line far
+//     ahead of its neighbours in its file never moves the newest time.
 //   - Memory is bounded: at most Options.MaxKeys (rule, key) states, the least
 //     recently charged evicted first (an intrusive list, O(1)). Banned states
 //     are never evicted; while every state is banned, new keys go past the cap.

@@ -109,7 +109,9 @@ const VacuumPages = 1000
 // Checkpointer is what a cleaner pass writes its decisions through:
 // checkpoint.Writer.
 type Checkpointer interface {
-	Decisions(ds []detector.Decision)
+	// Keep records decisions and returns those recorded: an unban of a
+	// ban the store no longer holds is dropped (checkpoint.Writer.Keep).
+	Keep(ds []detector.Decision) []detector.Decision
 	Flush(det *detector.Detector, t time.Time) error
 }
 
@@ -122,14 +124,23 @@ var _ Checkpointer = (*checkpoint.Writer)(nil)
 // of its own, whose checkpoint holds det's changes since the last one but
 // no source position. Otherwise use CleanWith and the daemon's Writer.
 //
-// The pass: active bans whose until is at or before now are lifted in det
-// (an unban in the history, reason "ban expired", as the detector itself
-// would have decided on the next request) and leave the active bans;
-// throttles that ended leave them silently; a ban of a rule no longer in
-// cfg is lifted with an unban that says so; all of it in one checkpoint.
-// Then key states idle for twice the longest window and history older than
-// history_retention are pruned (checkpoint.PruneOptions), vacuumPages free
-// pages given back (0 none, negative all), and the WAL truncated.
+// The pass works on two clocks (DESIGN.md, "Time"). The store's active
+// bans end on the wall clock: a ban whose until is at or before now leaves
+// them with an unban in the history (reason "ban expired"), which the
+// actions undo; throttles that ended leave them silently; a ban of a rule
+// no longer in cfg is lifted with an unban that says so; all of it in one
+// checkpoint. The detector's bans and throttles end on log time: a ban the
+// detector made is not lifted in det (it lifts it itself when the logs
+// reach its log-time until, and that unban is then dropped, as the store
+// has recorded one: checkpoint.Writer.Keep), so that a backlog read after
+// downtime, or read while the pass runs, is decided as a replay decides
+// it. An operator's ban, given on the wall clock, is lifted in det too.
+// Then key states idle for twice the longest window, on log time (the
+// detector's newest time where it is behind the wall clock: the windows
+// of a backlog being read are not pruned under it), and history older than
+// history_retention on the wall clock are pruned
+// (checkpoint.PruneOptions), vacuumPages free pages given back (0 none,
+// negative all), and the WAL truncated.
 func Clean(db *store.DB, cfg *rules.Config, det *detector.Detector, now time.Time, vacuumPages int) (CleanStats, error) {
 	w := checkpoint.NewWriter(db)
 	// Resume without a time: throttles are watched (they leave the active
@@ -162,28 +173,19 @@ func clean(w Checkpointer, db *store.DB, cfg *rules.Config, det *detector.Detect
 	for _, b := range ended {
 		rule := cfg.Rule(b.Rule)
 		if b.Kind == store.PhaseThrottle {
-			if rule != nil {
-				det.Lift(b.Until, rule, b.Key, nil) // a throttle ends without a decision
-			}
-			st.Throttles++
+			st.Throttles++ // leaves the active bans at Flush; det's ends on log time
 			continue
 		}
 		if rule == nil && resumed && b.Origin == store.OriginDetector {
 			continue // Resume lifted it
 		}
 		n := len(out)
-		if rule != nil {
+		if rule != nil && b.Origin != store.OriginDetector {
 			out = det.Lift(b.Until, rule, b.Key, out)
 		}
-		if len(out) == n && rule != nil && b.Origin == store.OriginDetector {
-			// det no longer holds it banned: it lifted it itself on a
-			// later request, and that unban is on its way to the store.
-			continue
-		}
 		if len(out) == n {
-			// Not the detector's to lift (an operator's ban, a rule
-			// removed): it still leaves the active bans, with an unban
-			// in the history.
+			// The store's ban ends here; the detector's, if it still
+			// holds one, on log time.
 			out = append(out, detector.Decision{
 				Rule: b.Rule, Key: b.Key, Kind: detector.Unban, Time: b.Until,
 				Addresses: b.Addresses, Origin: b.Origin, LogOnly: b.LogOnly,
@@ -193,13 +195,21 @@ func clean(w Checkpointer, db *store.DB, cfg *rules.Config, det *detector.Detect
 			out[i].Reason = "ban expired"
 		}
 	}
+	// An unban the detector made since the database was read is already
+	// recorded: Keep drops the second.
+	out = w.Keep(out)
 	st.Expired = len(out)
 	st.Unbans = out
-	w.Decisions(out)
 	if err := w.Flush(det, now); err != nil {
 		return st, fmt.Errorf("clean: checkpoint: %w", err)
 	}
-	st.Pruned, err = db.Prune(now, checkpoint.PruneOptions(cfg, now, vacuumPages))
+	at := now
+	if t := det.Newest(); !t.IsZero() && t.Before(now) {
+		at = t
+	}
+	p := checkpoint.PruneOptions(cfg, at, vacuumPages)
+	p.HistoryBefore = checkpoint.PruneOptions(cfg, now, vacuumPages).HistoryBefore
+	st.Pruned, err = db.Prune(at, p)
 	if err != nil {
 		return st, fmt.Errorf("clean: prune: %w", err)
 	}

@@ -118,9 +118,10 @@ type request struct {
 }
 
 // TestClean: a checkpoint holds an ended ban (a), one still in force (b)
-// and an idle key never banned (c). A pass at a time after a's end lifts a
-// (an unban in the history, gone from the active bans and from the
-// restored detector), keeps b, and prunes the idle keys.
+// and an idle key never banned (c). A pass at a wall time after a's end
+// ends a in the store (an unban in the history, gone from the active
+// bans) but not in the detector, which lifts it on log time without a
+// second unban; it keeps b, and prunes the keys idle on log time.
 // cleanFixture feeds the log of TestClean into a new database under cfgText
 // and returns it with a detector restored from it.
 func cleanFixture(t *testing.T, cfgText string) (*rules.Config, *store.DB, *detector.Detector, time.Time) {
@@ -165,10 +166,11 @@ func TestClean(t *testing.T) {
 	if st.Expired != 1 || len(st.Unbans) != 1 || st.Unbans[0].Key != "203.0.113.1" {
 		t.Errorf("stats %+v, want one ban expired, of 203.0.113.1", st)
 	}
-	// a and c were last seen more than twice the 10 s window ago and are
-	// not banned at now, nor since `remember` ago; b is banned.
-	if st.Pruned.Keys != 2 {
-		t.Errorf("pruned %d keys, want 2 (the idle 203.0.113.1 and .3)", st.Pruned.Keys)
+	// Keys are pruned on log time (the logs end at 10:50:02): c was last
+	// seen more than twice the 10 s window before and was never banned; a
+	// is still banned on log time (until 11:00), b too.
+	if st.Pruned.Keys != 1 {
+		t.Errorf("pruned %d keys, want 1 (the idle 203.0.113.3)", st.Pruned.Keys)
 	}
 	if !st.WAL {
 		t.Errorf("WAL not truncated, with no reader")
@@ -191,25 +193,43 @@ func TestClean(t *testing.T) {
 	if err := db.Keys(func(r *store.KeyRow) error { keys = append(keys, r.Key); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(keys, []string{"203.0.113.2"}) {
-		t.Errorf("key states left: %q, want only the banned 203.0.113.2", keys)
+	if !slices.Equal(keys, []string{"203.0.113.1", "203.0.113.2"}) {
+		t.Errorf("key states left: %q, want the two banned on log time", keys)
 	}
 
-	// The detector agrees: a is free, b still banned.
-	if k, _ := det.Status(cfg.Rule("flood"), "203.0.113.1", now); k != "" {
-		t.Errorf("detector: 203.0.113.1 is %q after the pass, want allowed", k)
+	// The detector lives on log time: the wall clock ended a's ban in the
+	// store, not in the detector, which still holds both at its newest
+	// time; when the logs reach 11:00 it lifts a itself, and that unban
+	// is not recorded a second time.
+	logNow := det.Newest()
+	for _, key := range []string{"203.0.113.1", "203.0.113.2"} {
+		if k, _ := det.Status(cfg.Rule("flood"), key, logNow); k != "ban" {
+			t.Errorf("detector: %s is %q at log time %s after the pass, want ban", key, k, logNow.Format(time.TimeOnly))
+		}
 	}
-	if k, _ := det.Status(cfg.Rule("flood"), "203.0.113.2", now); k != "ban" {
-		t.Errorf("detector: 203.0.113.2 is %q after the pass, want ban", k)
+	w := checkpoint.NewWriter(db)
+	if err := w.Resume(cfg, det, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	out := det.Advance(t0.Add(61*time.Minute), nil)
+	if len(out) != 1 || out[0].Kind != detector.Unban || out[0].Key != "203.0.113.1" {
+		t.Fatalf("the detector at 11:01: %+v, want its unban of 203.0.113.1", out)
+	}
+	if kept := w.Keep(out); len(kept) != 0 {
+		t.Errorf("the detector's own unban of a ban the store ended: kept %+v, want dropped", kept)
+	}
+	if err := w.Flush(det, t0.Add(61*time.Minute)); err != nil {
+		t.Fatal(err)
 	}
 
-	// A second pass finds nothing more to do.
+	// A second pass expires nothing more; a, free and idle on log time, is
+	// pruned.
 	st, err = Clean(db, cfg, det, now, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Expired != 0 || st.Pruned.Keys != 0 {
-		t.Errorf("second pass: %+v, want nothing", st)
+	if st.Expired != 0 || st.Pruned.Keys != 1 {
+		t.Errorf("second pass: %+v, want no ban expired and a's state pruned (log time has ended its ban)", st)
 	}
 	if n, _ := db.History(store.HistoryQuery{Kind: store.KindUnban}); len(n) != 1 {
 		t.Errorf("second pass: %d unbans in the history, want still 1", len(n))

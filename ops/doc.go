@@ -15,6 +15,8 @@
 //	logjail_lines_read_total{source}              counter: log lines read
 //	logjail_lines_rejected_total{source}          counter: lines the parser rejected
 //	logjail_lines_late_total{source}              counter: lines older than newest - skew
+//	logjail_lines_future_total{source}            counter: lines more than `future` ahead of the wall clock (not charged)
+//	logjail_lines_outliers_total{source}          counter: lines far ahead of their neighbours in their file (not charged)
 //	logjail_decisions_total{rule,kind}            counter: decisions (kind throttle, ban, unban)
 //	logjail_active_bans{kind}                     gauge: active throttles and bans
 //	logjail_tracked_keys                          gauge: (rule, key) states in memory

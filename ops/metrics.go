@@ -23,6 +23,8 @@ type Metrics struct {
 	LinesRead          *prometheus.CounterVec // {source}
 	LinesRejected      *prometheus.CounterVec // {source}
 	LinesLate          *prometheus.CounterVec // {source}
+	LinesFuture        *prometheus.CounterVec // {source}
+	LinesOutliers      *prometheus.CounterVec // {source}
 	Decisions          *prometheus.CounterVec // {rule, kind}
 	ActiveBans         *prometheus.GaugeVec   // {kind}
 	TrackedKeys        prometheus.Gauge
@@ -73,6 +75,8 @@ func NewMetrics() *Metrics {
 	m.LinesRead = counterVec("lines_read_total", "Log lines read, by source.", "source")
 	m.LinesRejected = counterVec("lines_rejected_total", "Log lines the parser rejected, by source.", "source")
 	m.LinesLate = counterVec("lines_late_total", "Log lines older than the newest seen minus skew, by source.", "source")
+	m.LinesFuture = counterVec("lines_future_total", "Log lines more than `future` ahead of the wall clock, not charged, by source.", "source")
+	m.LinesOutliers = counterVec("lines_outliers_total", "Log lines far ahead of their neighbours in their file, not charged, by source.", "source")
 	m.Decisions = counterVec("decisions_total", "Decisions made, by rule and kind (throttle, ban, unban).", "rule", "kind")
 	m.ActiveBans = gaugeVec("active_bans", "Active throttles and bans, by kind.", "kind")
 	m.TrackedKeys = gauge("tracked_keys", "(rule, key) states held in memory.")

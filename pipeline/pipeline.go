@@ -5,6 +5,51 @@
 // order.
 //
 // A Pipeline is used by one goroutine. It never reads the wall clock.
+//
+// # One line cannot move the clock
+//
+// The detector runs on the entries' own times, and its clock only moves
+// forward: an entry more than skew older than the newest one seen is
+// charged in the oldest bucket still open. So one line with a wrong time
+// ahead of the others (a clock that jumped, a corrupt line, a proxy that
+// logs the upstream's date) would move the clock for everyone: one line
+// dated 2099 ends every ban at once and turns every later line into a late
+// one; one line 60 s ahead bunches the next minute of every key into one
+// bucket and bans keys that were under their limits. Two rules keep that
+// from happening, and both hold in replay, in the daemon's catch-up after
+// downtime and live, so that a catch-up decides what a replay of the same
+// lines decides.
+//
+// The neighbour rule (Guard, one per file, before the files are merged by
+// time: a line dated 2099 at a file's head would otherwise put that whole
+// file last in the merge). A line at least `future` (default 1m) ahead of
+// the newest line before it in its file is held, not yet charged; the next
+// line of the same file decides:
+//
+//   - it is at or after the held line's time minus `skew`: the jump is
+//     real (a log that resumes after three quiet hours), and both are
+//     charged, in order;
+//   - it is older: the held line is an outlier. It is counted (the replay
+//     report's Outliers, the daemon's logjail_lines_outliers_total metric,
+//     `status`), not charged, and it makes no decision and moves no clock.
+//
+// A file's first line has no line before it: it is held too, and is an
+// outlier when the next line is more than `future` older (a first line
+// out of order by less than that is charged as usual). A held line that
+// ends its file is charged: nothing contradicts it (replay: the end of the
+// input; the daemon: the end of what has been written so far, once the
+// wall clock has reached the line's time, so that a quiet site's real
+// resumption is not delayed until its next request). Two wrong lines in a
+// row agree with each other and are followed, as a real jump is: the
+// neighbour rule catches an isolated line, the wall-clock rule the rest.
+// Skew, not future, judges the next line because a file's lines are out of
+// order by at most the skew the detector already accepts.
+//
+// The wall-clock rule (live only; a replay has no wall clock to go by): a
+// line more than `future` ahead of the daemon's wall clock is not charged;
+// it is counted (logjail_lines_future_total, `status`) and logged at most
+// once a minute per source. It is applied before the neighbour rule, so
+// such a line is neither charged nor the file's newest time.
 package pipeline
 
 import (

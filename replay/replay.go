@@ -4,6 +4,12 @@
 // does not matter and rotated siblings interleave), and fed to a
 // pipeline.Pipeline. The result is a Report for a person tuning thresholds.
 //
+// Each file's entries pass its own pipeline.Guard before the merge: a line
+// far ahead of its neighbours in its file is an outlier (Report
+// Input.Outliers and Files[].Outliers), not charged, and cannot reorder the
+// merge; a file that resumes after a real gap is followed. A line held at
+// the end of its file is charged. There is no wall-clock rule in a replay.
+//
 // A replay is deterministic: the same input and configuration give the same
 // report, whatever the machine's clock or zone.
 package replay
@@ -145,7 +151,9 @@ type reader struct {
 	format string
 	log    atomic.Pointer[source.Log] // set once the input is open
 
-	// Written by the merger only (account), read after the replay.
+	// Written by the merger only (account, the guard), read after the
+	// replay.
+	guard    *pipeline.Guard
 	lines    int64
 	rejected []RejectedLine // the first samples
 	reasons  map[string]int64
@@ -306,19 +314,60 @@ func (r *reader) account(b *block, samples int) {
 	}
 }
 
-// cursor is a reader's position in the k-way merge.
+// cursor is a reader's position in the k-way merge. Its entries pass the
+// input's own pipeline.Guard before they reach the merge, so that a line
+// far ahead of its neighbours neither moves the clock nor reorders the
+// merge (pipeline's doc, "One line cannot move the clock").
 type cursor struct {
 	r       *reader
 	b       *block
 	i       int
 	samples int
+	g       *pipeline.Guard
+	// q holds the entries the guard passed on and the merge has not
+	// taken: at most the entry it released and the block's own entry
+	// (pointers into the guard and the block, valid until the next step).
+	q      [2]*parser.Entry
+	qn, qi int
 }
 
-func (c *cursor) head() *parser.Entry { return &c.b.entries[c.i] }
+func (c *cursor) head() *parser.Entry { return c.q[c.qi] }
 
-// next moves to the next entry, waiting for the next parsed block when
-// needed; it reports false at the end of the reader's input.
+// next moves to the next entry the guard passes on; it reports false at
+// the end of the reader's input.
 func (c *cursor) next(ctx context.Context) (bool, error) {
+	c.qi++
+	for c.qi >= c.qn {
+		c.qn, c.qi = 0, 0
+		ok, err := c.nextRaw(ctx)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			// The end of the file: nothing contradicts a held line.
+			if e := c.g.ReleaseHeld(); e != nil {
+				c.q[0], c.qn = e, 1
+				return true, nil
+			}
+			return false, nil
+		}
+		e := &c.b.entries[c.i]
+		released, charge := c.g.Step(e)
+		if released != nil {
+			c.q[c.qn] = released
+			c.qn++
+		}
+		if charge {
+			c.q[c.qn] = e
+			c.qn++
+		}
+	}
+	return true, nil
+}
+
+// nextRaw moves to the input's next parsed entry, waiting for the next
+// parsed block when needed; it reports false at the end of the input.
+func (c *cursor) nextRaw(ctx context.Context) (bool, error) {
 	c.i++
 	for c.b == nil || c.i >= len(c.b.entries) {
 		if c.b != nil {
@@ -412,6 +461,7 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 	var splitters sync.WaitGroup
 	for i, in := range inputs {
 		r := newReader(in, pl)
+		r.guard = pipeline.NewGuard(cfg)
 		readers[i] = r
 		splitters.Add(1)
 		g.Go(func() error {
@@ -443,7 +493,7 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 		}()
 		h := make(cursorHeap, 0, len(readers))
 		for _, r := range readers {
-			c := &cursor{r: r, i: -1, samples: o.RejectSamples}
+			c := &cursor{r: r, i: -1, samples: o.RejectSamples, g: r.guard}
 			ok, err := c.next(gctx)
 			if err != nil {
 				return err

@@ -42,10 +42,13 @@ type Report struct {
 
 // InputReport counts the input.
 type InputReport struct {
-	Lines    int64            `json:"lines"`
-	Parsed   int64            `json:"parsed"`
-	Rejected int64            `json:"rejected"`
-	Skipped  int64            `json:"skipped"` // parsed but outside --from/--to
+	Lines    int64 `json:"lines"`
+	Parsed   int64 `json:"parsed"`
+	Rejected int64 `json:"rejected"`
+	Skipped  int64 `json:"skipped"` // parsed but outside --from/--to
+	// Outliers are lines far ahead of their neighbours in their file
+	// (pipeline.Guard): parsed, not charged.
+	Outliers int64            `json:"outliers"`
 	First    *time.Time       `json:"first"`
 	Last     *time.Time       `json:"last"`
 	Reasons  map[string]int64 `json:"rejected_by_reason"`
@@ -66,6 +69,7 @@ type FileReport struct {
 	Format   string `json:"format"`
 	Lines    int64  `json:"lines"`
 	Rejected int64  `json:"rejected"`
+	Outliers int64  `json:"outliers"`
 }
 
 // Decision is a detector decision in the report's JSON form.
@@ -232,7 +236,9 @@ func (r *Report) addReader(rd *reader) {
 			r.Input.Samples = append(r.Input.Samples, s)
 		}
 	}
-	r.Files = append(r.Files, FileReport{Name: rd.in.Name, Source: rd.in.Source.Name, Format: rd.format, Lines: rd.lines, Rejected: rd.nrej})
+	outliers, _ := rd.guard.Outliers()
+	r.Input.Outliers += outliers
+	r.Files = append(r.Files, FileReport{Name: rd.in.Name, Source: rd.in.Source.Name, Format: rd.format, Lines: rd.lines, Rejected: rd.nrej, Outliers: outliers})
 }
 
 // finish gathers what only the detector knows: peaks and totals per key.
@@ -396,6 +402,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "input: %d lines, %d parsed, %d rejected", in.Lines, in.Parsed, in.Rejected)
 	if in.Skipped > 0 {
 		fmt.Fprintf(tw, ", %d outside --from/--to", in.Skipped)
+	}
+	if in.Outliers > 0 {
+		fmt.Fprintf(tw, ", %d outliers (far ahead of their neighbours: not charged)", in.Outliers)
 	}
 	fmt.Fprintln(tw)
 	if in.First != nil {

@@ -29,6 +29,7 @@ const (
 	DefaultIPv4Prefix       = 24
 	DefaultIPv6Prefix       = 64
 	DefaultSkew             = 5 * time.Second
+	DefaultFuture           = time.Minute
 	DefaultMaxKeys          = 1000000
 	DefaultMaxBansPerMinute = 100
 	DefaultHistoryRetention = 90 * 24 * time.Hour
@@ -59,6 +60,7 @@ type Config struct {
 	IPv4Prefix       int           // bits of an IPv4 prefix key
 	IPv6Prefix       int           // bits of an IPv6 ip or prefix key
 	Skew             time.Duration // how late a line from another file may arrive
+	Future           time.Duration // how far ahead a line may be (pipeline's doc, "One line cannot move the clock")
 	MaxKeys          int           // tracked keys before least-recently-seen eviction
 	MaxBansPerMinute int           // circuit breaker
 	HistoryRetention time.Duration // how long ban history is kept
@@ -181,6 +183,7 @@ func Parse(filename string, data []byte, o Options) (*Config, error) {
 			IPv4Prefix:       DefaultIPv4Prefix,
 			IPv6Prefix:       DefaultIPv6Prefix,
 			Skew:             DefaultSkew,
+			Future:           DefaultFuture,
 			MaxKeys:          DefaultMaxKeys,
 			MaxBansPerMinute: DefaultMaxBansPerMinute,
 			HistoryRetention: DefaultHistoryRetention,
@@ -246,7 +249,7 @@ type nodeRef struct {
 }
 
 var topKeys = []string{
-	"state_dir", "ipv4_prefix", "ipv6_prefix", "skew", "max_keys", "max_bans_per_minute",
+	"state_dir", "ipv4_prefix", "ipv6_prefix", "skew", "future", "max_keys", "max_bans_per_minute",
 	"history_retention", "checkpoint", "sources", "allow", "deny", "ranges", "rules", "actions",
 	"cleaner", "metrics", "control_socket",
 }
@@ -270,6 +273,9 @@ func (b *builder) build(root *yaml.Node, o Options) {
 	}
 	if f, ok := fields["skew"]; ok {
 		b.duration(f.val, f.path, 0, &c.Skew)
+	}
+	if f, ok := fields["future"]; ok {
+		b.duration(f.val, f.path, time.Second, &c.Future)
 	}
 	if f, ok := fields["max_keys"]; ok {
 		b.integer(f.val, f.path, 1, math.MaxInt, &c.MaxKeys)

@@ -22,6 +22,7 @@ func TestFull(t *testing.T) {
 		IPv4Prefix       int
 		IPv6Prefix       int
 		Skew             time.Duration
+		Future           time.Duration
 		MaxKeys          int
 		MaxBansPerMinute int
 		HistoryRetention time.Duration
@@ -31,8 +32,8 @@ func TestFull(t *testing.T) {
 		Metrics          string
 		ControlSocket    string
 	}
-	gotTop := top{c.StateDir, c.IPv4Prefix, c.IPv6Prefix, c.Skew, c.MaxKeys, c.MaxBansPerMinute, c.HistoryRetention, c.Checkpoint, c.Cores, c.Cleaner, c.Metrics, c.ControlSocket}
-	wantTop := top{"/srv/logjail", 16, 56, 10 * time.Second, 5000, 20, 30 * 24 * time.Hour, 10 * time.Second, 4, "*/5 * * * *", "", "/run/logjail/ctl.sock"}
+	gotTop := top{c.StateDir, c.IPv4Prefix, c.IPv6Prefix, c.Skew, c.Future, c.MaxKeys, c.MaxBansPerMinute, c.HistoryRetention, c.Checkpoint, c.Cores, c.Cleaner, c.Metrics, c.ControlSocket}
+	wantTop := top{"/srv/logjail", 16, 56, 10 * time.Second, 2 * time.Minute, 5000, 20, 30 * 24 * time.Hour, 10 * time.Second, 4, "*/5 * * * *", "", "/run/logjail/ctl.sock"}
 	if diff := cmp.Diff(wantTop, gotTop); diff != "" {
 		t.Errorf("top level (-want +got):\n%s", diff)
 	}
@@ -161,6 +162,7 @@ rules:
 		IPv4Prefix       int
 		IPv6Prefix       int
 		Skew             time.Duration
+		Future           time.Duration
 		MaxKeys          int
 		MaxBansPerMinute int
 		HistoryRetention time.Duration
@@ -169,8 +171,8 @@ rules:
 		Metrics          string
 		ControlSocket    string
 	}
-	gotTop := top{c.StateDir, c.IPv4Prefix, c.IPv6Prefix, c.Skew, c.MaxKeys, c.MaxBansPerMinute, c.HistoryRetention, c.Checkpoint, c.Cleaner, c.Metrics, c.ControlSocket}
-	wantTop := top{"/var/lib/logjail", 24, 64, 5 * time.Second, 1000000, 100, 90 * 24 * time.Hour, 5 * time.Second, "@every 1m", "127.0.0.1:9390", "/run/logjail/control.sock"}
+	gotTop := top{c.StateDir, c.IPv4Prefix, c.IPv6Prefix, c.Skew, c.Future, c.MaxKeys, c.MaxBansPerMinute, c.HistoryRetention, c.Checkpoint, c.Cleaner, c.Metrics, c.ControlSocket}
+	wantTop := top{"/var/lib/logjail", 24, 64, 5 * time.Second, time.Minute, 1000000, 100, 90 * 24 * time.Hour, 5 * time.Second, "@every 1m", "127.0.0.1:9390", "/run/logjail/control.sock"}
 	if diff := cmp.Diff(wantTop, gotTop); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}

@@ -79,7 +79,9 @@ func TestClean(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d, want 0; stderr: %s", code, stderr)
 	}
-	for _, want := range []string{"1 bans expired", "pruned 1 key states", "unban short 203.0.113.1"} {
+	// 203.0.113.1's ban ended on the wall clock, not yet on log time (the
+	// log ends before it): its state is kept, as the detector still holds it.
+	for _, want := range []string{"1 bans expired", "pruned 0 key states", "unban short 203.0.113.1"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -116,6 +116,9 @@ func printStatus(w io.Writer, st *control.Status, socket string) {
 		if src.LastLine != nil {
 			line += fmt.Sprintf(": newest line %s (%s behind)", fmtTime(*src.LastLine), fmtLeft(time.Duration(*src.LagSeconds*float64(time.Second))))
 		}
+		if src.Future > 0 || src.Outliers > 0 {
+			line += fmt.Sprintf("; not charged: %d lines ahead of the clock, %d outliers", src.Future, src.Outliers)
+		}
 		fmt.Fprintln(w, line)
 		if len(src.Files) == 0 {
 			fmt.Fprintln(w, "    no file read yet")

@@ -1,0 +1,82 @@
+package pipeline
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/logjail/logjail/parser"
+	"github.com/logjail/logjail/rules"
+)
+
+// TestGuard: per file, a line far ahead of the line before it and the line
+// after it is an outlier; a real gap is followed; nothing is reordered.
+func TestGuard(t *testing.T) {
+	cfg := &rules.Config{Skew: 5 * time.Second, Future: time.Minute}
+	t0 := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	y2099 := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC).Sub(t0)
+	s := time.Second
+	tests := []struct {
+		name     string
+		in       []time.Duration // times of the file's lines, from t0
+		want     []time.Duration // times passed on, in order
+		outliers int64
+		release  bool // Release at the end (the end of the file)
+	}{
+		{"in order", []time.Duration{0, 1 * s, 2 * s, 2 * s, 3 * s}, []time.Duration{0, 1 * s, 2 * s, 2 * s, 3 * s}, 0, true},
+		{"2099 in the middle", []time.Duration{0, 1 * s, y2099, 2 * s, 3 * s}, []time.Duration{0, 1 * s, 2 * s, 3 * s}, 1, true},
+		{"+60s in the middle", []time.Duration{0, 1 * s, 61 * s, 2 * s, 3 * s}, []time.Duration{0, 1 * s, 2 * s, 3 * s}, 1, true},
+		{"+59s is no outlier", []time.Duration{0, 1 * s, 60 * s, 2 * s}, []time.Duration{0, 1 * s, 60 * s, 2 * s}, 0, true},
+		{"a real gap of 3h", []time.Duration{0, 1 * s, 3 * time.Hour, 3*time.Hour + s}, []time.Duration{0, 1 * s, 3 * time.Hour, 3*time.Hour + s}, 0, true},
+		{"a real gap, next within skew", []time.Duration{0, 3 * time.Hour, 3*time.Hour - 5*s}, []time.Duration{0, 3 * time.Hour, 3*time.Hour - 5*s}, 0, true},
+		{"2099 at the head", []time.Duration{y2099, 0, 1 * s}, []time.Duration{0, 1 * s}, 1, true},
+		{"first line out of order by less than future", []time.Duration{30 * s, 0, 1 * s}, []time.Duration{30 * s, 0, 1 * s}, 0, true},
+		{"two outliers", []time.Duration{0, y2099, 1 * s, 2 * time.Hour, 2 * s}, []time.Duration{0, 1 * s, 2 * s}, 2, true},
+		{"held at the end, released", []time.Duration{0, 1 * s, time.Hour}, []time.Duration{0, 1 * s, time.Hour}, 0, true},
+		{"held at the end, not released", []time.Duration{0, 1 * s, time.Hour}, []time.Duration{0, 1 * s}, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewGuard(cfg)
+			var out []parser.Entry
+			for i, d := range tt.in {
+				e := parser.Entry{Time: t0.Add(d), Path: "/" + string(rune('a'+i))}
+				out = g.Next(&e, out)
+			}
+			if tt.release {
+				out = g.Release(out)
+			}
+			var got []time.Duration
+			for _, e := range out {
+				got = append(got, e.Time.Sub(t0))
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("passed on (-want +got):\n%s", diff)
+			}
+			if n, _ := g.Outliers(); n != tt.outliers {
+				t.Errorf("outliers = %d, want %d", n, tt.outliers)
+			}
+		})
+	}
+}
+
+// BenchmarkGuardStep: the cost the guard adds to every line in order.
+func BenchmarkGuardStep(b *testing.B) {
+	g := NewGuard(&rules.Config{Skew: 5 * time.Second, Future: time.Minute})
+	t0 := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	es := make([]parser.Entry, 1024)
+	for i := range es {
+		es[i].Time = t0.Add(time.Duration(i) * time.Millisecond)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, ok := g.Step(&es[i&1023]); !ok && i > 0 && i&1023 != 0 {
+			b.Fatal("held a line in order")
+		}
+		i++
+		if i&1023 == 0 {
+			g = NewGuard(&rules.Config{Skew: 5 * time.Second, Future: time.Minute})
+		}
+	}
+}
