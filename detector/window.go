@@ -33,6 +33,7 @@ type limitInfo struct {
 	thr    uint64 // over when the window's sum is above (rate, shares)
 	burst  float64
 	lastN  int
+	cores  int // "of machine": the reason divides by it (presentation only; n has it)
 }
 
 const (
@@ -45,7 +46,7 @@ const (
 func compileRule(r *rules.Rule, id int32) *ruleInfo {
 	ri := &ruleInfo{rule: r, id: id, all: r.Combine == rules.CombineAll, span: int64(time.Second)}
 	for _, l := range r.Limits {
-		li := limitInfo{kind: l.Kind, text: l.Text, n: l.N, window: max(int64(l.Window), 1)}
+		li := limitInfo{kind: l.Kind, text: l.Text, n: l.N, window: max(int64(l.Window), 1), cores: l.Cores}
 		switch l.Kind {
 		case rules.LimitRate, rules.LimitCPUShare, rules.LimitDurationShare:
 			li.width = max(int64(time.Second), li.window/60)
@@ -297,10 +298,17 @@ func (d *Detector) overReason(ri *ruleInfo) string {
 		switch li.kind {
 		case rules.LimitRate:
 			fmt.Fprintf(&b, "rate %d per %s > %s", int64(v), fmtDur(li.window), fmtNum(li.n))
-		case rules.LimitCPUShare:
-			fmt.Fprintf(&b, "cpu %.1f%% over %s > %s%%", v*100, fmtDur(li.window), fmtNum(li.n*100))
-		case rules.LimitDurationShare:
-			fmt.Fprintf(&b, "duration %.1f%% over %s > %s%%", v*100, fmtDur(li.window), fmtNum(li.n*100))
+		case rules.LimitCPUShare, rules.LimitDurationShare:
+			// A share "of machine" reads as written: a share of all the
+			// cores, not of one.
+			what, of, cores := "cpu", "", 1.0
+			if li.kind == rules.LimitDurationShare {
+				what = "duration"
+			}
+			if li.cores > 0 {
+				of, cores = " of machine", float64(li.cores)
+			}
+			fmt.Fprintf(&b, "%s %.1f%% over %s%s > %s%%", what, v*100/cores, fmtDur(li.window), of, fmtNum(li.n*100/cores))
 		case rules.LimitTokenBucket:
 			fmt.Fprintf(&b, "bucket %s > burst %s at %s/s", fmtNum(math.Round(v*10)/10), fmtNum(li.burst), fmtNum(li.n))
 		case rules.LimitLastN:

@@ -281,7 +281,7 @@ rules:
 		want  Limit
 	}{
 		{0, 35, Limit{Text: "35 per second", Kind: LimitRate, N: 35, Window: time.Second}},
-		{1, 12, Limit{Text: "12% cpu over 15s of machine", Kind: LimitCPUShare, N: 0.24, Window: 15 * time.Second, OfMachine: true}},
+		{1, 12, Limit{Text: "12% cpu over 15s of machine", Kind: LimitCPUShare, N: 0.24, Window: 15 * time.Second, OfMachine: true, Cores: 2}},
 		{2, 30, Limit{Text: "30/m burst 20", Kind: LimitTokenBucket, N: 0.5, Burst: 20, Window: 40 * time.Second}},
 		{3, 6.4, Limit{Text: "last 6 within 2s", Kind: LimitLastN, N: 6, Window: 2 * time.Second}},
 		{4, 7.5, Limit{Text: "7.5 per 10s", Kind: LimitRate, N: 7.5, Window: 10 * time.Second}},

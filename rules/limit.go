@@ -113,7 +113,7 @@ func parseLimit(s string, cores int) (Limit, error) {
 		}
 		l.N, l.Window = pct/100, w
 		if len(f) == 6 {
-			l.OfMachine = true
+			l.OfMachine, l.Cores = true, cores
 			l.N *= float64(cores)
 		}
 		return l, nil

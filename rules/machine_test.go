@@ -55,6 +55,11 @@ rules:
 			if len(ds) != 1 || ds[0].Kind != detector.Ban {
 				t.Fatalf("%.3f CPU s in 10s on %d cores: %+v, want a ban (over %v)", threshold+0.001, cores, ds, threshold)
 			}
+			// The reason reads as the limit is written: a share of the
+			// machine, not of one core.
+			if want := "cpu 50.0% over 10s of machine > 50% (rule heavy)"; ds[0].Reason != want {
+				t.Errorf("reason %q, want %q", ds[0].Reason, want)
+			}
 		})
 	}
 }

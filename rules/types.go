@@ -38,6 +38,7 @@ type Limit struct {
 	Window    time.Duration // period (rate, share) or span (last N); for a token bucket, Burst/N
 	Burst     float64       // token bucket capacity
 	OfMachine bool          // "of machine": N was multiplied by the core count
+	Cores     int           // for "of machine": the core count N was multiplied by; 0 otherwise
 }
 
 // Combine says how several limits of a rule combine.
