@@ -46,12 +46,19 @@ func (w *detWindows) Windows(a netip.Addr, rule string, now time.Time) ([]Window
 // the test's end.
 func serve(t *testing.T, c Config, bans *Bans, w Windows) (string, *Server) {
 	t.Helper()
+	return serveAt(t, c, bans, w, time.Now)
+}
+
+// serveAt is serve on the clock now.
+func serveAt(t *testing.T, c Config, bans *Bans, w Windows, now func() time.Time) (string, *Server) {
+	t.Helper()
 	c.Listen = "127.0.0.1:0"
 	l, err := Listen(c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := NewServer(c, bans, w, nil)
+	s.now = now
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, l) }()
@@ -166,21 +173,31 @@ func TestAuthBeforeState(t *testing.T) {
 	}
 }
 
-// TestThrottleQuery: the Cerberus answer from a real detector's windows.
+// TestThrottleQuery: the Cerberus answer from a real detector's windows,
+// the bans view holding what the detector decided, as the actions manager
+// makes it.
 func TestThrottleQuery(t *testing.T) {
 	persec := &rules.Rule{Name: "second", Limits: []rules.Limit{{Kind: rules.LimitRate, N: 3, Window: time.Second, Text: "3 per second"}}, Ban: rules.Ban{For: time.Hour, After: 100}, Throttle: &rules.Throttle{InitialDelay: time.Second, MaxDelay: time.Second, Quiet: time.Second}}
 	perten := &rules.Rule{Name: "ten", Limits: []rules.Limit{{Kind: rules.LimitRate, N: 5, Window: 10 * time.Second, Text: "5 per 10s"}}, Ban: rules.Ban{For: time.Hour, After: 100}, Throttle: &rules.Throttle{InitialDelay: time.Second, MaxDelay: time.Second, Quiet: time.Second}}
 	d := detector.New(detector.Options{})
 	now := time.Now().Truncate(time.Second).Add(100 * time.Millisecond)
+	view := []actions.Entry{entry("203.0.113.0/24", actions.KindBan, time.Time{}, 0)}
+	var ds []detector.Decision
 	for range 7 {
 		for _, r := range []*rules.Rule{persec, perten} {
-			d.Charge(now, &rules.Charge{Rule: r, Key: "198.51.100.7"}, nil)
+			ds = d.Charge(now, &rules.Charge{Rule: r, Key: "198.51.100.7"}, ds[:0])
+			for _, dec := range ds {
+				if dec.Kind == detector.Throttle {
+					view = append(view, actions.Entry{Prefix: netip.MustParsePrefix("198.51.100.7/32"), Kind: actions.KindThrottle,
+						Until: dec.Until, Delay: dec.Until.Sub(now), Rule: dec.Rule, Key: dec.Key, Reason: dec.Reason})
+				}
+			}
 		}
 	}
 	bans := NewBans("endpoint")
-	bans.Sync(context.Background(), []actions.Entry{entry("203.0.113.0/24", actions.KindBan, time.Time{}, 0)}, nil)
-	url, s := serve(t, Config{Trusted: loopback, SecondPenalty: 5 * time.Second}, bans, &detWindows{d: d, rules: []*rules.Rule{persec, perten}})
-	s.now = func() time.Time { return now }
+	bans.Sync(context.Background(), view, nil)
+	url, _ := serveAt(t, Config{Trusted: loopback, SecondPenalty: 5 * time.Second}, bans, &detWindows{d: d, rules: []*rules.Rule{persec, perten}},
+		func() time.Time { return now })
 	check := func(query, want string) {
 		t.Helper()
 		resp, body := get(t, url+"/v1/throttle?"+query)
