@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -20,15 +19,68 @@ import (
 	"github.com/logjail/logjail/actions"
 )
 
-// envHelper runs the test binary as the endpoint of TestNotStarved: a
-// process of its own, with a file descriptor budget of its own.
+// envHelper runs the test binary as a process of TestNotStarved, with a
+// file descriptor budget of its own: the endpoint ("serve FDS MAXCONNS")
+// or a part of the attack ("attack ADDR IDLE SLOW SRC").
 const envHelper = "LOGJAIL_ENDPOINT_HELPER"
 
 func TestMain(m *testing.M) {
 	if v := os.Getenv(envHelper); v != "" {
+		var mode string
+		fmt.Sscan(v, &mode)
+		if mode == "attack" {
+			os.Exit(helperAttack(v))
+		}
 		os.Exit(helperServe(v))
 	}
 	os.Exit(m.Run())
+}
+
+// helperAttack opens IDLE connections that send nothing and SLOW that
+// send half a request's headers, from 127.0.0.SRC up, prints how many it
+// holds, and holds them until stdin closes.
+func helperAttack(spec string) int {
+	var mode, addr string
+	var idle, slow, src int
+	if _, err := fmt.Sscan(spec, &mode, &addr, &idle, &slow, &src); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	failed := 0
+	var wg sync.WaitGroup
+	jobs := make(chan int)
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := net.Dialer{Timeout: 10 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(src+w%4))}}
+			for i := range jobs {
+				c, err := d.Dial("tcp", addr)
+				if err == nil && i >= idle {
+					// Slowloris: a request line and half a header, never
+					// finished.
+					_, err = io.WriteString(c, "GET /auth HTTP/1.1\r\nHost: logjail\r\nX-Forwarded-F")
+				}
+				mu.Lock()
+				if err != nil {
+					failed++
+				} else {
+					conns = append(conns, c)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range idle + slow {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	fmt.Println(len(conns), failed)
+	io.Copy(io.Discard, os.Stdin)
+	return 0
 }
 
 // helperServe is the endpoint process: RLIMIT_NOFILE lowered to the
@@ -36,8 +88,9 @@ func TestMain(m *testing.M) {
 // (printed on stdout), 198.51.100.7 banned; it serves until stdin closes,
 // then prints its Stats as JSON.
 func helperServe(spec string) int {
+	var mode string
 	var fds, maxConns int
-	if _, err := fmt.Sscan(spec, &fds, &maxConns); err != nil {
+	if _, err := fmt.Sscan(spec, &mode, &fds, &maxConns); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
@@ -83,19 +136,12 @@ func TestNotStarved(t *testing.T) {
 		t.Skip("opens 25,000 connections")
 	}
 	const idle, slow = 20_000, 5_000
-	// This process holds the attackers' ends, and the ordinary client's.
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		t.Fatal(err)
+	srv, out := startHelper(t, "serve 1024 100000")
+	addr, err := out.ReadString('\n')
+	if err != nil {
+		t.Fatalf("the endpoint process: %v", err)
 	}
-	if lim.Cur < 2*(idle+slow) {
-		want := syscall.Rlimit{Cur: 2 * (idle + slow), Max: max(lim.Max, 2*(idle+slow))}
-		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want); err != nil {
-			needRoot(t, fmt.Sprintf("raising RLIMIT_NOFILE to %d: %v", want.Cur, err))
-		}
-		t.Cleanup(func() { syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim) })
-	}
-	addr, stats := startHelper(t, "1024 100000")
+	addr = addr[:len(addr)-1]
 
 	var (
 		mu      sync.Mutex
@@ -139,52 +185,39 @@ func TestNotStarved(t *testing.T) {
 		mu.Unlock()
 	}
 
-	// The attack, from 127.0.0.2-127.0.0.9 (enough source ports).
+	// The attack: two processes (a process may hold 20,000 descriptors
+	// here), from 127.0.0.2-127.0.0.9 (enough source ports).
 	setPhase("during")
-	var attackers []net.Conn
-	var amu sync.Mutex
-	var wg sync.WaitGroup
-	var dialErrs int
-	jobs := make(chan int)
-	for w := range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			d := net.Dialer{Timeout: 10 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+w%8))}}
-			for i := range jobs {
-				c, err := d.Dial("tcp", addr)
-				if err == nil && i >= idle {
-					// Slowloris: a request line and half a header, never
-					// finished.
-					_, err = io.WriteString(c, "GET /auth HTTP/1.1\r\nHost: logjail\r\nX-Forwarded-F")
-				}
-				amu.Lock()
-				if err != nil {
-					dialErrs++
-				} else {
-					attackers = append(attackers, c)
-				}
-				amu.Unlock()
-			}
-		}()
+	var attackers []*helper
+	for i := range 2 {
+		a, _ := startHelper(t, fmt.Sprintf("attack %s %d %d %d", addr, idle/2, slow/2, 2+4*i))
+		attackers = append(attackers, a)
 	}
-	for i := range idle + slow {
-		jobs <- i
+	open, failed := 0, 0
+	for _, a := range attackers {
+		var o, f int
+		if _, err := fmt.Fscan(a.out, &o, &f); err != nil {
+			t.Fatalf("an attacker: %v", err)
+		}
+		open, failed = open+o, failed+f
 	}
-	close(jobs)
-	wg.Wait()
 	opened := time.Now()
 	// Hold the attack a little longer, then end it.
 	waitSamples(t, &mu, &samples, tick, "during", 200, opened.Add(2*time.Second))
-	t.Logf("attack: %d connections open, %d failed", len(attackers), dialErrs)
-	for _, c := range attackers {
-		c.Close()
+	t.Logf("attack: %d connections opened, %d failed", open, failed)
+	for _, a := range attackers {
+		a.stop()
 	}
 	setPhase("after")
 	waitSamples(t, &mu, &samples, tick, "after", 500, time.Now().Add(time.Second))
 	close(stop)
 	<-clientDone
-	st := stats()
+	var st Stats
+	srv.stdin.Close()
+	if err := json.NewDecoder(out).Decode(&st); err != nil {
+		t.Fatalf("the endpoint process's stats: %v", err)
+	}
+	srv.stop()
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -278,55 +311,53 @@ func authOnce(addr, client string) (int, error) {
 	return code, nil
 }
 
-// startHelper starts the endpoint process (helperServe) with spec and
-// returns its address and a function that stops it and returns its Stats.
-func startHelper(t *testing.T, spec string) (string, func() Stats) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run", "^$")
-	cmd.Env = append(os.Environ(), envHelper+"="+spec)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-	out := bufio.NewReader(stdout)
-	addr, err := out.ReadString('\n')
-	if err != nil {
-		t.Fatalf("the endpoint process: %v", err)
-	}
-	return addr[:len(addr)-1], func() Stats {
-		stdin.Close()
-		var st Stats
-		err := json.NewDecoder(out).Decode(&st)
-		werr := cmd.Wait()
-		stopped = true
-		if err != nil || werr != nil {
-			t.Fatalf("the endpoint process: %v %v", err, werr)
-		}
-		return st
-	}
+// helper is a process of the test binary in a helper mode.
+type helper struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+	done  chan struct{}
 }
 
-// needRoot skips a test that needs root, or fails it under CI=true, where
-// every test must run.
-func needRoot(t *testing.T, why string) {
+// startHelper starts the test binary in the helper mode spec; it is
+// stopped at the test's end if stop was not called.
+func startHelper(t *testing.T, spec string) (*helper, *bufio.Reader) {
 	t.Helper()
-	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
-		t.Fatalf("%s (CI=true: not skipped)", why)
+	h := &helper{cmd: exec.Command(os.Args[0], "-test.run", "^$"), done: make(chan struct{})}
+	h.cmd.Env = append(os.Environ(), envHelper+"="+spec)
+	var err error
+	if h.stdin, err = h.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
 	}
-	t.Skip(why)
+	stdout, err := h.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.out = bufio.NewReader(stdout)
+	h.cmd.Stderr = os.Stderr
+	if err := h.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.stop)
+	return h, h.out
+}
+
+// stop closes the helper's stdin and waits for it to exit (killing it
+// after 10 s).
+func (h *helper) stop() {
+	select {
+	case <-h.done:
+		return
+	default:
+	}
+	h.stdin.Close()
+	exited := make(chan struct{})
+	go func() { h.cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		h.cmd.Process.Kill()
+		<-exited
+	}
+	close(h.done)
 }
