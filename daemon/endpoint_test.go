@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,11 +13,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/logjail/logjail/daemon"
 	"github.com/logjail/logjail/detector"
+	"github.com/logjail/logjail/endpoint"
 	"github.com/logjail/logjail/store"
 )
 
@@ -348,4 +351,94 @@ func TestThrottleAgreesWithAuth(t *testing.T) {
 			}
 		})
 	}
+}
+
+const stopConfig = `state_dir: %[1]s/state
+control_socket: %[1]s/control.sock
+metrics: ""
+sources:
+  - name: web
+    paths: [%[1]s/access.log]
+    format: combined
+rules:
+  - name: flood
+    limits: ["3 per 10s"]
+    ban: {for: 1h}
+actions:
+  - type: endpoint
+    listen: 127.0.0.1:%[2]d
+`
+
+// TestEndpointStopStopsDaemon: when the endpoint's listener stops (here
+// shut down behind its back), the health check the daemon hands out says
+// so and Run returns the error: the process exits non-zero, for systemd
+// to restart it.
+func TestEndpointStopStopsDaemon(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "access.log"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port := freeLoopbackPort(t)
+	path := filepath.Join(dir, "logjail.yaml")
+	if err := os.WriteFile(path, fmt.Appendf(nil, stopConfig, dir, port), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	health := make(chan func() error, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- daemon.Run(context.Background(), daemon.Options{ConfigPath: path, Poll: true,
+			Hooks: daemon.Hooks{Endpoints: func(check func() error) { health <- check }}})
+	}()
+	check := <-health
+	exited := make(chan struct{})
+	waitAuth(t, port, "198.51.100.7", 20*time.Second, exited, func(a authAnswer) bool { return a.code == 200 && a.decision == "allow" })
+	if err := check(); err != nil {
+		t.Fatalf("health while serving: %v", err)
+	}
+	shutdownListener(t, port)
+	select {
+	case err := <-done:
+		if !errors.Is(err, endpoint.ErrStopped) {
+			t.Errorf("Run: %v, want an error wrapping endpoint.ErrStopped", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the daemon goes on without its endpoint")
+	}
+	if err := check(); !errors.Is(err, endpoint.ErrStopped) {
+		t.Errorf("health: %v, want ErrStopped", err)
+	}
+}
+
+// shutdownListener shuts down this process's socket listening on
+// 127.0.0.1:port: it no longer listens, as if torn down from outside.
+func shutdownListener(t *testing.T, port int) {
+	t.Helper()
+	tcp, err := os.ReadFile("/proc/self/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inode := ""
+	for _, l := range strings.Split(string(tcp), "\n")[1:] {
+		f := strings.Fields(l)
+		if len(f) > 9 && f[1] == fmt.Sprintf("0100007F:%04X", port) && f[3] == "0A" {
+			inode = f[9]
+		}
+	}
+	if inode == "" {
+		t.Fatalf("no socket listens on 127.0.0.1:%d", port)
+	}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range fds {
+		if target, _ := os.Readlink("/proc/self/fd/" + e.Name()); target == "socket:["+inode+"]" {
+			fd, _ := strconv.Atoi(e.Name())
+			if err := syscall.Shutdown(fd, syscall.SHUT_RDWR); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no descriptor of socket %s", inode)
 }

@@ -56,7 +56,7 @@ func newLimitListener(l net.Listener, maxConns int, log *slog.Logger, now func()
 }
 
 // Accept returns the next connection; it returns an error only once the
-// listener is closed.
+// listener is closed or no longer listens (permanent).
 func (l *limitListener) Accept() (net.Conn, error) {
 	backoff := time.Duration(0)
 	for {
@@ -64,7 +64,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err == nil {
 			return l.track(c), nil
 		}
-		if errors.Is(err, net.ErrClosed) {
+		if errors.Is(err, net.ErrClosed) || permanent(err) {
 			return nil, err
 		}
 		select {
@@ -99,6 +99,12 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return nil, net.ErrClosed
 		}
 	}
+}
+
+// permanent reports an accept error that no retry can cure: the socket
+// is no longer listening (shut down: EINVAL) or is no socket.
+func permanent(err error) bool {
+	return errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EBADF) || errors.Is(err, syscall.ENOTSOCK) || errors.Is(err, syscall.EOPNOTSUPP)
 }
 
 // track registers a new connection, evicting the least useful one when the

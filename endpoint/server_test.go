@@ -3,6 +3,7 @@ package endpoint
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -274,7 +276,8 @@ func TestExampleEndpoint(t *testing.T) {
 		t.Fatalf("Configs = %+v, %v; want the example's endpoint", cs, err)
 	}
 	c := cs[0]
-	if c.Listen != DefaultListen || c.FailClosed || c.AllowRemote || len(c.Trusted) != 2 || c.SecondPenalty != 0 {
+	if c.Listen != DefaultListen || c.FailClosed || c.AllowRemote || len(c.Trusted) != 2 || c.SecondPenalty != 0 ||
+		c.MaxConns != DefaultMaxConns || c.ReadTimeout != DefaultReadTimeout || c.IdleTimeout != DefaultIdleTimeout {
 		t.Errorf("the example's endpoint %+v is not the defaults", c)
 	}
 }
@@ -327,5 +330,77 @@ func TestUnixSocket(t *testing.T) {
 		if resp.StatusCode != tc.want {
 			t.Errorf("X-Forwarded-For %q over the socket: %d, want %d", tc.xff, resp.StatusCode, tc.want)
 		}
+	}
+}
+
+// TestLimitOptions: max_conns, read_timeout and idle_timeout are read and
+// validated like every option, the errors naming file, line and option.
+func TestLimitOptions(t *testing.T) {
+	for _, c := range []struct {
+		opts string
+		want string // "" valid
+	}{
+		{"max_conns: 100\n    read_timeout: 2s\n    idle_timeout: 30s", ""},
+		{"max_conns: 0", "logjail.yaml:4: actions[0].max_conns"},
+		{"max_conns: many", "logjail.yaml:4: actions[0].max_conns"},
+		{"read_timeout: 0s", "logjail.yaml:4: actions[0].read_timeout"},
+		{"idle_timeout: forever", "logjail.yaml:4: actions[0].idle_timeout"},
+	} {
+		text := "state_dir: /tmp/x\nsources: [{name: web, paths: [/var/log/a.log]}]\nactions:\n  - type: endpoint\n    " + c.opts + "\n"
+		cfg, err := rules.Parse("logjail.yaml", []byte(text), rules.Options{HostAddrs: []netip.Addr{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := Configs(cfg)
+		if c.want == "" {
+			if err != nil || len(cs) != 1 || cs[0].MaxConns != 100 || cs[0].ReadTimeout != 2*time.Second || cs[0].IdleTimeout != 30*time.Second {
+				t.Errorf("%s: %+v %v", c.opts, cs, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error at %s", c.opts, err, c.want)
+		}
+	}
+}
+
+// TestStopped: a listener that stops listening under the server (shut
+// down from outside) ends Serve with ErrStopped, and Err and Stats say so;
+// until then Err is nil.
+func TestStopped(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	bans := NewBans("endpoint")
+	bans.Sync(context.Background(), nil, nil)
+	s := NewServer(Config{Name: "endpoint", Trusted: loopback}, bans, nil, nil)
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(context.Background(), l) }()
+	if resp, _ := get(t, "http://"+l.Addr().String()+"/auth"); resp.StatusCode != 200 {
+		t.Fatalf("serving: %d", resp.StatusCode)
+	}
+	if err := s.Err(); err != nil || !s.Stats().Serving {
+		t.Fatalf("serving: Err %v, Stats %+v", err, s.Stats())
+	}
+	raw, err := l.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Control(func(fd uintptr) { syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrStopped) {
+			t.Errorf("Serve: %v, want ErrStopped", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve goes on after its listener was shut down")
+	}
+	if err := s.Err(); !errors.Is(err, ErrStopped) {
+		t.Errorf("Err: %v, want ErrStopped", err)
+	}
+	if st := s.Stats(); st.Serving || st.Stopped == "" {
+		t.Errorf("Stats: %+v, want not serving and why", st)
 	}
 }
