@@ -385,8 +385,9 @@ func TestEndpointStopStopsDaemon(t *testing.T) {
 	}
 	health := make(chan func() error, 1)
 	done := make(chan error, 1)
+	ctl := daemon.NewControl()
 	go func() {
-		done <- daemon.Run(context.Background(), daemon.Options{ConfigPath: path, Poll: true,
+		done <- daemon.Run(context.Background(), daemon.Options{ConfigPath: path, Poll: true, Control: ctl,
 			Hooks: daemon.Hooks{Endpoints: func(check func() error) { health <- check }}})
 	}()
 	check := <-health
@@ -394,6 +395,16 @@ func TestEndpointStopStopsDaemon(t *testing.T) {
 	waitAuth(t, port, "198.51.100.7", 20*time.Second, exited, func(a authAnswer) bool { return a.code == 200 && a.decision == "allow" })
 	if err := check(); err != nil {
 		t.Fatalf("health while serving: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := ctl.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Endpoints) != 1 || !st.Endpoints[0].Serving || !st.Endpoints[0].Ready || st.Endpoints[0].Error != "" ||
+		st.Endpoints[0].Listen != fmt.Sprintf("127.0.0.1:%d", port) {
+		t.Errorf("status of the endpoint while it serves: %+v", st.Endpoints)
 	}
 	shutdownListener(t, port)
 	select {
