@@ -37,8 +37,9 @@ func TestMain(m *testing.M) {
 }
 
 // helperAttack opens IDLE connections that send nothing and SLOW that
-// send half a request's headers, from 127.0.0.SRC up, prints how many it
-// holds, and holds them until stdin closes.
+// send half a request's headers, from 127.0.0.SRC up, for 30 s at most,
+// prints how many it holds and how many it could not open, and holds
+// them until stdin closes.
 func helperAttack(spec string) int {
 	var mode, addr string
 	var idle, slow, src int
@@ -51,13 +52,15 @@ func helperAttack(spec string) int {
 	failed := 0
 	var wg sync.WaitGroup
 	jobs := make(chan int)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	for w := range 16 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d := net.Dialer{Timeout: 10 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(src+w%4))}}
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(src+w%4))}}
 			for i := range jobs {
-				c, err := d.Dial("tcp", addr)
+				c, err := d.DialContext(ctx, "tcp", addr)
 				if err == nil && i >= idle {
 					// Slowloris: a request line and half a header, never
 					// finished.
