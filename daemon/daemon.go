@@ -27,7 +27,10 @@
 // failing action is retried in its own goroutine and never slows
 // detection. Each cleaner pass passes its unbans on and has every action
 // sync again, repairing what was changed behind logjail's back. The actions
-// stay in place when the daemon stops: a restart opens no gap.
+// stay in place when the daemon stops: a restart opens no gap. The
+// decision endpoints are opened and serve first, before the database:
+// they answer by their `fail:` until the manager has loaded their bans,
+// and one that stops serving stops the daemon with its error.
 //
 // Signals. SIGHUP reloads the configuration and its lists: a configuration
 // that does not load is refused, its errors logged, and the running one

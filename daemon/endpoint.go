@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/logjail/logjail/actions"
@@ -42,6 +43,11 @@ func openEndpoints(cfg *rules.Config, log *slog.Logger) (*endpoints, error) {
 		l, err := endpoint.Listen(c)
 		if err != nil {
 			e.close()
+			if errors.Is(err, syscall.EADDRINUSE) {
+				// The endpoint listens before the database is locked: the
+				// usual reason is the daemon's other self.
+				return nil, fmt.Errorf("endpoint %s: %w (is logjail already running?)", c.Name, err)
+			}
 			return nil, fmt.Errorf("endpoint %s: %w", c.Name, err)
 		}
 		bans := endpoint.NewBans(c.Name)
