@@ -26,9 +26,9 @@ const acceptFailing = 10 * time.Second
 // limitListener is the endpoint's listener: it holds at most max
 // connections, and when a new one would exceed that, or Accept fails for
 // want of file descriptors (EMFILE, ENFILE), it closes the connection that
-// has gone longest without completing a request (an idle keep-alive
-// connection, a client that sends nothing or sends its headers a byte at a
-// time). A connection that has just opened, or has just been answered, is
+// has gone longest without progress (an idle keep-alive connection, a
+// client that sends nothing or sends its headers a byte at a time). A
+// connection that has just opened, begun a request or been answered is
 // the last to go: idle and slow clients cannot starve a proxy that asks.
 // Accept errors never end serving: it backs off and tries again, logging
 // at most once a minute. Safe for concurrent use.
@@ -144,9 +144,9 @@ func (l *limitListener) evictLocked() bool {
 	return true
 }
 
-// answered moves c to the back of the eviction order: it has just been
-// answered.
-func (l *limitListener) answered(c *trackedConn) {
+// touch moves c to the back of the eviction order: its request has
+// begun, or has just been answered.
+func (l *limitListener) touch(c *trackedConn) {
 	l.mu.Lock()
 	if c.elem != nil {
 		l.conns.MoveToBack(c.elem)

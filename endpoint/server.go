@@ -247,7 +247,14 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		// The listener holds the connections to MaxConns, evicting as it
 		// must; fasthttp's own limit, which answers 503, is left above
 		// it, for connections being closed while new ones arrive.
-		Concurrency:           2*s.cfg.MaxConns + 64,
+		Concurrency: 2*s.cfg.MaxConns + 64,
+		// A connection whose request has begun, or has just been
+		// answered, goes to the back of the eviction order.
+		ConnState: func(c net.Conn, st fasthttp.ConnState) {
+			if tc, ok := c.(*trackedConn); ok && (st == fasthttp.StateActive || st == fasthttp.StateIdle) {
+				tc.l.touch(tc)
+			}
+		},
 		WriteTimeout:          10 * time.Second,
 		MaxRequestBodySize:    4096, // questions have no body
 		NoDefaultContentType:  true,
@@ -341,9 +348,6 @@ func (l fastLogger) Printf(format string, args ...any) {
 
 // handle routes a request.
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
-	if c, ok := ctx.Conn().(*trackedConn); ok {
-		c.l.answered(c)
-	}
 	if !ctx.IsGet() && !ctx.IsHead() {
 		ctx.Response.Header.Set("Allow", "GET, HEAD")
 		ctx.Error("method not allowed", fasthttp.StatusMethodNotAllowed)
