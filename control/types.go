@@ -178,6 +178,23 @@ type Status struct {
 	Actions       []ActionState `json:"actions"`
 	Breaker       Breaker       `json:"breaker"`
 	TrackedKeys   int           `json:"tracked_keys"`
+	// Endpoints are the decision endpoints (live only).
+	Endpoints []EndpointState `json:"endpoints,omitempty"`
+}
+
+// EndpointState is a decision endpoint in a status.
+type EndpointState struct {
+	Name    string `json:"name"`
+	Listen  string `json:"listen"`
+	Serving bool   `json:"serving"`
+	// Ready: the bans are loaded (before, the endpoint answers by `fail`).
+	Ready        bool  `json:"ready"`
+	Conns        int   `json:"conns"`
+	Evicted      int64 `json:"evicted"`       // connections closed to make room
+	AcceptErrors int64 `json:"accept_errors"` // failed accepts, each retried
+	// Error is why it does not serve, or the error of an accept failing
+	// for 10 s; "" when healthy.
+	Error string `json:"error"`
 }
 
 // Database is the state database in a status.

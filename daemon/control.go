@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/logjail/logjail/control"
@@ -18,7 +19,8 @@ import (
 // database when the call returns, and has taken effect in every action:
 // the methods wait for the actions to have applied it.
 type Control struct {
-	reqs chan request
+	reqs      chan request
+	endpoints atomic.Pointer[endpoints] // of the running daemon, for Status
 }
 
 var _ control.Daemon = (*Control)(nil)
@@ -223,6 +225,7 @@ func (c *Control) Status(ctx context.Context) (*control.Status, error) {
 	if err := control.StatusOf(st, db, cfg, DBPath(cfg)); err != nil {
 		return nil, err
 	}
+	st.Endpoints = c.endpoints.Load().states()
 	for i := range st.Sources {
 		if t, ok := lastLine[st.Sources[i].Name]; ok {
 			lag := max(0, now.Sub(t).Seconds())

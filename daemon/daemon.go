@@ -59,7 +59,10 @@
 // failing action is retried in its own goroutine and never slows
 // detection. Each cleaner pass passes its unbans on and has every action
 // sync again, repairing what was changed behind logjail's back. The actions
-// stay in place when the daemon stops: a restart opens no gap.
+// stay in place when the daemon stops: a restart opens no gap. The
+// decision endpoints are opened and serve first, before the database:
+// they answer by their `fail:` until the manager has loaded their bans,
+// and one that stops serving stops the daemon with its error.
 //
 // Signals. SIGHUP reloads the configuration and its lists: a configuration
 // that does not load is refused, its errors logged, and the running one
@@ -111,6 +114,9 @@ type Hooks struct {
 	// Alive is called by the goroutine that decides at least every second
 	// while it is not stuck: what a watchdog and /healthz go by.
 	Alive func()
+	// Endpoints is called once the decision endpoints serve, with a check
+	// that is nil while every one of them serves (/healthz, the watchdog).
+	Endpoints func(health func() error)
 }
 
 // Options configure Run.
@@ -166,6 +172,18 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
+	// The decision endpoints answer from the first moment, by their `fail:`
+	// until the actions manager has loaded the bans, however many there
+	// are to read: a proxy is never left without an answer.
+	eps, err := openEndpoints(cfg, log)
+	if err != nil {
+		return err
+	}
+	eps.serve(log)
+	defer eps.close()
+	if o.Hooks.Endpoints != nil {
+		o.Hooks.Endpoints(eps.health)
+	}
 	db, err := store.Open(DBPath(cfg), store.Options{})
 	if err != nil {
 		return err
@@ -184,11 +202,6 @@ func Run(ctx context.Context, o Options) error {
 	if err := w.Resume(cfg, det, now()); err != nil {
 		return err
 	}
-	eps, err := openEndpoints(cfg, log)
-	if err != nil {
-		return err
-	}
-	defer eps.close()
 	acts, err := startActions(cfg, db, log, now, eps.views)
 	if err != nil {
 		return err
@@ -214,6 +227,9 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 		defer srv.Close()
+	}
+	if o.Control != nil {
+		o.Control.endpoints.Store(eps)
 	}
 
 	reload := o.Reload
@@ -335,13 +351,15 @@ func Run(ctx context.Context, o Options) error {
 		stopFollowing()
 		return err
 	})
-	epCtx, stopEndpoints := context.WithCancel(gctx)
-	var epWG sync.WaitGroup
-	eps.serve(epCtx, windows{d}, &epWG, log)
-	defer func() {
-		stopEndpoints()
-		epWG.Wait()
-	}()
+	eps.setWindows(windows{d})
+	g.Go(func() error { // an endpoint that stops serving stops the daemon
+		select {
+		case err := <-eps.failed:
+			return err
+		case <-gctx.Done():
+			return nil
+		}
+	})
 	if o.Hooks.Ready != nil {
 		o.Hooks.Ready()
 	}

@@ -26,24 +26,29 @@ func (ps Proxies) Trusts(a netip.Addr) bool {
 // address (a unix socket: the proxy must then say who the client is).
 var errNoPeer = errors.New("the peer has no address (unix socket) and sent no X-Forwarded-For or X-Real-IP")
 
-// clientAddr is the client a request asks about, from its peer (peerOK
-// false for a unix socket) and the values of its X-Forwarded-For and
-// X-Real-IP headers. The peer is the client, unless the peer is a trusted
-// proxy (a unix socket peer always is: only local processes reach it):
-// then the client is the rightmost address of X-Forwarded-For (all its
-// headers, in order) that is not a trusted proxy, or the leftmost when
-// every one is; without X-Forwarded-For, X-Real-IP.
-// A header value that does not parse where it is read is an error, never a
+// clientAddr is the client a request asks about, by the one trust rule
+// (the package documentation): from its peer (peerOK false for a unix
+// socket) and its X-Forwarded-For and X-Real-IP headers, which peek
+// returns by name, every header of that name in the order received. The
+// peer is the client, unless the peer is a trusted proxy (a unix socket
+// peer always is: only local processes reach it); then X-Forwarded-For
+// decides when the request has one, read from the right, its first
+// untrusted address (the leftmost when every one is trusted), what lies
+// left of it never read; else the one X-Real-IP; else the peer itself.
+// A value that does not parse where it is read is an error, never a
 // guess. Ports ("198.51.100.7:4711", "[2001:db8::1]:80") and IPv4-mapped
 // IPv6 addresses are accepted; zones are not.
-func clientAddr(peer netip.Addr, peerOK bool, xff, realIP [][]byte, trusted Proxies) (netip.Addr, error) {
+//
+// peek may return a buffer it reuses (fasthttp's PeekAll does): clientAddr
+// reads one header's values before it asks for the next.
+func clientAddr(peer netip.Addr, peerOK bool, peek func(name string) [][]byte, trusted Proxies) (netip.Addr, error) {
 	if peerOK && !trusted.Trusts(peer) {
 		return peer, nil
 	}
-	if len(xff) > 0 {
+	if xff := peek("X-Forwarded-For"); len(xff) > 0 {
 		return fromForwarded(xff, trusted)
 	}
-	if len(realIP) > 0 {
+	if realIP := peek("X-Real-Ip"); len(realIP) > 0 {
 		if len(realIP) > 1 {
 			return netip.Addr{}, errors.New("X-Real-IP: sent more than once")
 		}

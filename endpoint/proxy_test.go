@@ -78,7 +78,7 @@ func testProxy(t *testing.T, proxy string) {
 	listen := net.JoinHostPort(peer.Local4.String(), strconv.Itoa(proxyPort))
 	switch proxy {
 	case "nginx":
-		startNginx(t, dir, listen, epPort, upstream)
+		startNginx(t, dir, listen, nginxServer(nginxSnippet(nginxOpen, epPort, upstream), listen))
 	case "caddy":
 		startCaddy(t, dir, listen, epPort, upstream)
 	}
@@ -200,8 +200,9 @@ func startUpstream(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// The README's nginx snippet, around a test's paths.
-const nginxConf = `worker_processes 1;
+// nginxMain is an nginx configuration around a test's paths and server
+// blocks.
+const nginxMain = `worker_processes 1;
 user root;
 daemon off;
 pid %[1]s/nginx.pid;
@@ -214,40 +215,85 @@ http {
     fastcgi_temp_path %[1]s/tmp;
     uwsgi_temp_path %[1]s/tmp;
     scgi_temp_path %[1]s/tmp;
-    server {
-        listen %[2]s;
-        location / {
-            auth_request /logjail-auth;
-            auth_request_set $logjail_decision $upstream_http_x_logjail_decision;
-            auth_request_set $logjail_retry_after $upstream_http_retry_after;
-            error_page 500 = @logjail;
-            proxy_pass http://%[4]s;
-        }
-        location = /logjail-auth {
-            internal;
-            proxy_pass http://127.0.0.1:%[3]d/auth;
-            proxy_pass_request_body off;
-            proxy_set_header Content-Length "";
-            proxy_set_header X-Forwarded-For $remote_addr;
-        }
-        location @logjail {
-            if ($logjail_decision = throttle) {
-                add_header Retry-After $logjail_retry_after always;
-                return 429;
-            }
-            return 500;
-        }
-    }
-}
+%[2]s}
 `
 
-func startNginx(t *testing.T, dir, listen string, epPort int, upstream string) {
+// The README's nginx snippets, as written there (TestREADMESnippets
+// checks): for `fail: open` and for `fail: closed`. nginxSnippet puts
+// them around a test's endpoint and application.
+const (
+	nginxOpen = `location / {
+    auth_request /logjail-auth;
+    auth_request_set $logjail_decision $upstream_http_x_logjail_decision;
+    auth_request_set $logjail_retry_after $upstream_http_retry_after;
+    error_page 500 = @logjail;
+    proxy_pass http://app;
+}
+location = /logjail-auth {
+    internal;
+    proxy_pass http://127.0.0.1:7390/auth;
+    proxy_pass_request_body off;
+    proxy_set_header Content-Length "";
+    # The client is the peer nginx sees: both headers are replaced,
+    # whatever the client sent in them.
+    proxy_set_header X-Forwarded-For $remote_addr;
+    proxy_set_header X-Real-IP $remote_addr;
+    proxy_connect_timeout 1s;
+    proxy_read_timeout 2s;
+}
+location @logjail {
+    if ($logjail_decision = throttle) {
+        add_header Retry-After $logjail_retry_after always;
+        return 429;
+    }
+    # logjail did not answer (stopped, restarting): fail open.
+    proxy_pass http://app;
+}
+`
+	nginxClosedFallback = `location @logjail {
+    if ($logjail_decision = throttle) {
+        add_header Retry-After $logjail_retry_after always;
+        return 429;
+    }
+    # logjail did not answer, or has not loaded its bans yet: fail closed.
+    add_header Retry-After 1 always;
+    return 503;
+}
+`
+)
+
+// nginxClosed is the `fail: closed` snippet: the open one with its own
+// fallback.
+var nginxClosed = nginxOpen[:strings.Index(nginxOpen, "location @logjail")] + nginxClosedFallback
+
+// nginxSnippet is a README snippet asking the endpoint on epPort and
+// serving upstream.
+func nginxSnippet(snippet string, epPort int, upstream string) string {
+	s := strings.ReplaceAll(snippet, "127.0.0.1:7390", fmt.Sprintf("127.0.0.1:%d", epPort))
+	return strings.ReplaceAll(s, "http://app", "http://"+upstream)
+}
+
+// nginxServer is a server block listening on listens.
+func nginxServer(snippet string, listens ...string) string {
+	var b strings.Builder
+	b.WriteString("server {\n")
+	for _, l := range listens {
+		fmt.Fprintf(&b, "    listen %s;\n", l)
+	}
+	b.WriteString(snippet)
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// startNginx runs nginx with the server blocks, and waits until it
+// accepts connections on listen.
+func startNginx(t *testing.T, dir, listen, servers string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	conf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, dir, listen, epPort, upstream), 0o644); err != nil {
+	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxMain, dir, servers), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	startServer(t, listen, exec.Command("nginx", "-e", filepath.Join(dir, "error.log"), "-c", conf, "-p", dir+"/"))
@@ -270,10 +316,17 @@ http://%[2]s {
 }
 `
 
-func startCaddy(t *testing.T, dir, listen string, epPort int, upstream string) {
+// startCaddy runs Caddy with the README's snippet for the site (one
+// address, or several joined with ", http://"), and waits until it
+// accepts connections on listen.
+func startCaddy(t *testing.T, dir, listen string, epPort int, upstream string, site ...string) {
 	t.Helper()
 	file := filepath.Join(dir, "Caddyfile")
-	if err := os.WriteFile(file, fmt.Appendf(nil, caddyfile, dir, listen, epPort, upstream), 0o644); err != nil {
+	addr := listen
+	if len(site) > 0 {
+		addr = strings.Join(site, ", http://")
+	}
+	if err := os.WriteFile(file, fmt.Appendf(nil, caddyfile, dir, addr, epPort, upstream), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("caddy", "run", "--config", file, "--adapter", "caddyfile")

@@ -13,6 +13,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/logjail/logjail/actions"
@@ -32,7 +34,22 @@ type Config struct {
 	// SecondPenalty raises the sleep of a client over a limit of a second
 	// or less to at least this (Cerberus's second_penalty).
 	SecondPenalty time.Duration
+	// MaxConns is the most connections held at once: beyond it, the one
+	// longest without a request is closed (default DefaultMaxConns).
+	MaxConns int
+	// ReadTimeout bounds reading a request on a new connection, from the
+	// connect (default DefaultReadTimeout); IdleTimeout how long a
+	// keep-alive connection waits for its next request (default
+	// DefaultIdleTimeout).
+	ReadTimeout, IdleTimeout time.Duration
 }
+
+// The defaults of max_conns, read_timeout and idle_timeout.
+const (
+	DefaultMaxConns    = 4096
+	DefaultReadTimeout = 5 * time.Second
+	DefaultIdleTimeout = 60 * time.Second
+)
 
 // DefaultListen is where an endpoint listens without `listen:`.
 const DefaultListen = "127.0.0.1:7390"
@@ -68,6 +85,9 @@ func parseOptions(o *actions.Options) Config {
 		AllowRemote:   o.Bool("allow_remote", false),
 		FailClosed:    o.OneOf("fail", "open", "open", "closed") == "closed",
 		SecondPenalty: o.Duration("second_penalty", 0, 0, 24*time.Hour),
+		MaxConns:      o.Int("max_conns", DefaultMaxConns, 16, 1<<20),
+		ReadTimeout:   o.Duration("read_timeout", DefaultReadTimeout, 100*time.Millisecond, 10*time.Minute),
+		IdleTimeout:   o.Duration("idle_timeout", DefaultIdleTimeout, 100*time.Millisecond, time.Hour),
 	}
 	if o.Has("trusted_proxies") {
 		c.Trusted = o.Prefixes("trusted_proxies")
@@ -115,6 +135,9 @@ func checkListen(listen string, allowRemote bool) error {
 // one rule.
 type Window struct {
 	Rule, Key string
+	// LogOnly: the rule decides and records but acts on nothing, so /auth
+	// never refuses for it.
+	LogOnly bool
 	detector.KeyQuery
 }
 
@@ -135,23 +158,46 @@ type Windows interface {
 type Server struct {
 	cfg     Config
 	bans    *Bans
-	windows Windows
+	windows atomic.Pointer[Windows] // nil until the detector is there
 	now     func() time.Time
 	log     *slog.Logger
+
+	mu      sync.Mutex
+	ln      *limitListener // while serving
+	stopped error          // why serving ended, when not for its context
 }
 
 // NewServer makes the endpoint of c over bans (driven by the actions
-// manager) and windows (nil: /v1/throttle answers from the bans alone).
+// manager) and windows (nil: /v1/throttle answers from the bans alone,
+// until SetWindows). Zero limits in c take their defaults.
 func NewServer(c Config, bans *Bans, windows Windows, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: c, bans: bans, windows: windows, now: time.Now, log: log}
+	if c.MaxConns <= 0 {
+		c.MaxConns = DefaultMaxConns
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = DefaultReadTimeout
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	s := &Server{cfg: c, bans: bans, now: time.Now, log: log}
+	s.SetWindows(windows)
+	return s
 }
 
-// SetWindows sets the detector view /v1/throttle reads; call it before
-// Serve.
-func (s *Server) SetWindows(w Windows) { s.windows = w }
+// SetWindows sets the detector view /v1/throttle reads. It is safe while
+// the server serves: the daemon serves from its first moment and hands the
+// detector over once its state is restored.
+func (s *Server) SetWindows(w Windows) {
+	if w == nil {
+		s.windows.Store(nil)
+		return
+	}
+	s.windows.Store(&w)
+}
 
 // Listen opens the endpoint's listener: TCP, or a unix socket (mode 0666:
 // the endpoint only answers, nothing can be changed through it) replacing
@@ -177,12 +223,38 @@ func Listen(c Config) (net.Listener, error) {
 	return net.Listen("tcp", c.Listen)
 }
 
-// Serve serves on l until ctx is done.
+// ErrStopped is the error of Serve, and of Err, when the listener stopped
+// while the server was meant to serve.
+var ErrStopped = errors.New("the endpoint stopped serving")
+
+// Serve serves on l until ctx is done; then it returns nil. It holds at
+// most MaxConns connections, closing the one longest without a request to
+// make room (idle and slow clients cannot starve the proxy), and an error
+// of Accept (EMFILE, ENFILE, ECONNABORTED...) never ends it: it backs off
+// and tries again. Should serving end otherwise (the listener closed
+// under it), Serve returns an error wrapping ErrStopped, and Err reports
+// it.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	ln := newLimitListener(l, s.cfg.MaxConns, s.log, s.now)
+	s.mu.Lock()
+	s.ln, s.stopped = ln, nil
+	s.mu.Unlock()
 	fs := &fasthttp.Server{
-		Handler:               s.handle,
-		Name:                  "logjail",
-		ReadTimeout:           2 * time.Minute, // also how long an idle keep-alive connection is kept
+		Handler:     s.handle,
+		Name:        "logjail",
+		ReadTimeout: s.cfg.ReadTimeout,
+		IdleTimeout: s.cfg.IdleTimeout,
+		// The listener holds the connections to MaxConns, evicting as it
+		// must; fasthttp's own limit, which answers 503, is left above
+		// it, for connections being closed while new ones arrive.
+		Concurrency: 2*s.cfg.MaxConns + 64,
+		// A connection whose request has begun, or has just been
+		// answered, goes to the back of the eviction order.
+		ConnState: func(c net.Conn, st fasthttp.ConnState) {
+			if tc, ok := c.(*trackedConn); ok && (st == fasthttp.StateActive || st == fasthttp.StateIdle) {
+				tc.l.touch(tc)
+			}
+		},
 		WriteTimeout:          10 * time.Second,
 		MaxRequestBodySize:    4096, // questions have no body
 		NoDefaultContentType:  true,
@@ -195,11 +267,75 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		fs.ShutdownWithContext(sctx)
 	})
 	defer stop()
-	err := fs.Serve(l)
+	err := fs.Serve(ln)
 	if ctx.Err() != nil {
 		return nil
 	}
+	if err == nil {
+		err = net.ErrClosed
+	}
+	err = fmt.Errorf("%w: %s: %w", ErrStopped, l.Addr(), err)
+	s.mu.Lock()
+	s.stopped = err
+	s.mu.Unlock()
+	s.log.Error("endpoint stopped serving", "err", err)
 	return err
+}
+
+// Stats are an endpoint's connections and accept errors.
+type Stats struct {
+	Serving      bool  // Serve is running
+	Ready        bool  // the bans are loaded: answers are no longer by `fail`
+	Conns        int   // held now
+	Accepted     int64 // since Serve started
+	Evicted      int64 // closed to make room (max_conns, or out of descriptors)
+	AcceptErrors int64 // failed Accept calls, each retried
+	// AcceptFailing is the last Accept error while Accept has failed
+	// without a success since FailingSince; "" when its last call
+	// succeeded.
+	AcceptFailing string
+	FailingSince  time.Time
+	Stopped       string // why serving ended, when it ended unbidden
+}
+
+// Stats reports the connections and accept errors now.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	ln, stopped := s.ln, s.stopped
+	s.mu.Unlock()
+	st := Stats{Ready: s.bans.Ready()}
+	if stopped != nil {
+		st.Stopped = stopped.Error()
+	}
+	if ln == nil {
+		return st
+	}
+	st.Serving = stopped == nil
+	st.Conns = ln.len()
+	st.Accepted, st.Evicted, st.AcceptErrors = ln.accepted.Load(), ln.evicted.Load(), ln.acceptErrors.Load()
+	if err, since := ln.failing(); err != nil {
+		st.AcceptFailing, st.FailingSince = err.Error(), since
+	}
+	return st
+}
+
+// Err reports whether the endpoint serves: an error wrapping ErrStopped
+// once serving ended unbidden, or one naming the accept error when Accept
+// has failed for 10 s without a success; else nil.
+func (s *Server) Err() error {
+	s.mu.Lock()
+	ln, stopped := s.ln, s.stopped
+	s.mu.Unlock()
+	if stopped != nil {
+		return stopped
+	}
+	if ln == nil {
+		return nil
+	}
+	if err, since := ln.failing(); err != nil && s.now().Sub(since) >= acceptFailing {
+		return fmt.Errorf("endpoint %s: accept has failed for %v: %w", s.cfg.Name, s.now().Sub(since).Round(time.Second), err)
+	}
+	return nil
 }
 
 // fastLogger passes fasthttp's rare messages (a malformed request) to the
@@ -258,8 +394,7 @@ func (s *Server) client(ctx *fasthttp.RequestCtx) (netip.Addr, error) {
 		peer, peerOK = netip.AddrFromSlice(ta.IP)
 		peer = peer.Unmap()
 	}
-	h := &ctx.Request.Header
-	return clientAddr(peer, peerOK, h.PeekAll("X-Forwarded-For"), h.PeekAll("X-Real-Ip"), s.cfg.Trusted)
+	return clientAddr(peer, peerOK, ctx.Request.Header.PeekAll, s.cfg.Trusted)
 }
 
 // auth answers GET /auth: 200 allowed, 403 banned, 429 throttled with
@@ -362,38 +497,58 @@ func (s *Server) throttle(ctx *fasthttp.RequestCtx) {
 }
 
 // Throttle computes the Cerberus answer for a under rule event ("" every
-// rule): sleep -1 and reason "banned" when banned; else, when a limit is
-// over, the seconds until its window falls back within it (raised to
-// second_penalty for a limit of a second or less) and the limit's period
-// as the reason ("second", "minute", "10s"); 0 when allowed.
+// rule), consistent with /auth (the package documentation): sleep -1 and
+// reason "banned" where /auth answers 403; where it answers 429, the
+// larger of its Retry-After and the seconds until an over limit's window
+// falls back within it, with that limit's period as the reason ("second",
+// "minute", "10s") or "throttled"; where it answers 200, the seconds a
+// limit that is over predicts (raised to second_penalty for a limit of a
+// second or less), else 0 — and reason "log_only" when the only state is
+// one /auth does not enforce (a log_only rule's, or a decision made while
+// the circuit breaker was open). range is the range:NAME of the client's
+// range where it is in a range with limits or the ban is of a range key,
+// else the key or prefix the answer concerns, else the address.
 func (s *Server) Throttle(a netip.Addr, event string) (ThrottleAnswer, error) {
 	var ans ThrottleAnswer
 	t := &ans.Throttle
 	t.Range = a.String()
 	now := s.now()
 	var ws []Window
-	if s.windows != nil {
+	if w := s.windows.Load(); w != nil {
 		var err error
-		if ws, err = s.windows.Windows(a, event, now); err != nil {
+		if ws, err = (*w).Windows(a, event, now); err != nil {
 			return ans, err
 		}
 	}
 	for _, w := range ws {
+		if r := rangeKey(w.Rule, w.Key); r != "" {
+			t.Range = r
+		}
 		for _, l := range w.Limits {
 			if l.Kind == rules.LimitRate {
 				t.RequestCount = max(t.RequestCount, l.Count)
 			}
 		}
 	}
-	if e, ok := s.bans.Lookup(a, now); ok && e.Kind == actions.KindBan && (event == "" || e.Rule == event) {
-		t.Range, t.Reason, t.Sleep = actions.PrefixString(e.Prefix), "banned", -1
+	// refused: /auth refuses a, for some rule; held: for the one asked
+	// about (the view keeps one entry per prefix, naming one of the rules
+	// that block it).
+	e, refused := s.bans.Lookup(a, now)
+	held := refused && (event == "" || e.Rule == event)
+	if held && e.Kind == actions.KindBan {
+		t.Range, t.Reason, t.Sleep = rangeOr(e.Rule, e.Key, actions.PrefixString(e.Prefix)), "banned", -1
 		return ans, nil
 	}
 	var sleep time.Duration
+	logOnly := ""
 	for _, w := range ws {
-		if w.Kind == detector.Ban {
-			t.Range, t.Reason, t.Sleep = w.Key, "banned", -1
-			return ans, nil
+		// A ladder state while /auth lets a through is one it does not
+		// enforce.
+		if w.LogOnly || (w.Kind != "" && !refused) {
+			if w.Kind != "" || anyOver(w.Limits) {
+				logOnly = rangeOr(w.Rule, w.Key, w.Key)
+			}
+			continue
 		}
 		for _, l := range w.Limits {
 			if !l.Over {
@@ -404,21 +559,54 @@ func (s *Server) Throttle(a netip.Addr, event string) (ThrottleAnswer, error) {
 				d = max(d, s.cfg.SecondPenalty)
 			}
 			if d >= sleep {
-				sleep, t.Range, t.Reason = d, w.Key, period(l.Window)
+				sleep, t.Range, t.Reason = d, rangeOr(w.Rule, w.Key, w.Key), period(l.Window)
 				if l.Kind == rules.LimitRate {
 					t.RequestCount = l.Count
 				}
 			}
 		}
-		if w.Kind == detector.Throttle && t.Reason == "" {
-			t.Range, t.Reason = w.Key, "throttled"
-			sleep = max(sleep, w.Until.Sub(now))
+	}
+	if held { // a throttle: /auth answers 429 with this Retry-After
+		if ra := time.Duration(max(1, e.RetryAfter(now))) * time.Second; ra > sleep {
+			sleep, t.Range, t.Reason = ra, rangeOr(e.Rule, e.Key, actions.PrefixString(e.Prefix)), "throttled"
 		}
 	}
-	if sleep > 0 {
+	switch {
+	case sleep > 0:
 		t.Sleep = int(math.Ceil(sleep.Seconds()))
+	case logOnly != "":
+		t.Range, t.Reason = logOnly, "log_only"
 	}
 	return ans, nil
+}
+
+// rangeKey is the range:NAME of a key or rule: a group range's key, or a
+// range with limits' rule; "" for any other.
+func rangeKey(rule, key string) string {
+	if strings.HasPrefix(key, "range:") {
+		return key
+	}
+	if strings.HasPrefix(rule, "range:") {
+		return rule
+	}
+	return ""
+}
+
+// rangeOr is rangeKey, or else other.
+func rangeOr(rule, key, other string) string {
+	if r := rangeKey(rule, key); r != "" {
+		return r
+	}
+	return other
+}
+
+func anyOver(ls []detector.LimitState) bool {
+	for _, l := range ls {
+		if l.Over {
+			return true
+		}
+	}
+	return false
 }
 
 // period names a window as Cerberus does: second, minute, hour, day, or

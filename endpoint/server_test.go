@@ -3,6 +3,7 @@ package endpoint
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,12 +48,19 @@ func (w *detWindows) Windows(a netip.Addr, rule string, now time.Time) ([]Window
 // the test's end.
 func serve(t *testing.T, c Config, bans *Bans, w Windows) (string, *Server) {
 	t.Helper()
+	return serveAt(t, c, bans, w, time.Now)
+}
+
+// serveAt is serve on the clock now.
+func serveAt(t *testing.T, c Config, bans *Bans, w Windows, now func() time.Time) (string, *Server) {
+	t.Helper()
 	c.Listen = "127.0.0.1:0"
 	l, err := Listen(c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := NewServer(c, bans, w, nil)
+	s.now = now
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, l) }()
@@ -166,21 +175,31 @@ func TestAuthBeforeState(t *testing.T) {
 	}
 }
 
-// TestThrottleQuery: the Cerberus answer from a real detector's windows.
+// TestThrottleQuery: the Cerberus answer from a real detector's windows,
+// the bans view holding what the detector decided, as the actions manager
+// makes it.
 func TestThrottleQuery(t *testing.T) {
 	persec := &rules.Rule{Name: "second", Limits: []rules.Limit{{Kind: rules.LimitRate, N: 3, Window: time.Second, Text: "3 per second"}}, Ban: rules.Ban{For: time.Hour, After: 100}, Throttle: &rules.Throttle{InitialDelay: time.Second, MaxDelay: time.Second, Quiet: time.Second}}
 	perten := &rules.Rule{Name: "ten", Limits: []rules.Limit{{Kind: rules.LimitRate, N: 5, Window: 10 * time.Second, Text: "5 per 10s"}}, Ban: rules.Ban{For: time.Hour, After: 100}, Throttle: &rules.Throttle{InitialDelay: time.Second, MaxDelay: time.Second, Quiet: time.Second}}
 	d := detector.New(detector.Options{})
 	now := time.Now().Truncate(time.Second).Add(100 * time.Millisecond)
+	view := []actions.Entry{entry("203.0.113.0/24", actions.KindBan, time.Time{}, 0)}
+	var ds []detector.Decision
 	for range 7 {
 		for _, r := range []*rules.Rule{persec, perten} {
-			d.Charge(now, &rules.Charge{Rule: r, Key: "198.51.100.7"}, nil)
+			ds = d.Charge(now, &rules.Charge{Rule: r, Key: "198.51.100.7"}, ds[:0])
+			for _, dec := range ds {
+				if dec.Kind == detector.Throttle {
+					view = append(view, actions.Entry{Prefix: netip.MustParsePrefix("198.51.100.7/32"), Kind: actions.KindThrottle,
+						Until: dec.Until, Delay: dec.Until.Sub(now), Rule: dec.Rule, Key: dec.Key, Reason: dec.Reason})
+				}
+			}
 		}
 	}
 	bans := NewBans("endpoint")
-	bans.Sync(context.Background(), []actions.Entry{entry("203.0.113.0/24", actions.KindBan, time.Time{}, 0)}, nil)
-	url, s := serve(t, Config{Trusted: loopback, SecondPenalty: 5 * time.Second}, bans, &detWindows{d: d, rules: []*rules.Rule{persec, perten}})
-	s.now = func() time.Time { return now }
+	bans.Sync(context.Background(), view, nil)
+	url, _ := serveAt(t, Config{Trusted: loopback, SecondPenalty: 5 * time.Second}, bans, &detWindows{d: d, rules: []*rules.Rule{persec, perten}},
+		func() time.Time { return now })
 	check := func(query, want string) {
 		t.Helper()
 		resp, body := get(t, url+"/v1/throttle?"+query)
@@ -257,7 +276,8 @@ func TestExampleEndpoint(t *testing.T) {
 		t.Fatalf("Configs = %+v, %v; want the example's endpoint", cs, err)
 	}
 	c := cs[0]
-	if c.Listen != DefaultListen || c.FailClosed || c.AllowRemote || len(c.Trusted) != 2 || c.SecondPenalty != 0 {
+	if c.Listen != DefaultListen || c.FailClosed || c.AllowRemote || len(c.Trusted) != 2 || c.SecondPenalty != 0 ||
+		c.MaxConns != DefaultMaxConns || c.ReadTimeout != DefaultReadTimeout || c.IdleTimeout != DefaultIdleTimeout {
 		t.Errorf("the example's endpoint %+v is not the defaults", c)
 	}
 }
@@ -310,5 +330,77 @@ func TestUnixSocket(t *testing.T) {
 		if resp.StatusCode != tc.want {
 			t.Errorf("X-Forwarded-For %q over the socket: %d, want %d", tc.xff, resp.StatusCode, tc.want)
 		}
+	}
+}
+
+// TestLimitOptions: max_conns, read_timeout and idle_timeout are read and
+// validated like every option, the errors naming file, line and option.
+func TestLimitOptions(t *testing.T) {
+	for _, c := range []struct {
+		opts string
+		want string // "" valid
+	}{
+		{"max_conns: 100\n    read_timeout: 2s\n    idle_timeout: 30s", ""},
+		{"max_conns: 0", "logjail.yaml:4: actions[0].max_conns"},
+		{"max_conns: many", "logjail.yaml:4: actions[0].max_conns"},
+		{"read_timeout: 0s", "logjail.yaml:4: actions[0].read_timeout"},
+		{"idle_timeout: forever", "logjail.yaml:4: actions[0].idle_timeout"},
+	} {
+		text := "state_dir: /tmp/x\nsources: [{name: web, paths: [/var/log/a.log]}]\nactions:\n  - type: endpoint\n    " + c.opts + "\n"
+		cfg, err := rules.Parse("logjail.yaml", []byte(text), rules.Options{HostAddrs: []netip.Addr{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := Configs(cfg)
+		if c.want == "" {
+			if err != nil || len(cs) != 1 || cs[0].MaxConns != 100 || cs[0].ReadTimeout != 2*time.Second || cs[0].IdleTimeout != 30*time.Second {
+				t.Errorf("%s: %+v %v", c.opts, cs, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error at %s", c.opts, err, c.want)
+		}
+	}
+}
+
+// TestStopped: a listener that stops listening under the server (shut
+// down from outside) ends Serve with ErrStopped, and Err and Stats say so;
+// until then Err is nil.
+func TestStopped(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	bans := NewBans("endpoint")
+	bans.Sync(context.Background(), nil, nil)
+	s := NewServer(Config{Name: "endpoint", Trusted: loopback}, bans, nil, nil)
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(context.Background(), l) }()
+	if resp, _ := get(t, "http://"+l.Addr().String()+"/auth"); resp.StatusCode != 200 {
+		t.Fatalf("serving: %d", resp.StatusCode)
+	}
+	if err := s.Err(); err != nil || !s.Stats().Serving {
+		t.Fatalf("serving: Err %v, Stats %+v", err, s.Stats())
+	}
+	raw, err := l.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Control(func(fd uintptr) { syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrStopped) {
+			t.Errorf("Serve: %v, want ErrStopped", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve goes on after its listener was shut down")
+	}
+	if err := s.Err(); !errors.Is(err, ErrStopped) {
+		t.Errorf("Err: %v, want ErrStopped", err)
+	}
+	if st := s.Stats(); st.Serving || st.Stopped == "" {
+		t.Errorf("Stats: %+v, want not serving and why", st)
 	}
 }

@@ -67,9 +67,13 @@ func runDaemon(cmd *cobra.Command, o *runOptions, s streams) error {
 	metrics := ops.NewMetrics()
 	var alive atomic.Int64 // unix ns of the decider's last sign of life
 	alive.Store(time.Now().UnixNano())
+	var endpoints atomic.Pointer[func() error] // the decision endpoints' check, once they serve
 	healthy := func() error {
 		if since := time.Since(time.Unix(0, alive.Load())); since > 10*time.Second {
 			return fmt.Errorf("the decider has not moved for %v", since.Round(time.Second))
+		}
+		if check := endpoints.Load(); check != nil {
+			return (*check)()
 		}
 		return nil
 	}
@@ -92,6 +96,9 @@ func runDaemon(cmd *cobra.Command, o *runOptions, s streams) error {
 		},
 		Stopping: func() { sd.Stopping() },
 		Alive:    func() { alive.Store(time.Now().UnixNano()) },
+		// An endpoint that stopped serving fails /healthz and the watchdog;
+		// the daemon stops with its error too, so that systemd restarts it.
+		Endpoints: func(check func() error) { endpoints.Store(&check) },
 	}
 	g.Go(func() error {
 		defer cancel() // the daemon stopped: so do the metrics server and the watchdog

@@ -153,6 +153,19 @@ func printStatus(w io.Writer, st *control.Status, socket string) {
 		}
 		fmt.Fprintf(w, "  %s (%s): %d entries, %d pending, %d errors; %s\n", a.Name, a.Type, a.Entries, a.Pending, a.Errors, state)
 	}
+	if len(st.Endpoints) > 0 {
+		fmt.Fprintln(w, "endpoints:")
+	}
+	for _, e := range st.Endpoints {
+		state := "serving"
+		if !e.Ready {
+			state += ", bans not loaded yet (answering by fail)"
+		}
+		if e.Error != "" {
+			state = "NOT SERVING: " + e.Error
+		}
+		fmt.Fprintf(w, "  %s on %s: %s; %d connections, %d evicted, %d accept errors\n", e.Name, e.Listen, state, e.Conns, e.Evicted, e.AcceptErrors)
+	}
 }
 
 func fmtBytes(n int64) string {
