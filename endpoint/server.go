@@ -208,6 +208,14 @@ func Listen(c Config) (net.Listener, error) {
 	}
 	if path, ok := strings.CutPrefix(c.Listen, "unix:"); ok {
 		if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			// A socket someone still answers on is another daemon's:
+			// removing it would cut that daemon's proxy off (the endpoint
+			// listens before the database is locked). Only a stale one,
+			// left by a crash, is replaced.
+			if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+				c.Close()
+				return nil, fmt.Errorf("%s: in use by another process (is logjail already running?)", path)
+			}
 			os.Remove(path)
 		}
 		l, err := net.Listen("unix", path)

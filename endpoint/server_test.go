@@ -303,6 +303,17 @@ func TestUnixSocket(t *testing.T) {
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o666 {
 		t.Errorf("socket mode %v %v, want 0666", fi.Mode(), err)
 	}
+	// A socket still served is another daemon's: a second Listen refuses
+	// it and leaves it in place, rather than cutting the first one off.
+	if l2, err := Listen(c); err == nil {
+		l2.Close()
+		t.Fatal("Listen over a socket in use succeeded")
+	} else if !strings.Contains(err.Error(), "in use") {
+		t.Errorf("Listen over a socket in use: %v, want it to say so", err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the socket in use was removed: %v", err)
+	}
 	bans := NewBans("endpoint")
 	bans.Sync(context.Background(), []actions.Entry{entry("198.51.100.7/32", actions.KindBan, time.Now().Add(time.Hour), 0)}, nil)
 	s := NewServer(c, bans, nil, nil)
