@@ -227,8 +227,8 @@ func TestRangeBanCoversTheRange(t *testing.T) {
 		}
 		err := json.NewDecoder(resp.Body).Decode(&ans)
 		resp.Body.Close()
-		if th := ans.Throttle; err != nil || th.Sleep != -1 || th.Reason != "banned" || th.Range != "198.51.100.0/25" {
-			t.Errorf("/v1/throttle for 198.51.100.77: %+v %v, want banned in 198.51.100.0/25", th, err)
+		if th := ans.Throttle; err != nil || th.Sleep != -1 || th.Reason != "banned" || th.Range != "range:bots" {
+			t.Errorf("/v1/throttle for 198.51.100.77: %+v %v, want banned in range:bots", th, err)
 		}
 	}
 	// A reload narrows the IPv4 CIDR: the peer's 198.51.100.2 is out of
