@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/logjail/logjail/internal/testenv"
 )
 
 // ngServer is a real nginx a test started: its master process runs in the
@@ -78,12 +80,7 @@ http {
 // stopped, by its PID, when the test ends.
 func ngStart(t *testing.T, prefix string) *ngServer {
 	t.Helper()
-	nginx, err := exec.LookPath("nginx")
-	if err != nil {
-		if nginx, err = exec.LookPath("/usr/sbin/nginx"); err != nil {
-			t.Skipf("nginx is not installed (scripts/deps.sh installs it): %v", err)
-		}
-	}
+	nginx := testenv.Need(t, "nginx")[0]
 	for _, d := range []string{"html", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(prefix, d), 0o755); err != nil {
 			t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/logjail/logjail/rules"
+
+	"github.com/logjail/logjail/internal/testenv"
 )
 
 const systemdConfig = `state_dir: /var/lib/logjail
@@ -77,10 +79,7 @@ func TestSystemdDropIn(t *testing.T) {
 		}
 	}
 
-	analyze, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		t.Skip("systemd-analyze not found: the drop-in is not verified by systemd")
-	}
+	analyze := testenv.Need(t, "systemd-analyze")[0]
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

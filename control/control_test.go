@@ -17,6 +17,8 @@ import (
 
 	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/store"
+
+	"github.com/logjail/logjail/internal/testenv"
 )
 
 func TestParseTarget(t *testing.T) {
@@ -294,12 +296,8 @@ func TestClientNoDaemon(t *testing.T) {
 // open to whoever may connect. The caller is this test binary run as
 // nobody (TestHelperNobody).
 func TestServerRefusesOthers(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("runs a client as nobody: needs root")
-	}
-	if _, err := exec.LookPath("setpriv"); err != nil {
-		t.Skip("needs setpriv (util-linux)")
-	}
+	testenv.Root(t, "runs a client as nobody")
+	testenv.Need(t, "setpriv")
 	f := &fakeDaemon{cfg: testCfg(t)}
 	dir, err := os.MkdirTemp("", "logjail-ctl")
 	if err != nil {

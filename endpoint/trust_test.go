@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/logjail/logjail/daemon"
 	"github.com/logjail/logjail/internal/nstest"
+
+	"github.com/logjail/logjail/internal/testenv"
 )
 
 // trustConfig: the client's IPv4 address (198.51.100.2) is denied, its
@@ -47,14 +48,7 @@ actions:
 // CI=true, where every test must run.
 func needTools(t *testing.T, tools ...string) {
 	t.Helper()
-	for _, c := range tools {
-		if _, err := exec.LookPath(c); err != nil {
-			if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
-				t.Fatalf("%s is not installed (CI=true: not skipped): %v", c, err)
-			}
-			t.Skipf("%s is not installed (scripts/deps.sh installs it as root): %v", c, err)
-		}
-	}
+	testenv.Need(t, tools...)
 }
 
 // forgeries are header sets a client sends to pass as another address.

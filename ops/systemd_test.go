@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/logjail/logjail/internal/testenv"
 )
 
 // TestSystemdUnits checks contrib/systemd's units with systemd-analyze
@@ -15,10 +17,7 @@ import (
 // /usr/local/bin/logjail is this test's own binary. Any output fails the
 // test: verify reports unknown keys and bad values as warnings.
 func TestSystemdUnits(t *testing.T) {
-	analyze, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		t.Skip("systemd-analyze not found (Debian: apt-get install systemd): the units are not verified")
-	}
+	analyze := testenv.Need(t, "systemd-analyze")[0]
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/logjail/logjail/internal/testenv"
 )
 
 // TestGroupReader is the deployment: root writes, and a member of the
@@ -21,13 +23,11 @@ import (
 // reader is this test binary run as nobody:nogroup, with nogroup as the
 // database's group.
 func TestGroupReader(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run a reader as another user")
-	}
+	testenv.Root(t, "runs a reader as another user")
 	u, err1 := user.Lookup("nobody")
 	g, err2 := user.LookupGroup("nogroup")
 	if err1 != nil || err2 != nil {
-		t.Skip("no nobody:nogroup here")
+		testenv.Skip(t, "no nobody:nogroup here")
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(g.Gid)
@@ -135,10 +135,7 @@ func copyFile(t *testing.T, from, to string) {
 // TestSQLiteCLI reads a running writer's database with the sqlite3 command,
 // as an operator would, with the query of the package documentation.
 func TestSQLiteCLI(t *testing.T) {
-	sqlite3, err := exec.LookPath("sqlite3")
-	if err != nil {
-		t.Skip("no sqlite3 command")
-	}
+	sqlite3 := testenv.Need(t, "sqlite3")[0]
 	path := filepath.Join(t.TempDir(), "logjail.db")
 	w := mustOpen(t, path, Options{})
 	if err := w.Checkpoint(&Checkpoint{Time: at("2026-11-22T10:00:00Z"), SetBans: []Ban{{Rule: "flood", Key: "203.0.113.7",

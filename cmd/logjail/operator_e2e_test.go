@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/logjail/logjail/control"
+
+	"github.com/logjail/logjail/internal/testenv"
 )
 
 var (
@@ -495,12 +497,8 @@ func TestOperatorCommandsOffline(t *testing.T) {
 // socket is opened to all) or through the database (its directory is
 // root's, 0750).
 func TestOperatorPermissions(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("runs commands as nobody through setpriv: needs root")
-	}
-	if _, err := exec.LookPath("setpriv"); err != nil {
-		t.Skip("needs setpriv (util-linux)")
-	}
+	testenv.Root(t, "runs commands as nobody through setpriv")
+	testenv.Need(t, "setpriv")
 	e := newOpEnv(t)
 	e.start()
 	fi, err := os.Stat(e.socket)

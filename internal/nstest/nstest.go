@@ -18,6 +18,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/logjail/logjail/internal/testenv"
 )
 
 // envInside marks the child that runs in the new namespace; envOrigin
@@ -28,15 +30,12 @@ const (
 )
 
 // Enter runs the calling test in a new network namespace; see the package
-// comment. The test is skipped, saying why, when the machine cannot make one
-// (not root, no unshare) or lacks a command in need.
+// comment. The test is skipped, saying why (failed under CI=true: package
+// testenv), when the machine cannot make one (not root, no unshare) or
+// lacks a command in need.
 func Enter(t testing.TB, need ...string) bool {
 	t.Helper()
-	for _, c := range need {
-		if _, err := exec.LookPath(c); err != nil {
-			t.Skipf("%s is not installed (scripts/deps.sh installs it as root): %v", c, err)
-		}
-	}
+	testenv.Need(t, need...)
 	if os.Getenv(envInside) == t.Name() {
 		if err := Isolated(); err != nil {
 			t.Fatalf("refusing to run a firewall test: %v", err)
@@ -46,12 +45,8 @@ func Enter(t testing.TB, need ...string) bool {
 		}
 		return true
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("network namespaces need root: run the tests as root (CI does)")
-	}
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skipf("unshare (util-linux) is not installed: %v", err)
-	}
+	testenv.Root(t, "network namespaces")
+	testenv.Need(t, "unshare")
 	args := []string{"--net", "--", os.Args[0], "-test.run", runPattern(t.Name()), "-test.count=1", "-test.v"}
 	if _, bench := t.(*testing.B); bench {
 		// A benchmark: run it alone, with the parent's -benchtime.
