@@ -155,27 +155,6 @@ func TestExpand(t *testing.T) {
 	}
 }
 
-func TestRotatedFrom(t *testing.T) {
-	base := "/var/log/nginx/access.log"
-	for name, want := range map[string]bool{
-		base:                         true,
-		base + ".1":                  true,
-		base + ".2.gz":               true,
-		base + "-20261122":           true,
-		base + "-20261122.gz":        true,
-		base + ".2026-11-22":         true,
-		base + ".gz":                 true,
-		"/var/log/nginx/access.logx": false,
-		base + ".old":                false,
-		base + ".":                   false,
-		"/var/log/nginx/error.log":   false,
-	} {
-		if got := RotatedFrom(name, base); got != want {
-			t.Errorf("RotatedFrom(%q) = %v, want %v", name, got, want)
-		}
-	}
-}
-
 // TestLineReaderOffsetAndResume: after every line, Offset is where the next
 // line starts in the input, whatever the chunking of the reads, and a reader
 // started there with NewLineReaderAt goes on with the same lines and numbers.
