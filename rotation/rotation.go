@@ -346,3 +346,35 @@ func Binary(head []byte) bool {
 	}
 	return len(head) > 0 && head[0] != 0 && bytes.IndexByte(head, 0) >= 0
 }
+
+// Bases returns the logs that name may be a rotated sibling of, beside it
+// (see Parse): "/l/a.log.2.gz" gives "/l/a.log", "/l/a.log.2". With olddir
+// (as configured) a name in that directory gives bases in dir, the log's
+// directory: for a relative olddir, the directory above it; for an
+// absolute one, dir as the caller knows it ("" for none).
+func Bases(name, olddir, dir string) []string {
+	name = filepath.Clean(name)
+	ndir, file := filepath.Split(name)
+	ndir = filepath.Clean(ndir)
+	dirs := []string{ndir}
+	switch {
+	case olddir == "":
+	case !filepath.IsAbs(olddir) && strings.HasSuffix(ndir, string(filepath.Separator)+filepath.Clean(olddir)):
+		dirs = append(dirs, filepath.Clean(strings.TrimSuffix(ndir, filepath.Clean(olddir))))
+	case filepath.IsAbs(olddir) && filepath.Clean(olddir) == ndir && dir != "":
+		dirs = append(dirs, filepath.Clean(dir))
+	}
+	var out []string
+	for i := len(file) - 1; i > 0; i-- {
+		if file[i] != '.' && file[i] != '-' && file[i] != '_' {
+			continue
+		}
+		for _, d := range dirs {
+			base := filepath.Join(d, file[:i])
+			if Rotated(name, base, olddir) && name != base {
+				out = append(out, base)
+			}
+		}
+	}
+	return out
+}

@@ -41,7 +41,7 @@ func TestParse(t *testing.T) {
 		{name: base + ".gz", want: Name{Path: base + ".gz", Compression: Gzip}, ok: true},
 		{name: "/var/log/nginx/old/access.log.1.gz", olddir: "old", want: Name{Path: "/var/log/nginx/old/access.log.1.gz", Index: 1, Compression: Gzip}, ok: true},
 		{name: "/srv/archive/access.log-20261124", olddir: "/srv/archive", want: Name{Path: "/srv/archive/access.log-20261124", Date: "20261124"}, ok: true},
-		{name: "/var/log/nginx/old/access.log.1", ok: false},            // olddir not configured
+		{name: "/var/log/nginx/old/access.log.1", ok: false},              // olddir not configured
 		{name: "/var/log/nginx/old/access.log", olddir: "old", ok: false}, // another log of that name
 		{name: "/var/log/nginx/access.logx", ok: false},
 		{name: base + ".old", ok: false},
