@@ -108,7 +108,9 @@ func (c *compressedFile) Close() error {
 }
 
 // Expand turns the command line's arguments into file names: "-" stays as it
-// is, a glob is expanded (sorted, directories left out), and a plain name
+// is, a glob is expanded (sorted by name, a log's rotated siblings oldest
+// first and the log after them: RotationOrder; directories left out), and a
+// plain name
 // must exist and not be a directory. A glob that matches no file is an
 // error: an operator who typed it expected files.
 func Expand(args []string) ([]string, error) {
@@ -141,9 +143,57 @@ func Expand(args []string) ([]string, error) {
 			return nil, fmt.Errorf("%s: no file matches", a)
 		}
 		sort.Strings(m)
+		RotationOrder(m)
 		out = append(out, m...)
 	}
 	return out, nil
+}
+
+// RotationOrder sorts names (sorted by name) in place so that the rotated
+// siblings of a log among them (package rotation) come in the order they
+// were rotated, oldest first, then the log itself: access.log.3.gz,
+// access.log.2.gz, access.log.1, access.log. Other names keep their order.
+func RotationOrder(names []string) {
+	in := make(map[string]bool, len(names))
+	for _, n := range names {
+		in[filepath.Clean(n)] = true
+	}
+	type item struct {
+		root string
+		name rotation.Name
+		log  bool
+	}
+	items := make(map[string]item, len(names))
+	for _, n := range names {
+		it := item{root: filepath.Clean(n), log: true}
+		for _, b := range rotation.Bases(n, "", "") {
+			if in[b] && len(b) < len(it.root) {
+				it.root, it.log = b, false
+			}
+		}
+		if !it.log {
+			it.name, _ = rotation.Parse(n, it.root, "")
+			if fi, err := os.Stat(n); err == nil {
+				it.name.ModTime = fi.ModTime()
+			}
+		}
+		items[n] = it
+	}
+	slices.SortStableFunc(names, func(a, b string) int {
+		x, y := items[a], items[b]
+		if c := strings.Compare(x.root, y.root); c != 0 {
+			return c
+		}
+		switch {
+		case x.log && y.log:
+			return 0
+		case x.log:
+			return 1
+		case y.log:
+			return -1
+		}
+		return rotation.Compare(x.name, y.name)
+	})
 }
 
 // MaxLine is the longest line a LineReader hands out whole; a longer line is
