@@ -376,7 +376,12 @@ func (r *reader) truncated() bool {
 	if err != nil {
 		return false
 	}
-	return fi.Size() < r.pos || (fi.Size() != r.lastSize && r.headChanged())
+	size := fi.Size()
+	if size < r.pos || (size != r.lastSize && r.headChanged()) {
+		return true
+	}
+	r.lastSize = size // drain need not look at the first line again
+	return false
 }
 
 // headChanged reports whether the file's first line is no longer the one
