@@ -32,11 +32,16 @@ import (
 // its copy and its truncation are in neither file: they are counted apart
 // (lost by logrotate itself), and must not be charged twice either.
 //
-// logrotate's steps are done with Go file operations, in logrotate's order
-// (rename + create, or copy then truncate; the shift of older numbered
-// files; compression of the just-rotated file, or of the one before with
-// delaycompress; dateext names; olddir). The daemon is the real binary
-// (TestMain builds it), stopped with SIGTERM or SIGKILL.
+// The modes named logrotate-* run the real logrotate binary with a
+// generated configuration (create, copytruncate, compress with gzip, xz,
+// zstd and bzip2, delaycompress, olddir). The others do logrotate's steps
+// with Go file operations, in logrotate's order (rename + create, or copy
+// then truncate; the shift of older numbered files; compression of the
+// just-rotated file, or of the one before with delaycompress), for what a
+// test cannot have the binary do at will: several dateext rotations in one
+// second, lines written between copytruncate's copy and its truncation, a
+// server that writes on to the renamed file until it reopens. The daemon
+// is the real binary (TestMain builds it), stopped with SIGTERM or SIGKILL.
 
 const rotationConfig = `state_dir: %[1]s
 control_socket: %[1]s/control.sock
@@ -179,9 +184,10 @@ func copyFile(src, dst string) error {
 
 // rotMode is one way of rotating: the steps of one rotation, in order.
 type rotMode struct {
-	name   string
-	olddir bool
-	steps  func(w *rotWorld) []func() error
+	name      string
+	olddir    bool
+	logrotate bool // runs the real logrotate
+	steps     func(w *rotWorld) []func() error
 }
 
 // lateLines is how many lines the server writes to the renamed file
@@ -263,6 +269,12 @@ var rotModes = []rotMode{
 	{name: "bz2", steps: renameSteps("bz2", false)},
 	{name: "xz", steps: renameSteps("xz", false)},
 	{name: "zst", steps: renameSteps("zst", false)},
+	// The real logrotate, where it is installed (scripts/deps.sh).
+	{name: "logrotate-create-gz", logrotate: true, steps: logrotateSteps("    create 0644\n    compress\n")},
+	{name: "logrotate-delaycompress-xz", logrotate: true, steps: logrotateSteps("    create 0644\n    compress\n    delaycompress\n    compresscmd /usr/bin/xz\n    uncompresscmd /usr/bin/unxz\n    compressext .xz\n")},
+	{name: "logrotate-copytruncate", logrotate: true, steps: logrotateSteps("    copytruncate\n")},
+	{name: "logrotate-copytruncate-zst", logrotate: true, steps: logrotateSteps("    copytruncate\n    compress\n    compresscmd /usr/bin/zstd\n    uncompresscmd /usr/bin/unzstd\n    compressext .zst\n    compressoptions -q\n")},
+	{name: "logrotate-olddir-bz2", logrotate: true, olddir: true, steps: logrotateSteps("    create 0644\n    olddir old\n    compress\n    compresscmd /usr/bin/bzip2\n    uncompresscmd /usr/bin/bunzip2\n    compressext .bz2\n")},
 	{name: "olddir", olddir: true, steps: func(w *rotWorld) []func() error {
 		return []func() error{
 			func() error { return w.shift(w.olddir, 1, "") },
@@ -272,6 +284,37 @@ var rotModes = []rotMode{
 			w.reopen,
 		}
 	}},
+}
+
+// logrotateSteps rotate with the real logrotate binary (forced, its own
+// state file) and the directives given; the server reopens its log after
+// logrotate returns, as a postrotate script would have it do. The first
+// step starts logrotate and the second waits for it, so that a kill
+// between them lands while logrotate works.
+func logrotateSteps(directives string) func(w *rotWorld) []func() error {
+	return func(w *rotWorld) []func() error {
+		conf := filepath.Join(w.dir, "logrotate.conf")
+		var cmd *exec.Cmd
+		var out strings.Builder
+		return []func() error{
+			func() error {
+				text := fmt.Sprintf("%s {\n    rotate 10\n    missingok\n    nomail\n%s}\n", w.log, directives)
+				if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+					return err
+				}
+				cmd = exec.Command("logrotate", "--force", "--state", filepath.Join(w.dir, "logrotate.state"), conf)
+				cmd.Stdout, cmd.Stderr = &out, &out
+				return cmd.Start()
+			},
+			func() error {
+				if err := cmd.Wait(); err != nil {
+					return fmt.Errorf("logrotate: %v: %s", err, out.String())
+				}
+				return nil
+			},
+			w.reopen,
+		}
+	}
 }
 
 func copyTruncateSteps(ext string) func(w *rotWorld) []func() error {
@@ -569,11 +612,13 @@ func tailString(s string, n int) string { return s[max(0, len(s)-n):] }
 // across a SIGKILL in the middle of a rotation. The cases run side by side
 // (each its own daemon process), then are reported one subtest each.
 func TestRotationMatrix(t *testing.T) {
-	if _, err := exec.LookPath("bzip2"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("bzip2 is not installed (scripts/deps.sh): the bz2 mode cannot run under CI=true")
+	for _, tool := range []string{"bzip2", "logrotate", "xz", "zstd"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s is not installed (scripts/deps.sh): the matrix cannot run whole under CI=true", tool)
+			}
+			t.Skipf("%s is not installed (scripts/deps.sh)", tool)
 		}
-		t.Skip("bzip2 is not installed (scripts/deps.sh)")
 	}
 	scenarios := []string{"running", "stopped-1", "stopped-2", "stopped-3", "kill9"}
 	type outcome struct {
