@@ -1,0 +1,110 @@
+package follow
+
+import (
+	"compress/gzip"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCopyTruncateReadsTheCopy: the follower is behind (its channel not
+// read) when copytruncate copies and truncates the log: the lines it had
+// not read yet are read from the copy (plain, or gzip-compressed at once),
+// each once and in order, then the log from its start.
+func TestCopyTruncateReadsTheCopy(t *testing.T) {
+	for _, compress := range []bool{false, true} {
+		t.Run(fmt.Sprintf("compress=%v", compress), func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			name := filepath.Join(dir, "access.log")
+			const before, after = 3000, 50 // 3000 lines: well past one 64 KiB read
+			var b strings.Builder
+			for i := range before {
+				fmt.Fprintf(&b, "n=%d %s\n", i, strings.Repeat("x", 60))
+			}
+			appendFile(t, name, b.String())
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			out := make(chan Batch)
+			done := make(chan error, 1)
+			go func() {
+				done <- Follow(ctx, Options{Paths: []string{name}, FromStart: true, Poll: true, MaxBatch: 10}, out)
+			}()
+			var got []string
+			recv := func() {
+				select {
+				case bt := <-out:
+					for _, l := range bt.Lines {
+						got = append(got, l.Text)
+					}
+				case <-time.After(wait):
+					t.Fatalf("no batch in %v; got %d lines", wait, len(got))
+				}
+			}
+			recv() // the follower has read a chunk and waits to send the rest
+			if err := os.WriteFile(name+".1", readFile(t, name), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(name, 0); err != nil {
+				t.Fatal(err)
+			}
+			if compress {
+				if err := compressFile(name + ".1"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b.Reset()
+			for i := range after {
+				fmt.Fprintf(&b, "after=%d\n", i)
+			}
+			appendFile(t, name, b.String())
+			for len(got) < before+after {
+				recv()
+			}
+			for i, l := range got {
+				want := fmt.Sprintf("after=%d", i-before)
+				if i < before {
+					want = fmt.Sprintf("n=%d %s", i, strings.Repeat("x", 60))
+				}
+				if l != want {
+					t.Fatalf("line %d: %q, want %q", i, l, want)
+				}
+			}
+			cancel()
+			<-done
+			select {
+			case bt := <-out:
+				t.Errorf("more lines: %v", bt.Lines)
+			default:
+			}
+		})
+	}
+}
+
+// compressFile gzips name to name.gz and removes name, as logrotate's
+// compress does.
+func compressFile(name string) error {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(name + ".gz")
+	if err != nil {
+		return err
+	}
+	zw := gzip.NewWriter(f)
+	if _, err := zw.Write(data); err != nil {
+		return err
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Remove(name)
+}
