@@ -33,8 +33,10 @@
 //     file is read to its end through the descriptor held open, then every
 //     file rotated after it (when more than one rotation happened between
 //     two looks), then the new file. The new file's lines are held until
-//     the old file is finished, which is when the new file has data (the
-//     writer has switched) or the old file has not grown for a minute. So
+//     the old file is finished, which is when the new file has data (a
+//     writer has switched) and the old file has not grown for a second
+//     (the other workers of the server have switched too: nginx's workers
+//     reopen one by one), or the old file has not grown for a minute. So
 //     the lines of one path come in file order, old file first.
 //   - Copytruncate (the file shrinks below the offset read, or its first
 //     line changes): the lines between the offset read and the copy point
@@ -87,8 +89,8 @@
 //
 // Limits: a copytruncate that is rewritten past the old offset before it
 // is noticed, with an unchanged first line, cannot be told from appending.
-// Lines that a second writer still appends to a rotated file after the new
-// file has data are not read. A saved file that rotation has deleted (past
+// Lines that a writer still appends to a rotated file more than a second
+// after its last growth, once the new file has data, are not read. A saved file that rotation has deleted (past
 // logrotate's `rotate` count) cannot be finished: the files found are read
 // from the path's file on, and a warning says so.
 package follow
@@ -162,8 +164,11 @@ const (
 	pollEvery   = 50 * time.Millisecond
 	safetyEvery = time.Second
 	// drainIdle: a rotated or removed file whose replacement stays empty is
-	// finished when it has not grown for this long.
+	// finished when it has not grown for this long; settle: one whose
+	// replacement has data, when it has not grown for this long (the
+	// workers of one server reopen their logs one after the other).
 	drainIdle = time.Minute
+	settle    = time.Second
 	// readSlice is how much one file may read in one step before the
 	// others get their turn.
 	readSlice = 4 << 20
@@ -436,7 +441,7 @@ func (f *follower) stepPath(ctx context.Context, t *tracked) (more bool, err err
 		if err != nil || m {
 			return m, err
 		}
-		if !o.done && !newData && f.now().Sub(o.lastGrowth) < drainIdle {
+		if idle := f.now().Sub(o.lastGrowth); !o.done && (idle < settle || !newData && idle < drainIdle) {
 			return false, nil // the new file's lines wait for the old file's end
 		}
 		if o.partLen > 0 {

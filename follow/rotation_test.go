@@ -108,3 +108,40 @@ func compressFile(name string) error {
 	}
 	return os.Remove(name)
 }
+
+// TestWorkersReopenOneByOne: after a rename, one worker of the server has
+// reopened the log and writes to the new file while another still writes
+// to the renamed one for a moment: no line of either is lost, and the old
+// file's lines all come before the new file's.
+func TestWorkersReopenOneByOne(t *testing.T) {
+	modes(t, func(t *testing.T, poll bool) {
+		dir := t.TempDir()
+		name := filepath.Join(dir, "access.log")
+		appendFile(t, name, "a0\n")
+		r := start(t, Options{Paths: []string{name}, FromStart: true, Poll: poll})
+		r.waitLines(1)
+		slow, err := os.OpenFile(name, os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer slow.Close()
+		if err := os.Rename(name, name+".1"); err != nil {
+			t.Fatal(err)
+		}
+		appendFile(t, name, "b0\nb1\n") // the first worker has reopened
+		r.waitLog("following path=" + name + " inode=")
+		for _, l := range []string{"a1\n", "a2\n"} { // the second has not yet
+			if _, err := slow.WriteString(l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lines := r.waitLines(5)
+		var texts []string
+		for _, l := range lines {
+			texts = append(texts, l.Text)
+		}
+		if got, want := strings.Join(texts, " "), "a0 a1 a2 b0 b1"; got != want {
+			t.Errorf("lines %q, want %q", got, want)
+		}
+	})
+}
