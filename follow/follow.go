@@ -66,7 +66,9 @@
 // copies decompressed); its rest is read from the saved offset, then every
 // sibling rotated after it from its start, oldest first, then the file at
 // the path from its start: every line written while logjail was stopped
-// is read once, across any number of rotations. A file without a saved
+// is read once, across any number of rotations (a globbed file that was
+// rotated away without a new file at its name is tracked by its saved
+// position all the same). A file without a saved
 // position starts at the end of its last whole line when Follow starts, or
 // at its start with Options.FromStart; a file that appears later starts at
 // its start.
@@ -291,6 +293,19 @@ func (f *follower) rescan(initial bool) {
 		for _, name := range m {
 			if fi, err := os.Stat(name); err == nil && fi.Mode().IsRegular() {
 				names = append(names, name)
+			}
+		}
+	}
+	if initial {
+		// A globbed file with a saved position that rotation took away
+		// while logjail was stopped (no new file at its name yet): it is
+		// tracked all the same, so that its rest is found and read.
+		for p := range f.o.Positions {
+			if _, err := os.Lstat(p); err != nil && slices.ContainsFunc(f.o.Paths, func(g string) bool {
+				ok, _ := filepath.Match(g, p)
+				return hasMeta(g) && ok
+			}) {
+				names = append(names, p)
 			}
 		}
 	}

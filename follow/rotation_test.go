@@ -4,6 +4,7 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
+	"github.com/logjail/logjail/store"
 	"os"
 	"path/filepath"
 	"strings"
@@ -144,4 +145,120 @@ func TestWorkersReopenOneByOne(t *testing.T) {
 			t.Errorf("lines %q, want %q", got, want)
 		}
 	})
+}
+
+// TestCatchUpAcrossRotations: positions saved, then while stopped the log
+// is rotated three times (numbered, compressed at once and with
+// delaycompress, or dateext in an olddir, or copytruncate), and, for a
+// globbed log, rotated without a new file: every line after the saved
+// position is read once, oldest file first.
+func TestCatchUpAcrossRotations(t *testing.T) {
+	type rot func(t *testing.T, name string, i int)
+	rename := func(to func(name string, i int) string, compress func(t *testing.T, name string, i int)) rot {
+		return func(t *testing.T, name string, i int) {
+			if err := os.Rename(name, to(name, i)); err != nil {
+				t.Fatal(err)
+			}
+			if compress != nil {
+				compress(t, name, i)
+			}
+		}
+	}
+	numbered := func(name string, i int) string { return name + ".1" }
+	shift := func(t *testing.T, name, ext string, i int) {
+		for j := i; j >= 1; j-- {
+			os.Rename(fmt.Sprintf("%s.%d%s", name, j, ext), fmt.Sprintf("%s.%d%s", name, j+1, ext))
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		olddir string
+		glob   bool // followed through a glob, and no new file after the last rotation
+		rotate rot
+	}{
+		{name: "numbered", rotate: func(t *testing.T, name string, i int) {
+			shift(t, name, "", i)
+			rename(numbered, nil)(t, name, i)
+		}},
+		{name: "gz", rotate: func(t *testing.T, name string, i int) {
+			shift(t, name, ".gz", i)
+			rename(numbered, func(t *testing.T, name string, i int) {
+				if err := compressFile(name + ".1"); err != nil {
+					t.Fatal(err)
+				}
+			})(t, name, i)
+		}},
+		{name: "gz-delaycompress", rotate: func(t *testing.T, name string, i int) {
+			shift(t, name, ".gz", i)
+			if _, err := os.Stat(name + ".1"); err == nil {
+				os.Rename(name+".1", name+".2")
+				if err := compressFile(name + ".2"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rename(numbered, nil)(t, name, i)
+		}},
+		{name: "dateext-olddir", olddir: "archive", rotate: rename(func(name string, i int) string {
+			return filepath.Join(filepath.Dir(name), "archive", fmt.Sprintf("%s-202611%02d", filepath.Base(name), 20+i))
+		}, nil)},
+		{name: "copytruncate", rotate: func(t *testing.T, name string, i int) {
+			shift(t, name, "", i)
+			if err := os.WriteFile(name+".1", readFile(t, name), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(name, 0); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "glob, no new file", glob: true, rotate: func(t *testing.T, name string, i int) {
+			rename(func(name string, i int) string { return fmt.Sprintf("%s-202611%02d", name, 20+i) }, nil)(t, name, i)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			if tc.olddir != "" {
+				if err := os.Mkdir(filepath.Join(dir, tc.olddir), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			name := filepath.Join(dir, "access.log")
+			n := 0
+			write := func(k int) {
+				var b strings.Builder
+				for range k {
+					n++
+					fmt.Fprintf(&b, "n=%d\n", n)
+				}
+				appendFile(t, name, b.String())
+			}
+			write(10)
+			pos := position(t, name, 4)
+			for i := range 3 {
+				write(5)
+				tc.rotate(t, name, i)
+				if !tc.glob || i < 2 {
+					write(5)
+				}
+			}
+			path := name
+			if tc.glob {
+				path = filepath.Join(dir, "*.log")
+			}
+			r := start(t, Options{Paths: []string{path}, Poll: true, OldDir: tc.olddir,
+				Positions: map[string]store.Position{name: pos}})
+			lines := r.waitLines(n - 4)
+			r.stop()
+			r.mu.Lock()
+			if len(r.lines) != n-4 {
+				t.Errorf("%d lines, want %d", len(r.lines), n-4)
+			}
+			r.mu.Unlock()
+			for i, l := range lines {
+				if want := fmt.Sprintf("n=%d", i+5); l.Text != want || l.Path != name {
+					t.Fatalf("line %d: %q of %s, want %q", i, l.Text, l.Path, want)
+				}
+			}
+		})
+	}
 }
