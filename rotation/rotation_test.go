@@ -177,3 +177,33 @@ func TestDecompress(t *testing.T) {
 		t.Errorf("Binary: text, NUL among text, leading hole misjudged")
 	}
 }
+
+// FuzzParse: Parse never panics, a sibling's name starts with its base's
+// and lives beside it or in the olddir, and Bases finds that base again.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{".1", ".12.gz", "-20261124", "-20261124-1764000000.zst", ".2026-11-24", "_1.xz", ".gz", ".old", "", ".", "-", ".1.gz.1", ".bz2", "x"} {
+		f.Add(s, "")
+		f.Add(s, "old")
+	}
+	f.Fuzz(func(t *testing.T, suffix, olddir string) {
+		base := "/var/log/nginx/access.log"
+		name := base + suffix
+		n, ok := Parse(name, base, olddir)
+		if !ok {
+			return
+		}
+		if !strings.HasPrefix(n.Path, filepath.Clean(base)) && n.Path != filepath.Clean(name) {
+			t.Fatalf("Parse(%q) = %+v", name, n)
+		}
+		if n.Path == filepath.Clean(base) || strings.ContainsRune(suffix, '/') {
+			return
+		}
+		found := false
+		for _, b := range Bases(name, "", "") {
+			found = found || b == base
+		}
+		if !found {
+			t.Fatalf("Bases(%q) = %q: not %q", name, Bases(name, "", ""), base)
+		}
+	})
+}
