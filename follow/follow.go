@@ -33,11 +33,15 @@
 //     file is read to its end through the descriptor held open, then every
 //     file rotated after it (when more than one rotation happened between
 //     two looks), then the new file. The new file's lines are held until
-//     the old file is finished, which is when the new file has data (a
-//     writer has switched) and the old file has not grown for a second
-//     (the other workers of the server have switched too: nginx's workers
-//     reopen one by one), or the old file has not grown for a minute. So
-//     the lines of one path come in file order, old file first.
+//     the old file is finished, which is when the new file has data (the
+//     writer has switched) or the old file has not grown for a minute. So
+//     the lines of one path come in file order, old file first. The
+//     workers of one server reopen one after the other (nginx's do): what
+//     the last ones still write to the finished file is read too, until it
+//     has not grown for a second, and handed out with the new file's
+//     identity and position (saving it changes nothing: a restart neither
+//     loses nor repeats a line; these lines come after some of the new
+//     file's, within the configured skew).
 //   - Copytruncate (the file shrinks below the offset read, or its first
 //     line changes): the lines between the offset read and the copy point
 //     are read from the rotated copy (the sibling with the same first
@@ -92,7 +96,9 @@
 // Limits: a copytruncate that is rewritten past the old offset before it
 // is noticed, with an unchanged first line, cannot be told from appending.
 // Lines that a writer still appends to a rotated file more than a second
-// after its last growth, once the new file has data, are not read. A saved file that rotation has deleted (past
+// after its last growth, once the new file has data, are not read, nor are
+// late lines written while logjail is stopped after it had read the new
+// file. A saved file that rotation has deleted (past
 // logrotate's `rotate` count) cannot be finished: the files found are read
 // from the path's file on, and a warning says so.
 package follow
@@ -166,8 +172,8 @@ const (
 	pollEvery   = 50 * time.Millisecond
 	safetyEvery = time.Second
 	// drainIdle: a rotated or removed file whose replacement stays empty is
-	// finished when it has not grown for this long; settle: one whose
-	// replacement has data, when it has not grown for this long (the
+	// finished when it has not grown for this long. settle: a finished
+	// renamed file is read on until it has not grown for this long (the
 	// workers of one server reopen their logs one after the other).
 	drainIdle = time.Minute
 	settle    = time.Second
@@ -272,6 +278,9 @@ type tracked struct {
 	initial bool // found by the first scan: "from end" applies
 	cur     *reader
 	olds    []*reader
+	// late are renamed files already finished, read a moment more for
+	// what the writers that reopen last still write to them.
+	late    []*reader
 	lastErr string // the last error logged, to log each error once
 }
 
@@ -456,20 +465,87 @@ func (f *follower) stepPath(ctx context.Context, t *tracked) (more bool, err err
 		if err != nil || m {
 			return m, err
 		}
-		if idle := f.now().Sub(o.lastGrowth); !o.done && (idle < settle || !newData && idle < drainIdle) {
+		if !o.done && !newData && f.now().Sub(o.lastGrowth) < drainIdle {
 			return false, nil // the new file's lines wait for the old file's end
 		}
-		if o.partLen > 0 {
-			f.log.Warn("rotated file ends in a partial line: dropped", "path", t.path, "inode", o.id.Inode, "bytes", o.partLen)
-		}
 		f.log.Info("finished rotated file", "path", t.path, "inode", o.id.Inode, "offset", o.off)
-		o.close()
 		t.olds = t.olds[1:]
+		if !o.done && len(t.olds) == 0 {
+			// Other workers of the server may write to it a moment more.
+			o.lastGrowth = f.now()
+			t.late = append(t.late, o)
+		} else {
+			f.closeOld(t, o)
+		}
 	}
 	if t.cur == nil {
+		for _, o := range t.late {
+			f.closeOld(t, o)
+		}
+		t.late = nil
 		return false, nil
 	}
-	return f.drain(ctx, t.path, t.cur)
+	more, err = f.drain(ctx, t.path, t.cur)
+	if err != nil {
+		return more, err
+	}
+	return more, f.drainLate(ctx, t)
+}
+
+// closeOld closes a rotated file that is finished.
+func (f *follower) closeOld(t *tracked, o *reader) {
+	if o.partLen > 0 {
+		f.log.Warn("rotated file ends in a partial line: dropped", "path", t.path, "inode", o.id.Inode, "bytes", o.partLen)
+	}
+	o.close()
+}
+
+// drainLate reads what the writers that reopened last still wrote to the
+// renamed files finished last (t.late), up to settle after their last
+// growth. Their lines go out with the identity and position of the file at
+// the path, as far as it was read: saving that position changes nothing, so
+// a restart after them neither loses nor repeats a line of either file.
+func (f *follower) drainLate(ctx context.Context, t *tracked) error {
+	for i := 0; i < len(t.late); {
+		o := t.late[i]
+		var lines []Line
+		for {
+			n, rerr := o.f.ReadAt(f.buf, o.pos)
+			if n > 0 {
+				o.pos += int64(n)
+				o.lastGrowth = f.now()
+				o.lines(f.buf[:n], func(l Line) error {
+					l.Offset, l.Line = t.cur.off, t.cur.line
+					lines = append(lines, l)
+					return nil
+				})
+			}
+			if rerr != nil || n < len(f.buf) {
+				break
+			}
+		}
+		if len(lines) > 0 {
+			f.log.Info("late lines of a rotated file", "path", t.path, "inode", o.id.Inode, "lines", len(lines))
+			id := t.cur.id
+			id.Size = t.cur.lastSize
+			for len(lines) > 0 {
+				k := min(len(lines), f.o.MaxBatch)
+				select {
+				case f.out <- Batch{Path: t.path, File: id, Lines: lines[:k]}:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				lines = lines[k:]
+			}
+		}
+		if f.now().Sub(o.lastGrowth) >= settle { // read once more before closing
+			f.closeOld(t, o)
+			t.late = slices.Delete(t.late, i, i+1)
+			continue
+		}
+		i++
+	}
+	return nil
 }
 
 // fail logs err for t, once until another error (or success) comes.
@@ -647,6 +723,9 @@ func (f *follower) closeAll() {
 			t.cur.close()
 		}
 		for _, o := range t.olds {
+			o.close()
+		}
+		for _, o := range t.late {
 			o.close()
 		}
 	}
