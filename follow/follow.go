@@ -72,10 +72,9 @@
 // the path from its start: every line written while logjail was stopped
 // is read once, across any number of rotations (a globbed file that was
 // rotated away without a new file at its name is tracked by its saved
-// position all the same). A file without a saved
-// position starts at the end of its last whole line when Follow starts, or
-// at its start with Options.FromStart; a file that appears later starts at
-// its start.
+// position all the same). A file without a saved position starts at the
+// end of its last whole line when Follow starts, or at its start with
+// Options.FromStart; a file that appears later starts at its start.
 //
 // Positions: Batch.File always identifies the file the lines came from
 // (device, inode, first-line hash). The position to save after a batch is
@@ -98,9 +97,11 @@
 // Lines that a writer still appends to a rotated file more than a second
 // after its last growth, once the new file has data, are not read, nor are
 // late lines written while logjail is stopped after it had read the new
-// file. A saved file that rotation has deleted (past
-// logrotate's `rotate` count) cannot be finished: the files found are read
-// from the path's file on, and a warning says so.
+// file. A saved file that rotation has deleted (past logrotate's `rotate`
+// count) cannot be finished: the file at the path is read from its start,
+// and a warning says so. Rotated names that package rotation does not know
+// (logrotate's `extension`, which puts the number before the suffix) are
+// not found.
 package follow
 
 import (
