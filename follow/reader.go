@@ -68,8 +68,15 @@ func openSibling(name string, now time.Time) (*reader, error) {
 }
 
 func openFile(name string, now time.Time, decompress bool) (*reader, error) {
-	// O_NONBLOCK: opening a FIFO without a writer would wait for one, and
-	// a device may block too; neither is read.
+	// A special file is not even opened (opening a device may act on it,
+	// opening a FIFO wakes its writer); O_NONBLOCK covers the race with a
+	// file replaced by one between the stat and the open: opening a FIFO
+	// without a writer would wait for one.
+	if fi, err := os.Stat(name); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s (%s): %w", name, kind(fi.Mode()), ErrNotRegular)
+	}
 	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
