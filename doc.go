@@ -7,8 +7,10 @@
 //   - detector: sliding windows per (rule, key) and the ban ladder, on log time.
 //   - pipeline: entries to decisions (rules, then detector), the one code path
 //     that replay and the daemon share.
-//   - source: opening logs (plain, gzip, stdin, globs, rotated siblings) and
-//     reading their lines.
+//   - source: opening logs (plain, compressed, stdin, globs) and reading
+//     their lines.
+//   - rotation: the one model of log rotation (rotated names, their order,
+//     compressed archives, fingerprints) that follow, catch-up and replay use.
 //   - replay: old logs through the pipeline, merged by time, acting on nothing;
 //     the report for tuning.
 //   - store: the SQLite database (bans, history, key states, positions).

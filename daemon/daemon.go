@@ -265,6 +265,7 @@ func Run(ctx context.Context, o Options) error {
 			return follow.Follow(followCtx, follow.Options{
 				Paths: src.Paths, Positions: positions, FromStart: src.From == "start",
 				Poll: o.Poll, Rescan: o.Rescan, Logger: log.With("source", src.Name),
+				OldDir: src.OldDir,
 			}, out)
 		})
 		followers.Go(func() error {
@@ -951,7 +952,7 @@ func sameSources(a, b *rules.Config) bool {
 	}
 	for i := range a.Sources {
 		x, y := a.Sources[i], b.Sources[i]
-		if x.Name != y.Name || !reflect.DeepEqual(x.Paths, y.Paths) || !reflect.DeepEqual(x.Parser, y.Parser) || x.From != y.From || x.CPUFallback != y.CPUFallback {
+		if x.Name != y.Name || !reflect.DeepEqual(x.Paths, y.Paths) || !reflect.DeepEqual(x.Parser, y.Parser) || x.From != y.From || x.CPUFallback != y.CPUFallback || x.OldDir != y.OldDir {
 			return false
 		}
 	}

@@ -21,30 +21,60 @@
 // rotation need all of that, so this package reads and counts itself and
 // uses the library for what it does well: inotify first, polling after.
 //
+// Which files are a path's rotated siblings, in which order they were
+// rotated, and how a compressed one is read is package rotation's model
+// (numbered, dateext with or without a dateformat, gz/bz2/xz/zst, the
+// source's olddir: Options.OldDir). A file is known by its device and
+// inode, and a copy by the fingerprint of its first line (decompressed).
+//
 // What happens to a path:
-//   - Rotation by rename (access.log → access.log.1, a new access.log): the
-//     old file is read to its end first; the new file's lines are held until
+//   - Rotation by rename (logrotate's create, nginx's and Apache's mv +
+//     reopen, dateext, olddir; compressed at once or delayed): the old
+//     file is read to its end through the descriptor held open, then every
+//     file rotated after it (when more than one rotation happened between
+//     two looks), then the new file. The new file's lines are held until
 //     the old file is finished, which is when the new file has data (the
 //     writer has switched) or the old file has not grown for a minute. So
-//     the lines of one path come in file order, old file first.
-//   - Copytruncate (the file shrinks below the offset read, or its first line
-//     changes): the file is read again from its start.
+//     the lines of one path come in file order, old file first. The
+//     workers of one server reopen one after the other (nginx's do): what
+//     the last ones still write to the finished file is read too, until it
+//     has not grown for a second, and handed out with the new file's
+//     identity and position (saving it changes nothing: a restart neither
+//     loses nor repeats a line; these lines come after some of the new
+//     file's, within the configured skew).
+//   - Copytruncate (the file shrinks below the offset read, or its first
+//     line changes): the lines between the offset read and the copy point
+//     are read from the rotated copy (the sibling with the same first
+//     line, compressed or not, at least as long as the offset), then the
+//     file is read again from its start. Lines written between
+//     logrotate's copy and its truncation are in neither file: logrotate
+//     itself loses them.
 //   - A file that disappears is finished like a rotated one; when a file
 //     appears at the path again it is read from its start, as is a new file
 //     that a glob (re-scanned every Options.Rescan) finds.
-//   - Rotated siblings (source.RotatedFrom) of a followed path are never
-//     followed as files of their own, even when a glob matches them.
+//   - Rotated siblings of a followed path are never followed as files of
+//     their own, even when a glob matches them.
+//   - A path that is no regular file (a FIFO, a device, a directory), or
+//     whose file starts as binary or compressed content, is not opened for
+//     reading (a FIFO is never waited on: shutdown is never blocked); it is
+//     logged once ("cannot read", ErrNotRegular, ErrBinary) and looked at
+//     again on every poll. An unreadable or vanished file is logged once
+//     the same way.
 //
 // Start positions. A path met for the first time uses its saved position
 // (Options.Positions) when the file at the path continues the saved one
 // (source.FileID.Continues): reading starts at the saved offset and line.
-// When the path holds another file, the saved file is looked for beside it
-// (a rotated sibling with the saved device and inode, or else with the saved
-// first-line hash and at least the saved size); its rest is read from the
-// saved offset, then the new file from its start. A file without a saved
-// position starts at the end of its last whole line when Follow starts, or
-// at its start with Options.FromStart; a file that appears later starts at
-// its start.
+// When the path holds another file, the saved file is looked for among
+// the path's rotated siblings (by device and inode, or else by the
+// fingerprint of its first line and at least the saved length, compressed
+// copies decompressed); its rest is read from the saved offset, then every
+// sibling rotated after it from its start, oldest first, then the file at
+// the path from its start: every line written while logjail was stopped
+// is read once, across any number of rotations (a globbed file that was
+// rotated away without a new file at its name is tracked by its saved
+// position all the same). A file without a saved position starts at the
+// end of its last whole line when Follow starts, or at its start with
+// Options.FromStart; a file that appears later starts at its start.
 //
 // Positions: Batch.File always identifies the file the lines came from
 // (device, inode, first-line hash). The position to save after a batch is
@@ -64,8 +94,14 @@
 //
 // Limits: a copytruncate that is rewritten past the old offset before it
 // is noticed, with an unchanged first line, cannot be told from appending.
-// Lines that a second writer still appends to a rotated file after the new
-// file has data are not read.
+// Lines that a writer still appends to a rotated file more than a second
+// after its last growth, once the new file has data, are not read, nor are
+// late lines written while logjail is stopped after it had read the new
+// file. A saved file that rotation has deleted (past logrotate's `rotate`
+// count) cannot be finished: the file at the path is read from its start,
+// and a warning says so. Rotated names that package rotation does not know
+// (logrotate's `extension`, which puts the number before the suffix) are
+// not found.
 package follow
 
 import (
@@ -79,8 +115,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/logjail/logjail/rotation"
 	"github.com/logjail/logjail/source"
 	"github.com/logjail/logjail/store"
 	"github.com/nxadm/tail/watch"
@@ -119,7 +157,10 @@ type Options struct {
 	// MaxBatch is the most lines per batch (default 512). A batch is sent
 	// as soon as no more lines are ready, without waiting to fill it.
 	MaxBatch int
-	Logger   *slog.Logger // may be nil
+	// OldDir is the source's olddir (rules.Source.OldDir): rotated files
+	// are looked for there as well as beside their log.
+	OldDir string
+	Logger *slog.Logger // may be nil
 }
 
 // Defaults and intervals.
@@ -132,8 +173,11 @@ const (
 	pollEvery   = 50 * time.Millisecond
 	safetyEvery = time.Second
 	// drainIdle: a rotated or removed file whose replacement stays empty is
-	// finished when it has not grown for this long.
+	// finished when it has not grown for this long. settle: a finished
+	// renamed file is read on until it has not grown for this long (the
+	// workers of one server reopen their logs one after the other).
 	drainIdle = time.Minute
+	settle    = time.Second
 	// readSlice is how much one file may read in one step before the
 	// others get their turn.
 	readSlice = 4 << 20
@@ -235,6 +279,9 @@ type tracked struct {
 	initial bool // found by the first scan: "from end" applies
 	cur     *reader
 	olds    []*reader
+	// late are renamed files already finished, read a moment more for
+	// what the writers that reopen last still write to them.
+	late    []*reader
 	lastErr string // the last error logged, to log each error once
 }
 
@@ -259,12 +306,25 @@ func (f *follower) rescan(initial bool) {
 			}
 		}
 	}
+	if initial {
+		// A globbed file with a saved position that rotation took away
+		// while logjail was stopped (no new file at its name yet): it is
+		// tracked all the same, so that its rest is found and read.
+		for p := range f.o.Positions {
+			if _, err := os.Lstat(p); err != nil && slices.ContainsFunc(f.o.Paths, func(g string) bool {
+				ok, _ := filepath.Match(g, p)
+				return hasMeta(g) && ok
+			}) {
+				names = append(names, p)
+			}
+		}
+	}
 	slices.Sort(names)
 	names = slices.Compact(names)
 	seen := map[string]bool{}
 	for _, name := range names {
 		if !literal[name] && slices.ContainsFunc(names, func(base string) bool {
-			return base != name && source.RotatedFrom(name, base)
+			return base != name && rotation.Rotated(name, base, f.o.OldDir)
 		}) {
 			continue // an archive of a followed file
 		}
@@ -352,15 +412,15 @@ func (f *follower) stepPath(ctx context.Context, t *tracked) (more bool, err err
 		return false, nil
 	}
 	fi, serr := os.Stat(t.path)
+	var rotated *reader
 	if t.cur != nil && (serr != nil || !sameFile(fi, t.cur.id)) {
 		if serr == nil {
 			f.log.Info("rotated", "path", t.path)
 		} else {
 			f.log.Info("removed", "path", t.path)
 		}
-		t.cur.lastGrowth = f.now()
-		t.olds = append(t.olds, t.cur)
-		t.cur = nil
+		rotated, t.cur = t.cur, nil
+		rotated.lastGrowth = f.now()
 	}
 	if t.cur == nil && serr == nil && fi.Mode().IsRegular() {
 		r, err := openReader(t.path, f.now())
@@ -373,6 +433,23 @@ func (f *follower) stepPath(ctx context.Context, t *tracked) (more bool, err err
 		}
 	} else if serr != nil && !errors.Is(serr, fs.ErrNotExist) {
 		f.fail(t, serr)
+	} else if t.cur == nil && serr == nil {
+		f.fail(t, fmt.Errorf("%s (%s): %w", t.path, kind(fi.Mode()), ErrNotRegular))
+	}
+	if rotated != nil {
+		// The rotated file is read to its end, then every file rotated
+		// after it (more than one rotation between two looks), then the
+		// new file. The new file was opened first: a rotation racing this
+		// look leaves it out of the list, not read twice.
+		var skip uint64
+		if t.cur != nil {
+			skip = t.cur.id.Inode
+		}
+		_, newer, _ := f.locate(t.path, rotated.id, rotated.off, rotated.line, skip, false)
+		f.queue(t, append([]*reader{rotated}, newer...))
+	}
+	if t.cur != nil && t.cur.truncated() {
+		f.copied(t)
 	}
 	// The new file's size is looked at before the old file is read to
 	// its end: a writer that has written to the new file has finished the
@@ -389,20 +466,87 @@ func (f *follower) stepPath(ctx context.Context, t *tracked) (more bool, err err
 		if err != nil || m {
 			return m, err
 		}
-		if !newData && f.now().Sub(o.lastGrowth) < drainIdle {
+		if !o.done && !newData && f.now().Sub(o.lastGrowth) < drainIdle {
 			return false, nil // the new file's lines wait for the old file's end
 		}
-		if o.partLen > 0 {
-			f.log.Warn("rotated file ends in a partial line: dropped", "path", t.path, "inode", o.id.Inode, "bytes", o.partLen)
-		}
 		f.log.Info("finished rotated file", "path", t.path, "inode", o.id.Inode, "offset", o.off)
-		o.close()
 		t.olds = t.olds[1:]
+		if !o.done && len(t.olds) == 0 {
+			// Other workers of the server may write to it a moment more.
+			o.lastGrowth = f.now()
+			t.late = append(t.late, o)
+		} else {
+			f.closeOld(t, o)
+		}
 	}
 	if t.cur == nil {
+		for _, o := range t.late {
+			f.closeOld(t, o)
+		}
+		t.late = nil
 		return false, nil
 	}
-	return f.drain(ctx, t.path, t.cur)
+	more, err = f.drain(ctx, t.path, t.cur)
+	if err != nil {
+		return more, err
+	}
+	return more, f.drainLate(ctx, t)
+}
+
+// closeOld closes a rotated file that is finished.
+func (f *follower) closeOld(t *tracked, o *reader) {
+	if o.partLen > 0 {
+		f.log.Warn("rotated file ends in a partial line: dropped", "path", t.path, "inode", o.id.Inode, "bytes", o.partLen)
+	}
+	o.close()
+}
+
+// drainLate reads what the writers that reopened last still wrote to the
+// renamed files finished last (t.late), up to settle after their last
+// growth. Their lines go out with the identity and position of the file at
+// the path, as far as it was read: saving that position changes nothing, so
+// a restart after them neither loses nor repeats a line of either file.
+func (f *follower) drainLate(ctx context.Context, t *tracked) error {
+	for i := 0; i < len(t.late); {
+		o := t.late[i]
+		var lines []Line
+		for {
+			n, rerr := o.f.ReadAt(f.buf, o.pos)
+			if n > 0 {
+				o.pos += int64(n)
+				o.lastGrowth = f.now()
+				o.lines(f.buf[:n], func(l Line) error {
+					l.Offset, l.Line = t.cur.off, t.cur.line
+					lines = append(lines, l)
+					return nil
+				})
+			}
+			if rerr != nil || n < len(f.buf) {
+				break
+			}
+		}
+		if len(lines) > 0 {
+			f.log.Info("late lines of a rotated file", "path", t.path, "inode", o.id.Inode, "lines", len(lines))
+			id := t.cur.id
+			id.Size = t.cur.lastSize
+			for len(lines) > 0 {
+				k := min(len(lines), f.o.MaxBatch)
+				select {
+				case f.out <- Batch{Path: t.path, File: id, Lines: lines[:k]}:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				lines = lines[k:]
+			}
+		}
+		if f.now().Sub(o.lastGrowth) >= settle { // read once more before closing
+			f.closeOld(t, o)
+			t.late = slices.Delete(t.late, i, i+1)
+			continue
+		}
+		i++
+	}
+	return nil
 }
 
 // fail logs err for t, once until another error (or success) comes.
@@ -422,7 +566,7 @@ func (f *follower) begin(t *tracked) bool {
 		f.fail(t, err)
 		return false
 	}
-	t.fresh = false
+	t.fresh, t.lastErr = false, ""
 	pos, saved := f.o.Positions[t.path]
 	if saved {
 		sid := pos.File()
@@ -432,10 +576,13 @@ func (f *follower) begin(t *tracked) bool {
 			f.log.Debug("resuming", "path", t.path, "offset", pos.Offset, "line", pos.Line)
 			return true
 		}
-		if old := f.findRotated(t.path, sid, pos.Offset); old != nil {
-			old.seek(pos.Offset, pos.Line)
-			t.olds = append(t.olds, old)
-			f.log.Info("finishing file rotated while stopped", "path", t.path, "file", old.name, "offset", pos.Offset)
+		var skip uint64
+		if cur != nil {
+			skip = cur.id.Inode
+		}
+		if rest, newer, found := f.locate(t.path, sid, pos.Offset, pos.Line, skip, true); found {
+			f.queue(t, append([]*reader{rest}, newer...))
+			f.log.Info("finishing files rotated while stopped", "path", t.path, "file", rest.name, "offset", pos.Offset, "newer", len(newer))
 		} else {
 			f.log.Warn("saved file not found: reading the file at the path from its start", "path", t.path, "offset", pos.Offset)
 		}
@@ -458,38 +605,116 @@ func (f *follower) begin(t *tracked) bool {
 	return true
 }
 
-// findRotated looks beside path for the file a position was saved for: a
-// rotated sibling (not compressed) with the saved device and inode (and
-// first line), or else with the saved first line, at least off bytes long.
-func (f *follower) findRotated(path string, saved source.FileID, off int64) *reader {
-	dir := filepath.Dir(path)
-	ents, err := os.ReadDir(dir)
+// queue appends rotated files to t's, to be read before the file at the
+// path, oldest first. Every one but the last is done at its end (a newer
+// one follows it); so is a copy or a compressed file. The last one, a
+// renamed file, may still be written until the writer reopens its log.
+func (f *follower) queue(t *tracked, rs []*reader) {
+	for i, r := range rs {
+		if i < len(rs)-1 {
+			r.done = true
+		}
+	}
+	if len(t.olds) > 0 && len(rs) > 0 {
+		t.olds[len(t.olds)-1].done = true
+	}
+	t.olds = append(t.olds, rs...)
+}
+
+// copied handles the truncation of the file at t's path (copytruncate):
+// the lines between the offset read and the copy point are read from the
+// rotated copy (the file with the same first line, compressed or not), and
+// any copy made after it, before the file at the path is read again from
+// its start. Lines written between logrotate's copy and its truncation are
+// in neither file: lost by logrotate itself.
+func (f *follower) copied(t *tracked) {
+	c := t.cur
+	rest, newer, found := f.locate(t.path, c.id, c.off, c.line, c.id.Inode, true)
+	if found {
+		rest.done = true
+		f.queue(t, append([]*reader{rest}, newer...))
+		f.log.Info("truncated: reading the rest from the rotated copy, then the file from its start", "path", t.path, "copy", rest.name, "offset", c.off)
+	} else {
+		f.log.Info("truncated: reading from the start (no rotated copy holds more than was read)", "path", t.path, "offset", c.off)
+	}
+	c.seek(0, 0)
+	c.lastSize = 0
+	if err := c.identify(); err != nil {
+		f.log.Warn("identify", "path", t.path, "err", err)
+	}
+}
+
+// locate finds the file id, read up to off after line lines, among path's
+// rotated siblings (package rotation): by device and inode while it has
+// them, else by the fingerprint of its first line (of the decompressed
+// stream, for a compressed copy) and a length of at least off, the newest
+// such file first. It returns that file opened at off (when open; else
+// nil), the siblings rotated after it opened at their start (oldest
+// first), and whether it was found. A sibling with inode skip (the file now
+// at the path) is left out.
+func (f *follower) locate(path string, id source.FileID, off, line int64, skip uint64, open bool) (rest *reader, newer []*reader, found bool) {
+	sibs, err := rotation.Siblings(path, f.o.OldDir)
 	if err != nil {
-		return nil
+		f.log.Warn("listing rotated files", "path", path, "err", err)
 	}
-	var byHead *reader
-	for _, e := range ents {
-		name := filepath.Join(dir, e.Name())
-		if name == path || !source.RotatedFrom(name, path) || strings.HasSuffix(name, ".gz") || !e.Type().IsRegular() {
-			continue
-		}
-		r, err := openReader(name, f.now())
-		if err != nil {
-			continue
-		}
-		switch {
-		case r.id.Continues(saved, off):
-			if byHead != nil {
-				byHead.close()
+	inodes := make([]uint64, len(sibs))
+	devs := make([]uint64, len(sibs))
+	for i, n := range sibs {
+		if fi, err := os.Stat(n.Path); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				inodes[i], devs[i] = st.Ino, uint64(st.Dev)
 			}
-			return r
-		case byHead == nil && saved.HeadHash != "" && r.id.HeadHash == saved.HeadHash && r.id.Size >= off:
-			byHead = r
-		default:
-			r.close()
 		}
 	}
-	return byHead
+	try := func(i int) *reader {
+		r, err := openSibling(sibs[i].Path, f.now())
+		if err != nil {
+			return nil
+		}
+		if r.id.HeadHash != id.HeadHash {
+			r.close()
+			return nil
+		}
+		if err := r.skipTo(off, line); err != nil {
+			r.close()
+			return nil
+		}
+		return r
+	}
+	k := -1
+	for i := len(sibs) - 1; i >= 0 && k < 0; i-- {
+		if inodes[i] == id.Inode && devs[i] == id.Dev && inodes[i] != skip {
+			if rest = try(i); rest != nil {
+				k = i
+			}
+		}
+	}
+	for i := len(sibs) - 1; i >= 0 && k < 0 && id.HeadHash != ""; i-- {
+		if inodes[i] != skip {
+			if rest = try(i); rest != nil {
+				k = i
+			}
+		}
+	}
+	if k < 0 {
+		return nil, nil, false
+	}
+	if !open {
+		rest.close()
+		rest = nil
+	}
+	for i := k + 1; i < len(sibs); i++ {
+		if inodes[i] == skip && skip != 0 {
+			continue
+		}
+		r, err := openSibling(sibs[i].Path, f.now())
+		if err != nil {
+			f.log.Warn("cannot read rotated file: skipped", "path", path, "file", sibs[i].Path, "err", err)
+			continue
+		}
+		newer = append(newer, r)
+	}
+	return rest, newer, true
 }
 
 // closeAll closes every open file.
@@ -499,6 +724,9 @@ func (f *follower) closeAll() {
 			t.cur.close()
 		}
 		for _, o := range t.olds {
+			o.close()
+		}
+		for _, o := range t.late {
 			o.close()
 		}
 	}

@@ -11,14 +11,22 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/logjail/logjail/rotation"
 	"github.com/logjail/logjail/source"
 )
 
 // reader is one open file and how far it was read. off and line are past
 // the last line handed out; pos = off + partLen is where reading goes on.
 type reader struct {
-	name       string // the file's name when opened
-	f          *os.File
+	name string // the file's name when opened
+	f    *os.File
+	// z is a compressed rotated file's decompressed stream, read in order
+	// (pos counts its bytes); nil for a plain file, read with pread.
+	z  io.Reader
+	zc io.Closer
+	// done says the file is finished once read to its end: a rotated
+	// copy, a compressed file, a file that a newer rotated file follows.
+	done       bool
 	id         source.FileID
 	headFinal  bool // id.HeadHash covers a whole first line (or source.HeadSize bytes)
 	off, line  int64
@@ -29,18 +37,124 @@ type reader struct {
 	lastGrowth time.Time
 }
 
-// openReader opens name at its start.
+// Errors of files that are not followed.
+var (
+	ErrNotRegular = errors.New("not a regular file: not followed")
+	ErrBinary     = errors.New("binary or compressed content, not a text log: not followed")
+)
+
+// openReader opens name, the file at a followed path, at its start. It
+// never blocks (a FIFO or a device is refused, not opened for reading),
+// and refuses a binary or compressed file.
 func openReader(name string, now time.Time) (*reader, error) {
-	f, err := os.Open(name)
+	r, err := openFile(name, now, false)
 	if err != nil {
 		return nil, err
 	}
+	var head [512]byte
+	n, _ := r.f.ReadAt(head[:], 0)
+	if rotation.Binary(head[:n]) {
+		r.close()
+		return nil, fmt.Errorf("%s: %w", name, ErrBinary)
+	}
+	return r, nil
+}
+
+// openSibling opens name, a rotated file, at its start, decompressing a
+// compressed one (its FileID's HeadHash is then the fingerprint of the
+// decompressed stream).
+func openSibling(name string, now time.Time) (*reader, error) {
+	return openFile(name, now, true)
+}
+
+func openFile(name string, now time.Time, decompress bool) (*reader, error) {
+	// A special file is not even opened (opening a device may act on it,
+	// opening a FIFO wakes its writer); O_NONBLOCK covers the race with a
+	// file replaced by one between the stat and the open: opening a FIFO
+	// without a writer would wait for one.
+	if fi, err := os.Stat(name); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s (%s): %w", name, kind(fi.Mode()), ErrNotRegular)
+	}
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s (%s): %w", name, kind(fi.Mode()), ErrNotRegular)
+	}
 	r := &reader{name: name, f: f, lastGrowth: now}
+	if decompress {
+		var magic [6]byte
+		n, _ := f.ReadAt(magic[:], 0)
+		if rotation.Magic(magic[:n]) != rotation.None {
+			zr, _, err := rotation.Decompress(f)
+			if err != nil {
+				f.Close()
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			head := make([]byte, rotation.HeadSize)
+			m, err := io.ReadFull(zr, head)
+			if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+				zr.Close()
+				f.Close()
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			r.z, r.zc, r.done = io.MultiReader(bytes.NewReader(head[:m]), zr), zr, true
+			st, _ := fi.Sys().(*syscall.Stat_t)
+			r.id = source.FileID{Size: fi.Size()}
+			if st != nil {
+				r.id.Dev, r.id.Inode = uint64(st.Dev), st.Ino
+			}
+			r.id.HeadHash, _ = rotation.Head(head[:m])
+			r.headFinal = true
+			return r, nil
+		}
+	}
 	if err := r.identify(); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return r, nil
+}
+
+// kind names a file type for a log line.
+func kind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&os.ModeNamedPipe != 0:
+		return "fifo"
+	case m&os.ModeDevice != 0:
+		return "device"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	}
+	return m.Type().String()
+}
+
+// skipTo places a reader opened at its start at offset off after line
+// lines; it fails when the file holds fewer than off bytes.
+func (r *reader) skipTo(off, line int64) error {
+	if r.z == nil {
+		if r.id.Size < off {
+			return fmt.Errorf("%s: %d bytes, not %d", r.name, r.id.Size, off)
+		}
+		r.seek(off, line)
+		return nil
+	}
+	if n, err := io.CopyN(io.Discard, r.z, off); err != nil {
+		return fmt.Errorf("%s: %d bytes decompressed, not %d: %w", r.name, n, off, err)
+	}
+	r.seek(off, line)
+	return nil
 }
 
 // identify computes r's FileID from the open file (the name may now be
@@ -134,13 +248,21 @@ func (r *reader) lines(data []byte, emit func(Line) error) error {
 }
 
 // close closes the file.
-func (r *reader) close() { r.f.Close() }
+func (r *reader) close() {
+	if r.zc != nil {
+		r.zc.Close()
+	}
+	r.f.Close()
+}
 
 // drain reads what r's file holds past r.pos and sends its whole lines
 // under path. A file that shrank below what was read, or whose first line
 // changed, was truncated: it is read again from its start. more says that
 // reading stopped before the end of the file (readSlice).
 func (f *follower) drain(ctx context.Context, path string, r *reader) (more bool, err error) {
+	if r.z != nil {
+		return f.drainStream(ctx, path, r)
+	}
 	fi, err := r.f.Stat()
 	if err != nil {
 		f.log.Warn("stat", "path", path, "file", r.name, "err", err)
@@ -155,34 +277,7 @@ func (f *follower) drain(ctx context.Context, path string, r *reader) (more bool
 		}
 	}
 	r.lastSize = size
-	var lines []Line
-	send := func() error {
-		if len(lines) == 0 {
-			return nil
-		}
-		if !r.headFinal {
-			r.id.HeadHash, r.headFinal, _ = r.head()
-		}
-		id := r.id
-		id.Size = max(size, r.pos)
-		select {
-		case f.out <- Batch{Path: path, File: id, Lines: lines}:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		lines = nil
-		return nil
-	}
-	emit := func(l Line) error {
-		if lines == nil {
-			lines = make([]Line, 0, min(f.o.MaxBatch, 64))
-		}
-		lines = append(lines, l)
-		if len(lines) >= f.o.MaxBatch {
-			return send()
-		}
-		return nil
-	}
+	send, emit := f.batcher(ctx, path, r, func() int64 { return max(size, r.pos) })
 	read := 0
 	for {
 		n, rerr := r.f.ReadAt(f.buf, r.pos)
@@ -206,6 +301,94 @@ func (f *follower) drain(ctx context.Context, path string, r *reader) (more bool
 		}
 	}
 	return more, send()
+}
+
+// batcher returns the functions that collect r's lines into batches for
+// path (emit) and send the last one (send); size gives the file's size for
+// the batch's FileID.
+func (f *follower) batcher(ctx context.Context, path string, r *reader, size func() int64) (send func() error, emit func(Line) error) {
+	var lines []Line
+	send = func() error {
+		if len(lines) == 0 {
+			return nil
+		}
+		if !r.headFinal {
+			r.id.HeadHash, r.headFinal, _ = r.head()
+		}
+		id := r.id
+		id.Size = size()
+		select {
+		case f.out <- Batch{Path: path, File: id, Lines: lines}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		lines = nil
+		return nil
+	}
+	emit = func(l Line) error {
+		if lines == nil {
+			lines = make([]Line, 0, min(f.o.MaxBatch, 64))
+		}
+		lines = append(lines, l)
+		if len(lines) >= f.o.MaxBatch {
+			return send()
+		}
+		return nil
+	}
+	return send, emit
+}
+
+// drainStream reads a compressed file's decompressed stream on from r.pos
+// (at most readSlice bytes a call) and sends its whole lines under path.
+func (f *follower) drainStream(ctx context.Context, path string, r *reader) (more bool, err error) {
+	send, emit := f.batcher(ctx, path, r, func() int64 { return r.pos })
+	read := 0
+	for {
+		n, rerr := r.z.Read(f.buf)
+		if n > 0 {
+			r.pos += int64(n)
+			read += n
+			r.lastGrowth = f.now()
+			if err := r.lines(f.buf[:n], emit); err != nil {
+				return false, err
+			}
+		}
+		if rerr != nil {
+			if !errors.Is(rerr, io.EOF) {
+				f.log.Warn("read compressed file: the rest of it is skipped", "path", path, "file", r.name, "offset", r.pos, "err", rerr)
+			}
+			r.z = eofReader{}
+			break
+		}
+		if read >= readSlice {
+			more = true
+			break
+		}
+	}
+	return more, send()
+}
+
+// eofReader is a stream at its end.
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+// truncated reports whether the file shrank below what was read, or its
+// first line changed (a truncated file written again past the offset).
+func (r *reader) truncated() bool {
+	if r.z != nil {
+		return false
+	}
+	fi, err := r.f.Stat()
+	if err != nil {
+		return false
+	}
+	size := fi.Size()
+	if size < r.pos || (size != r.lastSize && r.headChanged()) {
+		return true
+	}
+	r.lastSize = size // drain need not look at the first line again
+	return false
 }
 
 // headChanged reports whether the file's first line is no longer the one

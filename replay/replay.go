@@ -1,8 +1,8 @@
 // Package replay runs the daemon's pipeline over old logs and acts on
-// nothing: files (plain, .gz, stdin) are parsed on their own goroutines,
-// merged by their lines' time (a k-way merge, so the order of the arguments
-// does not matter and rotated siblings interleave), and fed to a
-// pipeline.Pipeline. The result is a Report for a person tuning thresholds.
+// nothing: files (plain, gzip, bzip2, xz, zstd, stdin) are parsed on their
+// own goroutines, merged by their lines' time (a k-way merge, so the order
+// of the arguments does not matter and rotated siblings interleave), and fed
+// to a pipeline.Pipeline. The result is a Report for a person tuning thresholds.
 //
 // Each file's entries pass its own pipeline.Guard before the merge: a line
 // far ahead of its neighbours in its file is an outlier (Report

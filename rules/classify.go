@@ -3,11 +3,11 @@ package rules
 import (
 	"net/netip"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"unicode/utf8"
 
 	"github.com/logjail/logjail/parser"
+	"github.com/logjail/logjail/rotation"
 )
 
 // MaxUserAgentKey is the longest user agent text a key keeps, in bytes; a
@@ -210,13 +210,10 @@ func (c *Config) PrefixKey(a netip.Addr) string {
 	return netip.PrefixFrom(a, bits).Masked().String()
 }
 
-// rotated matches what log rotation appends to a file name: .1, .2.gz,
-// -20261122, -20261122.gz, .gz.
-var rotated = regexp.MustCompile(`^(?:\.[0-9]+|-[0-9]{8,10})?(?:\.(?:gz|bz2|xz|zst))?$`)
-
-// SourceFor returns the source whose paths match path, rotated siblings (.1,
-// .2.gz, -20261122) included; else the only source when there is one; else
-// nil. Both path as given and its absolute form are tried.
+// SourceFor returns the source whose paths match path, rotated siblings
+// included (package rotation's model: .1, .2.gz, -20261122, .2026-11-22.xz,
+// and the files in the source's olddir); else the only source when there
+// is one; else nil. Both path as given and its absolute form are tried.
 func (c *Config) SourceFor(path string) *Source {
 	cands := []string{filepath.Clean(path)}
 	if abs, err := filepath.Abs(path); err == nil && abs != cands[0] {
@@ -230,7 +227,7 @@ func (c *Config) SourceFor(path string) *Source {
 			}
 			for _, g := range globs {
 				for _, p := range cands {
-					if globMatches(g, p) {
+					if globMatches(g, p, s.OldDir) {
 						return s
 					}
 				}
@@ -243,21 +240,14 @@ func (c *Config) SourceFor(path string) *Source {
 	return nil
 }
 
-// globMatches reports whether p, or p without a rotation suffix, matches the glob g.
-func globMatches(g, p string) bool {
+// globMatches reports whether p, or a log p is a rotated sibling of (in
+// the olddir too), matches the glob g.
+func globMatches(g, p, olddir string) bool {
 	if ok, _ := filepath.Match(g, p); ok {
 		return true
 	}
-	dir, base := filepath.Split(p)
-	// Try every cut of the base name whose tail is a rotation suffix.
-	for i := len(base) - 1; i > 0; i-- {
-		if base[i] != '.' && base[i] != '-' {
-			continue
-		}
-		if !rotated.MatchString(base[i:]) {
-			continue
-		}
-		if ok, _ := filepath.Match(g, dir+base[:i]); ok {
+	for _, base := range rotation.Bases(p, olddir, filepath.Dir(g)) {
+		if ok, _ := filepath.Match(g, base); ok {
 			return true
 		}
 	}

@@ -98,6 +98,10 @@ type Source struct {
 	Parser      parser.Options // format, cpu_field, timezone and trusted_proxies
 	CPUFallback string         // "none" or "duration": what `% cpu` limits weigh where a line has no CPU
 	From        string         // "end" or "start": where a file never seen before is first read
+	// OldDir is where logrotate's `olddir` puts the rotated files, as
+	// written (a relative one is relative to each log's directory, as
+	// logrotate reads it; package rotation resolves it); "" for none.
+	OldDir string
 
 	hasCPU bool // the format can carry CPU
 }
@@ -396,7 +400,7 @@ func (b *builder) index() {
 
 var sourceKeys = []string{
 	"name", "paths", "format", "log_format", "apache_format", "fpm_format", "json_fields",
-	"cpu_field", "cpu_fallback", "timezone", "trusted_proxies", "from",
+	"cpu_field", "cpu_fallback", "timezone", "trusted_proxies", "from", "olddir",
 }
 
 func (b *builder) sources(top field) {
@@ -471,6 +475,16 @@ func (b *builder) sources(top field) {
 				}
 			case "from":
 				b.oneOf(f.val, f.path, &s.From, "end", "start")
+			case "olddir":
+				if b.str(f.val, f.path, &s.OldDir) {
+					if s.OldDir == "" {
+						b.errorf(f.val, f.path, "empty directory")
+					} else if strings.ContainsAny(s.OldDir, `*?[\`) {
+						b.errorf(f.val, f.path, "%q: a directory, not a glob", s.OldDir)
+					} else {
+						s.OldDir = filepath.Clean(s.OldDir)
+					}
+				}
 			}
 		}
 		if nameNode == nil && resolve(n) != nil && resolve(n).Kind == yaml.MappingNode {

@@ -21,6 +21,10 @@ need nginx nginx-light        # the nginx list and decision endpoint tests run a
 need caddy caddy              # ... and a real Caddy (forward_auth)
 need setpriv util-linux       # the permission tests run commands as nobody
 need systemd-analyze systemd  # the unit and drop-in tests verify them with systemd-analyze
+need bzip2 bzip2              # the rotation tests write logrotate's bz2 archives
+need logrotate logrotate      # the rotation matrix runs the real logrotate
+need xz xz-utils              # ... compressing with xz
+need zstd zstd                # ... and zstd
 if [ "${LOGJAIL_BENCH:-}" = 1 ]; then
   need fail2ban-regex fail2ban  # the baseline of scripts/bench.sh
   [ -x /usr/bin/time ] || missing+=(time)

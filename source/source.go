@@ -1,7 +1,8 @@
 // Package source opens access logs and reads them line by line: plain files,
-// gzip files (recognised by their magic bytes, whatever their name), standard
-// input and globs, with rotated siblings (access.log.1, access.log.2.gz,
-// access.log-20261122) recognised as belonging to the file they rotated from.
+// compressed files (gzip, bzip2, xz, zstd, recognised by their magic bytes,
+// whatever their name), standard input and globs. Which names are rotated
+// siblings of a log, and how a rotated file is recognised, is package
+// rotation's model, which this package uses.
 //
 // Lines are handed out as strings that share one allocation per read chunk
 // (64 KiB and more): they stay valid, but keeping a small piece of a line
@@ -13,9 +14,6 @@ package source
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -28,12 +26,14 @@ import (
 	"syscall"
 
 	"github.com/logjail/logjail/parser"
+	"github.com/logjail/logjail/rotation"
 )
 
 // Stdin is the name that stands for standard input.
 const Stdin = "-"
 
-// Open opens name for reading, transparently decompressing gzip content.
+// Open opens name for reading, transparently decompressing gzip, bzip2, xz
+// and zstd content (rotation.Decompress).
 // Name "-" reads stdin (which Open does not close).
 func Open(name string, stdin io.Reader) (io.ReadCloser, error) {
 	rc, _, err := open(name, stdin, new(atomic.Int64), 0)
@@ -64,8 +64,8 @@ func open(name string, stdin io.Reader, read *atomic.Int64, offset int64) (io.Re
 		}{countingReader{f, read}, f}
 	}
 	if seeker != nil && offset > 0 {
-		var magic [2]byte
-		if n, _ := seeker.ReadAt(magic[:], 0); n < 2 || magic != [2]byte{0x1f, 0x8b} {
+		var magic [6]byte
+		if n, _ := seeker.ReadAt(magic[:], 0); rotation.Magic(magic[:n]) == rotation.None {
 			if _, err := seeker.Seek(offset, io.SeekStart); err != nil {
 				rc.Close()
 				return nil, 0, fmt.Errorf("%s: seek to %d: %w", name, offset, err)
@@ -74,20 +74,14 @@ func open(name string, stdin io.Reader, read *atomic.Int64, offset int64) (io.Re
 			offset = 0
 		}
 	}
-	// A small buffer: it only has to hold the magic bytes; larger reads go
-	// straight to the file.
-	br := bufio.NewReaderSize(rc, 4<<10)
-	var out io.ReadCloser = struct {
-		io.Reader
-		io.Closer
-	}{br, rc}
-	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			rc.Close()
-			return nil, 0, fmt.Errorf("%s: gzip: %w", name, err)
-		}
-		out = &gzipFile{Reader: zr, under: rc}
+	zr, format, err := rotation.Decompress(rc)
+	if err != nil {
+		rc.Close()
+		return nil, 0, fmt.Errorf("%s: %w", name, err)
+	}
+	var out io.ReadCloser = &compressedFile{Reader: zr, z: zr, under: rc}
+	if format == rotation.None {
+		out = &compressedFile{Reader: zr, under: rc}
 	}
 	if offset > 0 {
 		if n, err := io.CopyN(io.Discard, out, offset); err != nil {
@@ -98,17 +92,25 @@ func open(name string, stdin io.Reader, read *atomic.Int64, offset int64) (io.Re
 	return out, size, nil
 }
 
-type gzipFile struct {
-	*gzip.Reader
+// compressedFile is a file read through its decompressor (z nil: none).
+type compressedFile struct {
+	io.Reader
+	z     io.Closer
 	under io.Closer
 }
 
-func (g *gzipFile) Close() error {
-	return errors.Join(g.Reader.Close(), g.under.Close())
+func (c *compressedFile) Close() error {
+	var err error
+	if c.z != nil {
+		err = c.z.Close()
+	}
+	return errors.Join(err, c.under.Close())
 }
 
 // Expand turns the command line's arguments into file names: "-" stays as it
-// is, a glob is expanded (sorted, directories left out), and a plain name
+// is, a glob is expanded (sorted by name, a log's rotated siblings oldest
+// first and the log after them: RotationOrder; directories left out), and a
+// plain name
 // must exist and not be a directory. A glob that matches no file is an
 // error: an operator who typed it expected files.
 func Expand(args []string) ([]string, error) {
@@ -141,39 +143,57 @@ func Expand(args []string) ([]string, error) {
 			return nil, fmt.Errorf("%s: no file matches", a)
 		}
 		sort.Strings(m)
+		RotationOrder(m)
 		out = append(out, m...)
 	}
 	return out, nil
 }
 
-// RotatedFrom reports whether name is base itself or one of its rotated
-// siblings: base.N, base.N.gz, base-YYYYMMDD, base-YYYYMMDD.gz, base.gz,
-// base.YYYY-MM-DD. Both are compared as cleaned paths.
-func RotatedFrom(name, base string) bool {
-	name, base = filepath.Clean(name), filepath.Clean(base)
-	if name == base {
-		return true
+// RotationOrder sorts names (sorted by name) in place so that the rotated
+// siblings of a log among them (package rotation) come in the order they
+// were rotated, oldest first, then the log itself: access.log.3.gz,
+// access.log.2.gz, access.log.1, access.log. Other names keep their order.
+func RotationOrder(names []string) {
+	in := make(map[string]bool, len(names))
+	for _, n := range names {
+		in[filepath.Clean(n)] = true
 	}
-	if !strings.HasPrefix(name, base) {
-		return false
+	type item struct {
+		root string
+		name rotation.Name
+		log  bool
 	}
-	rest := strings.TrimSuffix(name[len(base):], ".gz")
-	if rest == "" {
-		return true // base.gz
-	}
-	if rest[0] != '.' && rest[0] != '-' && rest[0] != '_' {
-		return false
-	}
-	rest = rest[1:]
-	if rest == "" {
-		return false
-	}
-	for _, c := range rest {
-		if (c < '0' || c > '9') && c != '-' {
-			return false
+	items := make(map[string]item, len(names))
+	for _, n := range names {
+		it := item{root: filepath.Clean(n), log: true}
+		for _, b := range rotation.Bases(n, "", "") {
+			if in[b] && len(b) < len(it.root) {
+				it.root, it.log = b, false
+			}
 		}
+		if !it.log {
+			it.name, _ = rotation.Parse(n, it.root, "")
+			if fi, err := os.Stat(n); err == nil {
+				it.name.ModTime = fi.ModTime()
+			}
+		}
+		items[n] = it
 	}
-	return true
+	slices.SortStableFunc(names, func(a, b string) int {
+		x, y := items[a], items[b]
+		if c := strings.Compare(x.root, y.root); c != 0 {
+			return c
+		}
+		switch {
+		case x.log && y.log:
+			return 0
+		case x.log:
+			return 1
+		case y.log:
+			return -1
+		}
+		return rotation.Compare(x.name, y.name)
+	})
 }
 
 // MaxLine is the longest line a LineReader hands out whole; a longer line is
@@ -362,7 +382,7 @@ func Identify(name string) (FileID, error) {
 }
 
 // HeadSize is how much of a file's first line its FileID hashes.
-const HeadSize = 4 << 10
+const HeadSize = rotation.HeadSize
 
 // IdentifyFile returns the FileID of an open file (whatever name it has
 // now), without moving its offset. complete says whether the hash covers a
@@ -390,16 +410,8 @@ func HeadHash(f *os.File) (string, bool, error) {
 	if err != nil && !errors.Is(err, io.EOF) {
 		return "", false, fmt.Errorf("%s: %w", f.Name(), err)
 	}
-	h := buf[:n]
-	complete := n == HeadSize
-	if i := bytes.IndexByte(h, '\n'); i >= 0 {
-		h, complete = h[:i+1], true
-	}
-	if len(h) == 0 {
-		return "", false, nil
-	}
-	sum := sha256.Sum256(h)
-	return hex.EncodeToString(sum[:16]), complete, nil
+	h, complete := rotation.Head(buf[:n])
+	return h, complete, nil
 }
 
 // Continues reports whether a position saved at offset for the file saved

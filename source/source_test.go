@@ -5,14 +5,18 @@ import (
 	"compress/gzip"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/klauspost/compress/zstd"
 	"github.com/logjail/logjail/parser"
+	"github.com/ulikunitz/xz"
 )
 
 func readAll(t *testing.T, r io.Reader) (lines []string, truncated []int) {
@@ -155,27 +159,6 @@ func TestExpand(t *testing.T) {
 	}
 }
 
-func TestRotatedFrom(t *testing.T) {
-	base := "/var/log/nginx/access.log"
-	for name, want := range map[string]bool{
-		base:                         true,
-		base + ".1":                  true,
-		base + ".2.gz":               true,
-		base + "-20261122":           true,
-		base + "-20261122.gz":        true,
-		base + ".2026-11-22":         true,
-		base + ".gz":                 true,
-		"/var/log/nginx/access.logx": false,
-		base + ".old":                false,
-		base + ".":                   false,
-		"/var/log/nginx/error.log":   false,
-	} {
-		if got := RotatedFrom(name, base); got != want {
-			t.Errorf("RotatedFrom(%q) = %v, want %v", name, got, want)
-		}
-	}
-}
-
 // TestLineReaderOffsetAndResume: after every line, Offset is where the next
 // line starts in the input, whatever the chunking of the reads, and a reader
 // started there with NewLineReaderAt goes on with the same lines and numbers.
@@ -309,5 +292,73 @@ func TestOpenLogAtAndIdentify(t *testing.T) {
 	tr, _ := Identify(plain + ".1")
 	if tr.Continues(id, int64(len(text))) {
 		t.Error("a truncated file continues the old position")
+	}
+}
+
+// TestExpandRotationOrder: a glob over a log and its rotated siblings gives
+// them in the order they were rotated, the log last.
+func TestExpandRotationOrder(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"access.log", "access.log.1", "access.log.2.gz", "access.log.10.bz2", "access.log.3.zst", "error.log", "error.log-20261124", "error.log-20261123.xz"} {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := Expand([]string{filepath.Join(dir, "*.log*")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range got {
+		got[i] = filepath.Base(got[i])
+	}
+	want := []string{"access.log.10.bz2", "access.log.3.zst", "access.log.2.gz", "access.log.1", "access.log", "error.log-20261123.xz", "error.log-20261124", "error.log"}
+	if !slices.Equal(got, want) {
+		t.Errorf("Expand = %q, want %q", got, want)
+	}
+}
+
+// TestOpenCompressed: logrotate's gzip, bzip2, xz and zstd archives read
+// as their text, whatever their name, and from an offset in that text.
+func TestOpenCompressed(t *testing.T) {
+	text := "203.0.113.1 - - [24/Nov/2026:10:00:00 +0000] \"GET /a HTTP/1.1\" 200 1 \"-\" \"t\"\n" +
+		"203.0.113.2 - - [24/Nov/2026:10:00:01 +0000] \"GET /b HTTP/1.1\" 200 1 \"-\" \"t\"\n"
+	dir := t.TempDir()
+	archives := map[string][]byte{}
+	var gz, zs, x bytes.Buffer
+	gw := gzip.NewWriter(&gz)
+	gw.Write([]byte(text))
+	gw.Close()
+	zw, _ := zstd.NewWriter(&zs)
+	zw.Write([]byte(text))
+	zw.Close()
+	xw, _ := xz.NewWriter(&x)
+	xw.Write([]byte(text))
+	xw.Close()
+	archives["a.log.1.gz"], archives["a.log.2.zst"], archives["a.log.3"] = gz.Bytes(), zs.Bytes(), x.Bytes()
+	cmd := exec.Command("bzip2", "-c")
+	cmd.Stdin = strings.NewReader(text)
+	if out, err := cmd.Output(); err == nil {
+		archives["a.log.4.bz2"] = out
+	} else if os.Getenv("CI") == "true" {
+		t.Errorf("bzip2: %v (CI=true: scripts/deps.sh installs it)", err)
+	}
+	first := int64(strings.IndexByte(text, '\n') + 1)
+	for name, data := range archives {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		lg, err := OpenLogAt(path, parser.Options{Format: "combined", Location: time.UTC}, nil, first, 1)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		l, n, ok := lg.Lines.Next()
+		if !ok || n != 2 || !strings.Contains(l, "/b ") {
+			t.Errorf("%s: line %d %q, want line 2 of the text", name, n, l)
+		}
+		if _, _, ok := lg.Lines.Next(); ok {
+			t.Errorf("%s: more than the text", name)
+		}
+		lg.Close()
 	}
 }
