@@ -141,6 +141,7 @@ type Detector struct {
 	lruStamp    uint64
 	ks          KeyState
 	buf         []byte
+	zeroX       extra // the ladder of a state without one, as written
 
 	// scratch for one charge
 	vals  []float64
@@ -205,7 +206,7 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 	s.requests++
 	s.cpu += c.CPU
 	if s.multi {
-		s.ext().noteAddr(c.Addr, ns)
+		s.noteAddr(c.Addr, ns)
 	}
 	over := d.measure(s, ri, ns, c)
 	if over {
@@ -407,7 +408,11 @@ func (d *Detector) lookup(ri *ruleInfo, key string) *state {
 	}
 	s := d.at(i)
 	s.slot = i
-	s.key = strings.Clone(key)
+	if head >= 0 {
+		s.key = d.at(head).key // one copy of a key for all its states
+	} else {
+		s.key = strings.Clone(key)
+	}
 	s.sib = head
 	s.ri = ri
 	s.multi = isMulti(ri.rule.Key, key)

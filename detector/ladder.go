@@ -94,10 +94,10 @@ func (d *Detector) throttle(s *state, ri *ruleInfo, t time.Time, ns int64, reaso
 }
 
 func (d *Detector) addresses(s *state, ri *ruleInfo, ns int64) []netip.Addr {
-	if !s.multi || s.x == nil {
+	if !s.multi || s.as == nil {
 		return nil
 	}
-	return s.x.addresses(ns - ri.span)
+	return s.as.addresses(ns - ri.span)
 }
 
 // ban bans s at t for the rule's ban length, escalated by earlier bans.

@@ -147,7 +147,7 @@ func (w *window) now(ns int64, li *limitInfo) (v, ratio float64) {
 		if w.n == 0 {
 			return 0, 0
 		}
-		tokens := w.tokens
+		tokens := w.tokens()
 		if t := uint64(max(ns, 0)); t > w.acc {
 			tokens = min(li.burst, tokens+float64(t-w.acc)/1e9*li.n)
 		}

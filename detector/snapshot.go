@@ -71,8 +71,9 @@ const (
 // Bits of a rule state's flags byte.
 const (
 	encMulti      = 1 << iota // state.multi
-	encExtra                  // state.x follows
+	encExtra                  // state.x follows (and the addresses seen)
 	encBanLogOnly             // extra.banLogOnly
+	encNoLadder               // with encExtra: state.x is nil, the block only carries the addresses
 )
 
 // Bits of state.flags.
@@ -331,9 +332,10 @@ func (d *Detector) Restore(cfg *rules.Config, global []byte, states iter.Seq[*Ke
 			if r.err != nil {
 				break
 			}
-			s.key = strings.Clone(ks.Key)
 			if tracked {
-				s.sib = head
+				s.key, s.sib = d.at(head).key, head
+			} else {
+				s.key = strings.Clone(ks.Key)
 			}
 			d.index[s.key] = i
 			if reset {
@@ -378,11 +380,21 @@ func (d *Detector) appendState(b []byte, s *state, stamp uint64) []byte {
 		fl |= encMulti
 	}
 	x := s.x
-	if x != nil {
+	var addrs []addrSeen
+	if s.as != nil {
+		addrs = s.as.addrs
+	}
+	switch {
+	case x != nil:
 		fl |= encExtra
 		if x.banLogOnly {
 			fl |= encBanLogOnly
 		}
+	case len(addrs) > 0:
+		// The addresses are written where they were when they lived in
+		// extra, after a ladder of zeros.
+		fl |= encExtra | encNoLadder
+		x = &d.zeroX
 	}
 	b = append(b, snapshotVersion, tagRule, s.phase, fl)
 	b = binary.LittleEndian.AppendUint64(b, s.ri.fp)
@@ -412,8 +424,8 @@ func (d *Detector) appendState(b []byte, s *state, stamp uint64) []byte {
 		b = binary.AppendVarint(b, t-prev)
 		prev = t
 	}
-	b = binary.AppendUvarint(b, uint64(len(x.addrs)))
-	for _, a := range x.addrs {
+	b = binary.AppendUvarint(b, uint64(len(addrs)))
+	for _, a := range addrs {
 		b = appendAddr(b, a.addr)
 		b = binary.AppendVarint(b, a.seen)
 	}
@@ -433,7 +445,7 @@ func appendWindow(b []byte, w *window, li *limitInfo) []byte {
 		b = append(b, winTokens)
 		b = binary.AppendUvarint(b, uint64(w.n))
 		b = binary.AppendUvarint(b, w.acc)
-		b = appendFloat(b, w.tokens)
+		b = appendFloat(b, w.tokens())
 	case rules.LimitLastN:
 		b = append(b, winTimes)
 		b = binary.AppendUvarint(b, uint64(len(w.ring)))
@@ -722,7 +734,7 @@ func (d *Detector) decodeGlobal(r *decoder) {
 func (r *decoder) ruleState(s *state, ri *ruleInfo) (stamp uint64, reset bool) {
 	phase := r.u8()
 	fl := r.u8()
-	if phase > phaseBanned || fl&^(encMulti|encExtra|encBanLogOnly) != 0 {
+	if phase > phaseBanned || fl&^(encMulti|encExtra|encBanLogOnly|encNoLadder) != 0 || fl&(encExtra|encNoLadder) == encNoLadder {
 		r.fail("bad phase or flags")
 	}
 	fp := r.u64()
@@ -754,9 +766,15 @@ func (r *decoder) ruleState(s *state, ri *ruleInfo) (stamp uint64, reset bool) {
 		s.initWindows()
 	}
 	switch {
+	case fl&encNoLadder != 0:
+		var x extra
+		s.as = r.extra(&x)
+		if phase != phaseAllowed || fl&encBanLogOnly != 0 || !x.zero() {
+			r.fail("a ladder where none was written")
+		}
 	case fl&encExtra != 0:
 		s.x = &extra{banLogOnly: fl&encBanLogOnly != 0}
-		r.extra(s.x)
+		s.as = r.extra(s.x)
 	case phase != phaseAllowed:
 		r.fail("throttle or ban without its state")
 	}
@@ -786,7 +804,10 @@ func (r *decoder) window(w *window, li *limitInfo) {
 			r.fail("bad token bucket")
 		}
 		if w != nil {
-			w.n, w.acc, w.tokens = uint32(n), acc, tokens
+			w.n, w.acc = uint32(n), acc
+			if n > 0 || tokens != 0 {
+				w.setTokens(tokens)
+			}
 		}
 	case winBuckets, winTimes:
 		c := r.uvarint()
@@ -846,7 +867,9 @@ func (r *decoder) window(w *window, li *limitInfo) {
 	}
 }
 
-func (r *decoder) extra(x *extra) {
+// extra reads a state's extra block into x and returns the addresses seen
+// that it carries (nil: none).
+func (r *decoder) extra(x *extra) *addrSet {
 	x.until = r.varint()
 	x.untilT = r.time()
 	x.delay = time.Duration(r.varint())
@@ -866,11 +889,12 @@ func (r *decoder) extra(x *extra) {
 			x.bans[i] = prev
 		}
 	}
+	var as *addrSet
 	if n := r.count(maxAddrs); n > 0 {
-		x.addrs = make([]addrSeen, n)
-		for i := range x.addrs {
-			x.addrs[i].addr = r.addr()
-			x.addrs[i].seen = r.varint()
+		as = &addrSet{addrs: make([]addrSeen, n)}
+		for i := range as.addrs {
+			as.addrs[i].addr = r.addr()
+			as.addrs[i].seen = r.varint()
 		}
 	}
 	if n := r.count(maxAddrs); n > 0 {
@@ -879,6 +903,7 @@ func (r *decoder) extra(x *extra) {
 			x.banAddrs[i] = r.addr()
 		}
 	}
+	return as
 }
 
 // limitsFingerprint hashes (FNV-1a) everything of the limits that decides

@@ -311,7 +311,6 @@ type extraDump struct {
 	BanLogOnly bool
 	BanSeq     uint64
 	Bans       []int64
-	Addrs      []string
 	BanAddrs   []string
 }
 
@@ -324,6 +323,7 @@ type stateDump struct {
 	Blocked   int64
 	CPU       float64
 	Wins      []winDump
+	Addrs     []string
 	X         *extraDump
 }
 
@@ -384,21 +384,25 @@ func dump(d *Detector) detectorDump {
 			Requests: s.requests, Blocked: s.blocked, CPU: s.cpu}
 		for j := range s.ri.lims {
 			w := s.win(j)
-			wd := winDump{Cap: len(w.ring), N: w.n, Acc: w.acc, Tokens: w.tokens, Peak: w.peak}
-			if s.ri.lims[j].kind != rules.LimitTokenBucket {
+			wd := winDump{Cap: len(w.ring), N: w.n, Acc: w.acc, Peak: w.peak}
+			if s.ri.lims[j].kind == rules.LimitTokenBucket {
+				wd.Tokens = w.tokens()
+			} else {
 				for k := range w.n {
 					wd.Elems = append(wd.Elems, *w.at(k))
 				}
 			}
 			sd.Wins = append(sd.Wins, wd)
 		}
+		if s.as != nil {
+			for _, a := range s.as.addrs {
+				sd.Addrs = append(sd.Addrs, fmt.Sprintf("%s@%d", a.addr, a.seen))
+			}
+		}
 		if x := s.x; x != nil {
 			xd := &extraDump{Until: x.until, UntilT: timeDump(x.untilT), Delay: x.delay, Last: x.last,
 				Violations: x.violations, FirstOver: x.firstOver, BanLogOnly: x.banLogOnly, BanSeq: x.banSeq,
 				Bans: slices.Clone(x.bans)}
-			for _, a := range x.addrs {
-				xd.Addrs = append(xd.Addrs, fmt.Sprintf("%s@%d", a.addr, a.seen))
-			}
 			for _, a := range x.banAddrs {
 				xd.BanAddrs = append(xd.BanAddrs, a.String())
 			}

@@ -31,11 +31,12 @@ type state struct {
 	cpu        float64
 	win0       window   // the rule's first limit
 	more       []window // the others
-	x          *extra   // ladder, earlier bans and addresses, made when needed
+	x          *extra   // ladder and earlier bans, made when needed
+	as         *addrSet // addresses seen, for keys that are not single addresses
 }
 
-// extra is the part of a state that only keys over a limit, banned before,
-// or not single addresses need.
+// extra is the part of a state that only keys over a limit or banned before
+// need.
 type extra struct {
 	until      int64     // end of the throttle or ban, unix ns
 	untilT     time.Time // the same, as decided
@@ -44,10 +45,21 @@ type extra struct {
 	violations int
 	firstOver  int64
 	banLogOnly bool
-	banSeq     uint64  // the expiry heap's seq of the current ban
-	bans       []int64 // start of earlier bans within remember, oldest first
-	addrs      []addrSeen
+	banSeq     uint64       // the expiry heap's seq of the current ban
+	bans       []int64      // start of earlier bans within remember, oldest first
 	banAddrs   []netip.Addr // the addresses the current ban blocks
+}
+
+// addrSet is the addresses seen on a key that is not a single address (at
+// most maxAddrs, the least recent replaced first).
+type addrSet struct {
+	addrs []addrSeen
+}
+
+// zero reports whether x holds nothing.
+func (x *extra) zero() bool {
+	return x.until == 0 && x.untilT.IsZero() && x.delay == 0 && x.last == 0 && x.violations == 0 &&
+		x.firstOver == 0 && !x.banLogOnly && x.banSeq == 0 && len(x.bans) == 0 && len(x.banAddrs) == 0
 }
 
 type addrSeen struct {
@@ -103,8 +115,19 @@ func (s *state) allow() {
 	}
 }
 
-// noteAddr records that addr was seen on the key at ns.
-func (x *extra) noteAddr(addr netip.Addr, ns int64) {
+// noteAddr records that addr was seen on s's key at ns.
+func (s *state) noteAddr(addr netip.Addr, ns int64) {
+	if !addr.IsValid() {
+		return
+	}
+	if s.as == nil {
+		s.as = &addrSet{}
+	}
+	s.as.note(addr, ns)
+}
+
+// note records that addr was seen at ns.
+func (x *addrSet) note(addr netip.Addr, ns int64) {
 	if !addr.IsValid() {
 		return
 	}
@@ -127,7 +150,7 @@ func (x *extra) noteAddr(addr netip.Addr, ns int64) {
 }
 
 // addresses returns the addresses seen after since, in address order.
-func (x *extra) addresses(since int64) []netip.Addr {
+func (x *addrSet) addresses(since int64) []netip.Addr {
 	var as []netip.Addr
 	for _, a := range x.addrs {
 		if a.seen > since {
