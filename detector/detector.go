@@ -112,12 +112,11 @@ type Detector struct {
 	lastKey  string
 	lastHead int32
 	chunks   [][]state
-	used     int32   // slots handed out
-	free     []int32 // slots of evicted states
-	lruLen   int     // states on the LRU list
-	head     int32   // most recently charged, -1 if none
-	tail     int32   // least recently charged, -1 if none
-	banned   int     // states banned (off the LRU list)
+	used     int32      // slots handed out
+	free     []int32    // slots of evicted states
+	lruLen   int        // states on the LRU lists
+	lru      [2]lruList // listCold: allowed states; listHot: throttled ones
+	banned   int        // states banned (off the LRU lists)
 
 	expiries expiryHeap
 	seq      uint64
@@ -159,8 +158,7 @@ func New(o Options) *Detector {
 		ruleIDs:    map[string]int32{},
 		index:      map[string]int32{},
 		lastHead:   -1,
-		head:       -1,
-		tail:       -1,
+		lru:        [2]lruList{{-1, -1}, {-1, -1}},
 	}
 	if d.opt.Skew < 0 {
 		d.opt.Skew = 0
@@ -216,6 +214,9 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 		}
 	}
 	out = d.ladder(s, ri, t, ns, over, out)
+	if s.phase != phaseBanned && s.hot != (s.phase == phaseThrottled) {
+		d.touch(s) // throttled or allowed again: to the front of its list
+	}
 	// A ban decided on a late entry may already be over.
 	return d.expire(d.newest, out)
 }
@@ -395,7 +396,7 @@ func (d *Detector) lookup(ri *ruleInfo, key string) *state {
 		}
 		i = s.sib
 	}
-	if d.lruLen+d.banned >= d.maxKeys && d.tail >= 0 {
+	if d.lruLen+d.banned >= d.maxKeys && d.lruLen > 0 {
 		d.evict()
 	}
 	head := d.chain(key)
@@ -448,45 +449,77 @@ func (d *Detector) at(i int32) *state {
 	return &d.chunks[i>>chunkBits][i&(1<<chunkBits-1)]
 }
 
-// The LRU list: head is the most recently charged state. Banned states are
-// off the list. Every state moved to the front is marked moved (and dirty)
-// for the next checkpoint, so that the states moved since the last one are
-// the list's first ones (snapshot.go).
+// The LRU lists: a list's head is its most recently charged state. A state
+// is on the hot list while it is throttled (s.hot), on the cold one while it
+// is allowed; banned states are on neither. Eviction takes the cold list's
+// tail, and the hot list's only when the cold one is empty, so that a flood
+// of new keys forgets the quiet keys before any key that is violating its
+// limits. Every state moved to the front of a list is marked moved (and
+// dirty) for the next checkpoint, so that the states moved since the last
+// one are the first ones of each list (snapshot.go).
+
+const (
+	listCold = 0
+	listHot  = 1
+)
+
+// lruList is one LRU list: its ends, by slot, -1 when empty.
+type lruList struct{ head, tail int32 }
+
+// listOf returns the list s is on (or would go on).
+func (d *Detector) listOf(hot bool) *lruList {
+	if hot {
+		return &d.lru[listHot]
+	}
+	return &d.lru[listCold]
+}
+
+// victim returns the state eviction would take, or -1.
+func (d *Detector) victim() int32 {
+	if t := d.lru[listCold].tail; t >= 0 {
+		return t
+	}
+	return d.lru[listHot].tail
+}
 
 func (d *Detector) pushFront(s *state) {
 	d.link(s)
 	d.markMoved(s)
 }
 
-// link puts s at the front of the list.
+// link puts s at the front of the list its phase says.
 func (d *Detector) link(s *state) {
-	s.prev, s.next = -1, d.head
-	if d.head >= 0 {
-		d.at(d.head).prev = s.slot
+	s.hot = s.phase == phaseThrottled
+	l := d.listOf(s.hot)
+	s.prev, s.next = -1, l.head
+	if l.head >= 0 {
+		d.at(l.head).prev = s.slot
 	} else {
-		d.tail = s.slot
+		l.tail = s.slot
 	}
-	d.head = s.slot
+	l.head = s.slot
 	d.lruLen++
 }
 
 func (d *Detector) unlink(s *state) {
+	l := d.listOf(s.hot)
 	if s.prev >= 0 {
 		d.at(s.prev).next = s.next
 	} else {
-		d.head = s.next
+		l.head = s.next
 	}
 	if s.next >= 0 {
 		d.at(s.next).prev = s.prev
 	} else {
-		d.tail = s.prev
+		l.tail = s.prev
 	}
 	s.prev, s.next = -1, -1
 	d.lruLen--
 }
 
+// touch moves s to the front of the list its phase says.
 func (d *Detector) touch(s *state) {
-	if d.head == s.slot {
+	if hot := s.phase == phaseThrottled; hot == s.hot && d.listOf(hot).head == s.slot {
 		d.markMoved(s)
 		return
 	}

@@ -193,14 +193,17 @@ func (d *Detector) unban(s *state, t time.Time, reason string, out []Decision) [
 	d.stats.Unbans++
 	out = append(out, dec)
 	// Back on the LRU list, s may put it over the cap.
-	for d.lruLen+d.banned > d.maxKeys && d.tail >= 0 && d.tail != s.slot {
+	for d.lruLen+d.banned > d.maxKeys {
+		if v := d.victim(); v < 0 || v == s.slot {
+			break
+		}
 		d.evict()
 	}
 	return out
 }
 
 func (d *Detector) evict() int32 {
-	i := d.tail
+	i := d.victim()
 	old := d.at(i)
 	if d.opt.Evicted != nil {
 		d.opt.Evicted(d.keyPeak(old))

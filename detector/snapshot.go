@@ -130,21 +130,25 @@ func (d *Detector) Changes(fn func(ks *KeyState)) {
 	}
 	d.gone = d.gone[:0]
 
-	// The states moved to the front since the last call, least recent
-	// first: their stamps follow every stamp handed out before.
-	last := int32(-1)
-	for i := d.head; i >= 0; {
-		s := d.at(i)
-		if s.flags&flagMoved == 0 {
-			break
+	// The states moved to the front of each list since the last call,
+	// least recent first: their stamps follow every stamp handed out
+	// before, so that each list's order comes back (a state's phase says
+	// its list).
+	for l := range d.lru {
+		last := int32(-1)
+		for i := d.lru[l].head; i >= 0; {
+			s := d.at(i)
+			if s.flags&flagMoved == 0 {
+				break
+			}
+			last, i = i, s.next
 		}
-		last, i = i, s.next
-	}
-	for i := last; i >= 0; {
-		s := d.at(i)
-		d.lruStamp++
-		d.report(s, d.lruStamp, fn)
-		i = s.prev
+		for i := last; i >= 0; {
+			s := d.at(i)
+			d.lruStamp++
+			d.report(s, d.lruStamp, fn)
+			i = s.prev
+		}
 	}
 	// The others: banned states (off the list), and slots freed since.
 	for _, i := range d.dirty {

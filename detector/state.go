@@ -23,6 +23,7 @@ type state struct {
 	sib        int32 // next state of the same key (another rule), -1 if none
 	gen        uint32
 	phase      uint8
+	hot        bool  // on the hot LRU list (throttled when linked)
 	multi      bool  // not a single address: track the addresses seen
 	flags      uint8 // checkpoint bookkeeping (flagDirty, ...)
 	seen       int64 // log time of the newest entry, charged or blocked, unix ns
