@@ -178,6 +178,13 @@ type Status struct {
 	Actions       []ActionState `json:"actions"`
 	Breaker       Breaker       `json:"breaker"`
 	TrackedKeys   int           `json:"tracked_keys"`
+	// The detector's estimated heap (the states and the key index), that
+	// per tracked key (detector.Memory), and the keys evicted at max_keys
+	// since the state began (the checkpoint keeps the count). Not live: of
+	// the detector restored from the last checkpoint.
+	TrackedKeyBytes int64 `json:"tracked_key_bytes,omitempty"`
+	BytesPerKey     int64 `json:"bytes_per_key,omitempty"`
+	Evictions       int64 `json:"evictions"`
 }
 
 // Database is the state database in a status.

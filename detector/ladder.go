@@ -218,11 +218,13 @@ func (d *Detector) evict() int32 {
 // the index, deleted from the store at the next checkpoint.
 func (d *Detector) drop(i int32) {
 	old := d.at(i)
+	d.varBytes -= old.heapBytes()
 	if h := d.index[old.key]; h == i {
 		if old.sib >= 0 {
 			d.index[old.key] = old.sib
 		} else {
 			delete(d.index, old.key)
+			d.keyBytes -= keyBytes(old.key)
 		}
 	} else {
 		p := d.at(h)

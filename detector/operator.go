@@ -24,10 +24,12 @@ import (
 func (d *Detector) Impose(t time.Time, r *rules.Rule, key string, until time.Time, reason string) Decision {
 	ri := d.rule(r)
 	s := d.lookup(ri, key)
+	b0 := s.heapBytes()
 	if s.ri != ri {
 		s.adopt(ri)
 	}
 	x := s.ext()
+	defer func() { d.varBytes += s.heapBytes() - b0 }()
 	ns := t.UnixNano()
 	if s.phase != phaseBanned {
 		d.unlink(s)

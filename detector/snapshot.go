@@ -340,7 +340,9 @@ func (d *Detector) Restore(cfg *rules.Config, global []byte, states iter.Seq[*Ke
 				s.key, s.sib = d.at(head).key, head
 			} else {
 				s.key = strings.Clone(ks.Key)
+				d.keyBytes += keyBytes(s.key)
 			}
+			d.varBytes += s.heapBytes()
 			d.index[s.key] = i
 			if reset {
 				st.Reset++

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"time"
+	"unsafe"
 )
 
 // Ladder phases of a state.
@@ -161,3 +162,37 @@ func (x *addrSet) addresses(since int64) []netip.Addr {
 	slices.SortFunc(as, netip.Addr.Compare)
 	return as
 }
+
+// Sizes for the memory estimate (Memory): a window, an extra, an address
+// seen, and what a key costs in the index beyond its bytes (the string
+// header and value in the map, with its load factor).
+const (
+	windowSize   = int64(unsafe.Sizeof(window{}))
+	extraSize    = int64(unsafe.Sizeof(extra{}))
+	addrSeenSize = int64(unsafe.Sizeof(addrSeen{}))
+	stateSize    = int64(unsafe.Sizeof(state{}))
+	keyOverhead  = 48
+)
+
+// heapBytes estimates what s holds beyond its slot: the windows past the
+// first, the rings, the ladder and the addresses seen (the earlier bans and
+// a ban's addresses, few and short, are left out).
+func (s *state) heapBytes() int64 {
+	if s.ri == nil {
+		return 0
+	}
+	n := int64(len(s.more)) * windowSize
+	for j := range s.ri.lims {
+		n += int64(cap(s.win(j).ring)) * 8
+	}
+	if s.x != nil {
+		n += extraSize
+	}
+	if s.as != nil {
+		n += 24 + int64(cap(s.as.addrs))*addrSeenSize
+	}
+	return n
+}
+
+// keyBytes is what a key costs in the index: its bytes and the entry.
+func keyBytes(key string) int64 { return int64(len(key)+7)&^7 + keyOverhead }
