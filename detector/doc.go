@@ -138,7 +138,13 @@
 //     token level and refill time, the peak); the ladder (phase, until in
 //     nanoseconds and as decided, with its zone offset; delay, last entry,
 //     violations, first entry over, whether the ban is LogOnly, the earlier
-//     bans); the addresses seen and those the ban blocks; the ban's place in
+//     bans); the addresses seen and those the ban blocks (the ladder and
+//     the addresses are one block; a state with addresses and no ladder
+//     writes the block with a ladder of zeros and a flag that says so,
+//     and is restored without one; a block without that flag, as every
+//     checkpoint before it wrote, is read as it always was, so a
+//     checkpoint of an older logjail restores as it did, though one written
+//     now is not read by an older logjail); the ban's place in
 //     the expiry order (its sequence number); the state's place in the LRU
 //     order (a stamp Changes hands out in list order); and a fingerprint of
 //     the limits its windows were built for. A key with two rate windows
