@@ -8,7 +8,9 @@
 # The log: KEYS clients, one per /64 of 2001:db8::/32, each seen twice, 10 s
 # apart, 1000 new keys a second, every line a 404 with CPU, so that every
 # key is charged under all three rules (3 states a key); max_keys is
-# 3 x KEYS, so that nothing is evicted. KIND=ip (default) keys each client
+# 3 x KEYS, so that nothing is evicted, unless MAX_KEYS says otherwise
+# (MAX_KEYS=1000000, the default max_keys: a flood of new keys at the
+# cap, evicting). B/key is per client key. KIND=ip (default) keys each client
 # by its address (ipv6_prefix: 128); KIND=p64 by its /64 (the default
 # ipv6_prefix, which also remembers the addresses seen).
 #
@@ -60,7 +62,7 @@ with open(path, "w") as f:
 PY
   mkdir -p "$work/state-$n"
   cfg=$work/logjail-$n.yaml
-  sed -e "s|^state_dir:.*|state_dir: $work/state-$n\nipv6_prefix: $prefix\nmax_keys: $((3 * n))\ncontrol_socket: $work/control-$n.sock|" \
+  sed -e "s|^state_dir:.*|state_dir: $work/state-$n\nipv6_prefix: $prefix\nmax_keys: ${MAX_KEYS:-$((3 * n))}\ncontrol_socket: $work/control-$n.sock|" \
       -e "s|paths: \[/var/log/nginx/access.log\]|paths: [$log]\n    from: start|" testdata/genlog.yaml > "$cfg"
 
   for _ in $(seq "$runs"); do
