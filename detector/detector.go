@@ -197,7 +197,7 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 	s.seen = max(s.seen, ns)
 	if s.phase == phaseBanned {
 		d.stats.Blocked++
-		s.blocked++
+		s.x.blocked++ // a banned state has its extra
 		d.markDirty(s)
 		return out
 	}
@@ -355,7 +355,7 @@ func (d *Detector) keyPeak(s *state) KeyPeak {
 	for j := range s.ri.lims {
 		d.peaks = append(d.peaks, s.win(j).peak)
 	}
-	kp := KeyPeak{Rule: s.ri.rule, Key: s.key, Requests: s.requests, Blocked: s.blocked, CPU: s.cpu, Peak: d.peaks}
+	kp := KeyPeak{Rule: s.ri.rule, Key: s.key, Requests: s.requests, Blocked: s.blocked(), CPU: s.cpu, Peak: d.peaks}
 	if s.x != nil && s.x.firstOver != 0 {
 		kp.FirstOver = time.Unix(0, s.x.firstOver).In(d.newestT.Location())
 	}

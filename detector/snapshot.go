@@ -186,7 +186,7 @@ func (d *Detector) report(s *state, stamp uint64, fn func(*KeyState)) {
 		Data:     d.buf,
 		LastSeen: time.Unix(0, s.seen).In(d.newestT.Location()),
 		Requests: s.requests,
-		Blocked:  s.blocked,
+		Blocked:  s.blocked(),
 		CPU:      s.cpu,
 	}
 	switch s.phase {
@@ -407,7 +407,7 @@ func (d *Detector) appendState(b []byte, s *state, stamp uint64) []byte {
 	b = binary.AppendUvarint(b, stamp)
 	b = binary.AppendVarint(b, s.seen)
 	b = binary.AppendVarint(b, s.requests)
-	b = binary.AppendVarint(b, s.blocked)
+	b = binary.AppendVarint(b, s.blocked())
 	b = appendFloat(b, s.cpu)
 	lims := s.ri.lims
 	b = binary.AppendUvarint(b, uint64(len(lims)))
@@ -747,7 +747,7 @@ func (r *decoder) ruleState(s *state, ri *ruleInfo) (stamp uint64, reset bool) {
 	stamp = r.uvarint()
 	s.seen = r.varint()
 	s.requests = r.varint()
-	s.blocked = r.varint()
+	blocked := r.varint()
 	s.cpu = r.float()
 	s.phase = phase
 	s.multi = fl&encMulti != 0
@@ -783,6 +783,13 @@ func (r *decoder) ruleState(s *state, ri *ruleInfo) (stamp uint64, reset bool) {
 		s.as = r.extra(s.x)
 	case phase != phaseAllowed:
 		r.fail("throttle or ban without its state")
+	}
+	if blocked != 0 {
+		// Only a state banned once has blocked entries, and its extra.
+		if s.x == nil {
+			s.x = &extra{}
+		}
+		s.x.blocked = blocked
 	}
 	return stamp, !same
 }

@@ -383,7 +383,7 @@ func dump(d *Detector) detectorDump {
 			continue
 		}
 		sd := stateDump{Rule: s.ri.rule.Name, Key: s.key, Phase: s.phase, Multi: s.multi, Seen: s.seen,
-			Requests: s.requests, Blocked: s.blocked, CPU: s.cpu}
+			Requests: s.requests, Blocked: s.blocked(), CPU: s.cpu}
 		for j := range s.ri.lims {
 			w := s.win(j)
 			wd := winDump{Cap: len(w.ring), N: w.n, Acc: w.acc, Peak: w.peak}

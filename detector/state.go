@@ -29,7 +29,6 @@ type state struct {
 	flags      uint8 // checkpoint bookkeeping (flagDirty, ...)
 	seen       int64 // log time of the newest entry, charged or blocked, unix ns
 	requests   int64
-	blocked    int64
 	cpu        float64
 	win0       window   // the rule's first limit
 	more       []window // the others
@@ -48,6 +47,7 @@ type extra struct {
 	firstOver  int64
 	banLogOnly bool
 	banSeq     uint64       // the expiry heap's seq of the current ban
+	blocked    int64        // entries seen while banned (only a state banned once has them)
 	bans       []int64      // start of earlier bans within remember, oldest first
 	banAddrs   []netip.Addr // the addresses the current ban blocks
 }
@@ -79,6 +79,14 @@ func (s *state) ext() *extra {
 		s.x = &extra{}
 	}
 	return s.x
+}
+
+// blocked returns the entries seen while banned.
+func (s *state) blocked() int64 {
+	if s.x == nil {
+		return 0
+	}
+	return s.x.blocked
 }
 
 func (s *state) win(j int) *window {
