@@ -76,7 +76,7 @@ PY
   daemon=$!
   deadline=$((SECONDS + 600))
   until "$bin" status --config "$cfg" --output json 2>/dev/null |
-        python3 -c 'import json,sys; s=json.load(sys.stdin); f=[f for src in s["sources"] for f in src["files"]]; sys.exit(0 if f and f[0]["offset"]>='"$size"' and s["database"]["checkpoint"] else 1)'; do
+        python3 -c 'import json,sys; s=json.load(sys.stdin); f=[f for src in s["sources"] for f in src["files"]]; sys.exit(0 if f and f[0]["offset"]>='"$size"' and s["database"]["checkpoint"] else 1)' 2>/dev/null; do
     if ! kill -0 "$daemon" 2>/dev/null; then echo "bench-memory: the daemon died:" >&2; cat "$work/daemon-$n.log" >&2; exit 1; fi
     [ $SECONDS -lt $deadline ] || { echo "bench-memory: the daemon did not read the log in 600 s" >&2; exit 1; }
     sleep 1
