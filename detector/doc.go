@@ -64,9 +64,11 @@
 //     once it went over a limit; the addresses seen exist only for keys that
 //     are not single addresses. A client key charged under three rules (two
 //     rate rules and a CPU share, four windows) costs about 680 bytes of
-//     heap, 850 for an IPv6 /64 with its address (BenchmarkMemory, after a
+//     heap, 845 for an IPv6 /64 with its address (BenchmarkMemory, after a
 //     GC, the key index and checkpoint bookkeeping included); the process
-//     needs up to twice that between collections (GOGC).
+//     needs up to a quarter more between collections (internal/gcgoal).
+//     Memory estimates it from counts kept as the states change, for
+//     status and metrics.
 //   - Keys are copied (strings.Clone) before they are stored: callers may pass
 //     strings that point into reused read buffers.
 //   - A Detector is not safe for concurrent use: one goroutine charges it and
