@@ -180,6 +180,13 @@ type Status struct {
 	TrackedKeys   int           `json:"tracked_keys"`
 	// Endpoints are the decision endpoints (live only).
 	Endpoints []EndpointState `json:"endpoints,omitempty"`
+	// The detector's estimated heap (the states and the key index), that
+	// per tracked key (detector.Memory), and the keys evicted at max_keys
+	// since the state began (the checkpoint keeps the count). Offline: of
+	// the detector restored from the last checkpoint.
+	TrackedKeyBytes int64 `json:"tracked_key_bytes,omitempty"`
+	BytesPerKey     int64 `json:"bytes_per_key,omitempty"`
+	Evictions       int64 `json:"evictions"`
 }
 
 // EndpointState is a decision endpoint in a status.

@@ -197,7 +197,9 @@ func (c *Control) Status(ctx context.Context) (*control.Status, error) {
 		if st.Breaker, err = control.BreakerOf(d.det.Breaker(), d.cfg, d.db); err != nil {
 			return err
 		}
-		st.TrackedKeys = ds.Keys
+		st.TrackedKeys, st.Evictions = ds.Keys, ds.Evictions
+		mem := d.det.Memory()
+		st.TrackedKeyBytes, st.BytesPerKey = mem.Bytes, mem.PerState()
 		for _, a := range d.acts.Status() {
 			as := control.ActionState{Name: a.Name, Type: a.Type, Entries: a.Entries, Pending: a.Pending,
 				Errors: a.Errors, LastError: a.LastError}

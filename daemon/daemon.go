@@ -851,6 +851,9 @@ func (d *decider) flush() {
 		}
 		st := d.det.Stats()
 		m.TrackedKeys.Set(float64(st.Keys))
+		mem := d.det.Memory()
+		m.TrackedKeyBytes.Set(float64(mem.Bytes))
+		m.BytesPerKey.Set(float64(mem.PerState()))
 		m.ActiveBans.WithLabelValues("ban").Set(float64(st.Banned))
 		if st.BreakerOpen {
 			m.BreakerOpen.Set(1)

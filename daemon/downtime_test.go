@@ -315,7 +315,11 @@ func TestOneLineCannotMoveTheFollowedClock(t *testing.T) {
 		}
 		return out, st
 	}
-	want, _ := history(nil)
+	want, st := history(nil)
+	// status shows the memory the keys take (detector.Memory).
+	if st.TrackedKeys == 0 || st.BytesPerKey < 50 || st.TrackedKeyBytes < st.BytesPerKey*int64(st.TrackedKeys) {
+		t.Errorf("status: %d keys tracked, %d bytes, %d a key", st.TrackedKeys, st.TrackedKeyBytes, st.BytesPerKey)
+	}
 	if len(want) == 0 {
 		t.Fatal("the log without bad lines makes no decision: nothing to compare")
 	}

@@ -112,12 +112,11 @@ type Detector struct {
 	lastKey  string
 	lastHead int32
 	chunks   [][]state
-	used     int32   // slots handed out
-	free     []int32 // slots of evicted states
-	lruLen   int     // states on the LRU list
-	head     int32   // most recently charged, -1 if none
-	tail     int32   // least recently charged, -1 if none
-	banned   int     // states banned (off the LRU list)
+	used     int32      // slots handed out
+	free     []int32    // slots of evicted states
+	lruLen   int        // states on the LRU lists
+	lru      [2]lruList // listCold: allowed states; listHot: throttled ones
+	banned   int        // states banned (off the LRU lists)
 
 	expiries expiryHeap
 	seq      uint64
@@ -141,6 +140,12 @@ type Detector struct {
 	lruStamp    uint64
 	ks          KeyState
 	buf         []byte
+	zeroX       extra // the ladder of a state without one, as written
+
+	// The memory estimate (Memory): the variable parts of the states
+	// (heapBytes) and the keys in the index.
+	varBytes int64
+	keyBytes int64
 
 	// scratch for one charge
 	vals  []float64
@@ -158,8 +163,7 @@ func New(o Options) *Detector {
 		ruleIDs:    map[string]int32{},
 		index:      map[string]int32{},
 		lastHead:   -1,
-		head:       -1,
-		tail:       -1,
+		lru:        [2]lruList{{-1, -1}, {-1, -1}},
 	}
 	if d.opt.Skew < 0 {
 		d.opt.Skew = 0
@@ -193,11 +197,12 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 	s.seen = max(s.seen, ns)
 	if s.phase == phaseBanned {
 		d.stats.Blocked++
-		s.blocked++
+		s.x.blocked++ // a banned state has its extra
 		d.markDirty(s)
 		return out
 	}
 	d.touch(s)
+	b0 := s.heapBytes()
 	if s.ri != ri {
 		s.adopt(ri)
 	}
@@ -205,7 +210,7 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 	s.requests++
 	s.cpu += c.CPU
 	if s.multi {
-		s.ext().noteAddr(c.Addr, ns)
+		s.noteAddr(c.Addr, ns)
 	}
 	over := d.measure(s, ri, ns, c)
 	if over {
@@ -215,6 +220,10 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 		}
 	}
 	out = d.ladder(s, ri, t, ns, over, out)
+	if s.phase != phaseBanned && s.hot != (s.phase == phaseThrottled) {
+		d.touch(s) // throttled or allowed again: to the front of its list
+	}
+	d.varBytes += s.heapBytes() - b0
 	// A ban decided on a late entry may already be over.
 	return d.expire(d.newest, out)
 }
@@ -302,6 +311,35 @@ func (d *Detector) Stats() Stats {
 	return st
 }
 
+// Memory is an estimate of the heap a Detector holds.
+type Memory struct {
+	States int   // tracked (rule, key) states, as Stats.Keys
+	Keys   int   // distinct keys among them
+	Bytes  int64 // the states' slots, windows, rings, ladders and addresses, and the key index
+}
+
+// PerState returns Bytes over States (0 when none is tracked).
+func (m Memory) PerState() int64 {
+	if m.States == 0 {
+		return 0
+	}
+	return m.Bytes / int64(m.States)
+}
+
+// Memory estimates the heap the detector holds, from counts it keeps as it
+// goes (no walk over the states): within a tenth of runtime.MemStats'
+// measure after a GC (TestMemoryEstimate). The allocator's rounding and
+// the collector's headroom (the process needs up to 1.25x this, see
+// internal/gcgoal) are not in it.
+func (d *Detector) Memory() Memory {
+	slots := int64(len(d.chunks)) << chunkBits * stateSize
+	return Memory{
+		States: d.lruLen + d.banned,
+		Keys:   len(d.index),
+		Bytes:  slots + d.varBytes + d.keyBytes + int64(cap(d.dirty))*4,
+	}
+}
+
 // Peaks calls fn for every tracked (rule, key), in the order the states were
 // created or restored (slots of evicted states are reused).
 func (d *Detector) Peaks(fn func(KeyPeak)) {
@@ -317,7 +355,7 @@ func (d *Detector) keyPeak(s *state) KeyPeak {
 	for j := range s.ri.lims {
 		d.peaks = append(d.peaks, s.win(j).peak)
 	}
-	kp := KeyPeak{Rule: s.ri.rule, Key: s.key, Requests: s.requests, Blocked: s.blocked, CPU: s.cpu, Peak: d.peaks}
+	kp := KeyPeak{Rule: s.ri.rule, Key: s.key, Requests: s.requests, Blocked: s.blocked(), CPU: s.cpu, Peak: d.peaks}
 	if s.x != nil && s.x.firstOver != 0 {
 		kp.FirstOver = time.Unix(0, s.x.firstOver).In(d.newestT.Location())
 	}
@@ -394,7 +432,7 @@ func (d *Detector) lookup(ri *ruleInfo, key string) *state {
 		}
 		i = s.sib
 	}
-	if d.lruLen+d.banned >= d.maxKeys && d.tail >= 0 {
+	if d.lruLen+d.banned >= d.maxKeys && d.lruLen > 0 {
 		d.evict()
 	}
 	head := d.chain(key)
@@ -407,11 +445,19 @@ func (d *Detector) lookup(ri *ruleInfo, key string) *state {
 	}
 	s := d.at(i)
 	s.slot = i
-	s.key = strings.Clone(key)
+	if head >= 0 {
+		s.key = d.at(head).key // one copy of a key for all its states
+	} else {
+		s.key = strings.Clone(key)
+	}
 	s.sib = head
 	s.ri = ri
 	s.multi = isMulti(ri.rule.Key, key)
 	s.initWindows()
+	if head < 0 {
+		d.keyBytes += keyBytes(s.key)
+	}
+	d.varBytes += s.heapBytes()
 	d.index[s.key] = i
 	d.lastKey, d.lastHead = s.key, i
 	d.pushFront(s)
@@ -443,45 +489,77 @@ func (d *Detector) at(i int32) *state {
 	return &d.chunks[i>>chunkBits][i&(1<<chunkBits-1)]
 }
 
-// The LRU list: head is the most recently charged state. Banned states are
-// off the list. Every state moved to the front is marked moved (and dirty)
-// for the next checkpoint, so that the states moved since the last one are
-// the list's first ones (snapshot.go).
+// The LRU lists: a list's head is its most recently charged state. A state
+// is on the hot list while it is throttled (s.hot), on the cold one while it
+// is allowed; banned states are on neither. Eviction takes the cold list's
+// tail, and the hot list's only when the cold one is empty, so that a flood
+// of new keys forgets the quiet keys before any key that is violating its
+// limits. Every state moved to the front of a list is marked moved (and
+// dirty) for the next checkpoint, so that the states moved since the last
+// one are the first ones of each list (snapshot.go).
+
+const (
+	listCold = 0
+	listHot  = 1
+)
+
+// lruList is one LRU list: its ends, by slot, -1 when empty.
+type lruList struct{ head, tail int32 }
+
+// listOf returns the list s is on (or would go on).
+func (d *Detector) listOf(hot bool) *lruList {
+	if hot {
+		return &d.lru[listHot]
+	}
+	return &d.lru[listCold]
+}
+
+// victim returns the state eviction would take, or -1.
+func (d *Detector) victim() int32 {
+	if t := d.lru[listCold].tail; t >= 0 {
+		return t
+	}
+	return d.lru[listHot].tail
+}
 
 func (d *Detector) pushFront(s *state) {
 	d.link(s)
 	d.markMoved(s)
 }
 
-// link puts s at the front of the list.
+// link puts s at the front of the list its phase says.
 func (d *Detector) link(s *state) {
-	s.prev, s.next = -1, d.head
-	if d.head >= 0 {
-		d.at(d.head).prev = s.slot
+	s.hot = s.phase == phaseThrottled
+	l := d.listOf(s.hot)
+	s.prev, s.next = -1, l.head
+	if l.head >= 0 {
+		d.at(l.head).prev = s.slot
 	} else {
-		d.tail = s.slot
+		l.tail = s.slot
 	}
-	d.head = s.slot
+	l.head = s.slot
 	d.lruLen++
 }
 
 func (d *Detector) unlink(s *state) {
+	l := d.listOf(s.hot)
 	if s.prev >= 0 {
 		d.at(s.prev).next = s.next
 	} else {
-		d.head = s.next
+		l.head = s.next
 	}
 	if s.next >= 0 {
 		d.at(s.next).prev = s.prev
 	} else {
-		d.tail = s.prev
+		l.tail = s.prev
 	}
 	s.prev, s.next = -1, -1
 	d.lruLen--
 }
 
+// touch moves s to the front of the list its phase says.
 func (d *Detector) touch(s *state) {
-	if d.head == s.slot {
+	if hot := s.phase == phaseThrottled; hot == s.hot && d.listOf(hot).head == s.slot {
 		d.markMoved(s)
 		return
 	}

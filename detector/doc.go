@@ -43,14 +43,32 @@
 //     caller's to drop (checkpoint.Writer.Keep).
 //   - Entries reach Charge after the caller's pipeline.Guard: a line far
 //     ahead of its neighbours in its file never moves the newest time.
-//   - Memory is bounded: at most Options.MaxKeys (rule, key) states, the least
-//     recently charged evicted first (an intrusive list, O(1)). Banned states
-//     are never evicted; while every state is banned, new keys go past the cap.
-//     Per key, windows keep only the buckets that hold something, in a ring
+//   - Memory is bounded: at most Options.MaxKeys (rule, key) states. Banned
+//     states are never evicted; while every state is banned, new keys go
+//     past the cap. The others are on two LRU lists (intrusive, O(1)): the
+//     hot list holds the throttled states, the cold list the allowed ones.
+//     Eviction takes the least recently charged state of the cold list, and
+//     of the hot list only when the cold one is empty. So a flood of new keys
+//     (a scanner walking the /64s of its /48, a botnet) forgets quiet keys
+//     first and cannot make the detector forget a key that is over its
+//     limits and violating its throttle: its violations still count towards
+//     its ban (TestKeyFloodSparesViolators sprays 5M keys at a cap of
+//     10,000). A key over its limits under a rule without a throttle is
+//     banned at once, and off the lists. A throttled key that goes quiet
+//     stays on the hot list until its next entry allows it again; the hot
+//     list can only fill the cap if every state is throttled.
+//   - Per key, windows keep only the buckets that hold something, in a ring
 //     grown as needed (most keys hold one or two), and no charge allocates
-//     once a key's rings have grown to its traffic. A tracked (rule, key)
-//     costs about 255 bytes with the index and the checkpoint bookkeeping
-//     (BenchmarkCharge reports B/key).
+//     once a key's rings have grown to its traffic. The states of one key
+//     share one copy of the key string. A key's ladder (extra) exists only
+//     once it went over a limit; the addresses seen exist only for keys that
+//     are not single addresses. A client key charged under three rules (two
+//     rate rules and a CPU share, four windows) costs about 680 bytes of
+//     heap, 845 for an IPv6 /64 with its address (BenchmarkMemory, after a
+//     GC, the key index and checkpoint bookkeeping included); the process
+//     needs up to a quarter more between collections (internal/gcgoal).
+//     Memory estimates it from counts kept as the states change, for
+//     status and metrics.
 //   - Keys are copied (strings.Clone) before they are stored: callers may pass
 //     strings that point into reused read buffers.
 //   - A Detector is not safe for concurrent use: one goroutine charges it and
@@ -122,7 +140,13 @@
 //     token level and refill time, the peak); the ladder (phase, until in
 //     nanoseconds and as decided, with its zone offset; delay, last entry,
 //     violations, first entry over, whether the ban is LogOnly, the earlier
-//     bans); the addresses seen and those the ban blocks; the ban's place in
+//     bans); the addresses seen and those the ban blocks (the ladder and
+//     the addresses are one block; a state with addresses and no ladder
+//     writes the block with a ladder of zeros and a flag that says so,
+//     and is restored without one; a block without that flag, as every
+//     checkpoint before it wrote, is read as it always was, so a
+//     checkpoint of an older logjail restores as it did, though one written
+//     now is not read by an older logjail); the ban's place in
 //     the expiry order (its sequence number); the state's place in the LRU
 //     order (a stamp Changes hands out in list order); and a fingerprint of
 //     the limits its windows were built for. A key with two rate windows

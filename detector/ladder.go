@@ -94,10 +94,10 @@ func (d *Detector) throttle(s *state, ri *ruleInfo, t time.Time, ns int64, reaso
 }
 
 func (d *Detector) addresses(s *state, ri *ruleInfo, ns int64) []netip.Addr {
-	if !s.multi || s.x == nil {
+	if !s.multi || s.as == nil {
 		return nil
 	}
-	return s.x.addresses(ns - ri.span)
+	return s.as.addresses(ns - ri.span)
 }
 
 // ban bans s at t for the rule's ban length, escalated by earlier bans.
@@ -193,14 +193,17 @@ func (d *Detector) unban(s *state, t time.Time, reason string, out []Decision) [
 	d.stats.Unbans++
 	out = append(out, dec)
 	// Back on the LRU list, s may put it over the cap.
-	for d.lruLen+d.banned > d.maxKeys && d.tail >= 0 && d.tail != s.slot {
+	for d.lruLen+d.banned > d.maxKeys {
+		if v := d.victim(); v < 0 || v == s.slot {
+			break
+		}
 		d.evict()
 	}
 	return out
 }
 
 func (d *Detector) evict() int32 {
-	i := d.tail
+	i := d.victim()
 	old := d.at(i)
 	if d.opt.Evicted != nil {
 		d.opt.Evicted(d.keyPeak(old))
@@ -215,11 +218,13 @@ func (d *Detector) evict() int32 {
 // the index, deleted from the store at the next checkpoint.
 func (d *Detector) drop(i int32) {
 	old := d.at(i)
+	d.varBytes -= old.heapBytes()
 	if h := d.index[old.key]; h == i {
 		if old.sib >= 0 {
 			d.index[old.key] = old.sib
 		} else {
 			delete(d.index, old.key)
+			d.keyBytes -= keyBytes(old.key)
 		}
 	} else {
 		p := d.at(h)

@@ -24,10 +24,12 @@ import (
 func (d *Detector) Impose(t time.Time, r *rules.Rule, key string, until time.Time, reason string) Decision {
 	ri := d.rule(r)
 	s := d.lookup(ri, key)
+	b0 := s.heapBytes()
 	if s.ri != ri {
 		s.adopt(ri)
 	}
 	x := s.ext()
+	defer func() { d.varBytes += s.heapBytes() - b0 }()
 	ns := t.UnixNano()
 	if s.phase != phaseBanned {
 		d.unlink(s)
@@ -147,7 +149,7 @@ func (w *window) now(ns int64, li *limitInfo) (v, ratio float64) {
 		if w.n == 0 {
 			return 0, 0
 		}
-		tokens := w.tokens
+		tokens := w.tokens()
 		if t := uint64(max(ns, 0)); t > w.acc {
 			tokens = min(li.burst, tokens+float64(t-w.acc)/1e9*li.n)
 		}

@@ -83,7 +83,7 @@ func (w *window) query(li *limitInfo, ns int64) LimitState {
 		if w.n == 0 {
 			return ls
 		}
-		tokens := w.tokens
+		tokens := w.tokens()
 		if t := uint64(max(ns, 0)); t > w.acc {
 			tokens = min(li.burst, tokens+float64(t-w.acc)/1e9*li.n)
 		}

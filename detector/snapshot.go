@@ -71,8 +71,9 @@ const (
 // Bits of a rule state's flags byte.
 const (
 	encMulti      = 1 << iota // state.multi
-	encExtra                  // state.x follows
+	encExtra                  // state.x follows (and the addresses seen)
 	encBanLogOnly             // extra.banLogOnly
+	encNoLadder               // with encExtra: state.x is nil, the block only carries the addresses
 )
 
 // Bits of state.flags.
@@ -129,21 +130,25 @@ func (d *Detector) Changes(fn func(ks *KeyState)) {
 	}
 	d.gone = d.gone[:0]
 
-	// The states moved to the front since the last call, least recent
-	// first: their stamps follow every stamp handed out before.
-	last := int32(-1)
-	for i := d.head; i >= 0; {
-		s := d.at(i)
-		if s.flags&flagMoved == 0 {
-			break
+	// The states moved to the front of each list since the last call,
+	// least recent first: their stamps follow every stamp handed out
+	// before, so that each list's order comes back (a state's phase says
+	// its list).
+	for l := range d.lru {
+		last := int32(-1)
+		for i := d.lru[l].head; i >= 0; {
+			s := d.at(i)
+			if s.flags&flagMoved == 0 {
+				break
+			}
+			last, i = i, s.next
 		}
-		last, i = i, s.next
-	}
-	for i := last; i >= 0; {
-		s := d.at(i)
-		d.lruStamp++
-		d.report(s, d.lruStamp, fn)
-		i = s.prev
+		for i := last; i >= 0; {
+			s := d.at(i)
+			d.lruStamp++
+			d.report(s, d.lruStamp, fn)
+			i = s.prev
+		}
 	}
 	// The others: banned states (off the list), and slots freed since.
 	for _, i := range d.dirty {
@@ -181,7 +186,7 @@ func (d *Detector) report(s *state, stamp uint64, fn func(*KeyState)) {
 		Data:     d.buf,
 		LastSeen: time.Unix(0, s.seen).In(d.newestT.Location()),
 		Requests: s.requests,
-		Blocked:  s.blocked,
+		Blocked:  s.blocked(),
 		CPU:      s.cpu,
 	}
 	switch s.phase {
@@ -331,10 +336,13 @@ func (d *Detector) Restore(cfg *rules.Config, global []byte, states iter.Seq[*Ke
 			if r.err != nil {
 				break
 			}
-			s.key = strings.Clone(ks.Key)
 			if tracked {
-				s.sib = head
+				s.key, s.sib = d.at(head).key, head
+			} else {
+				s.key = strings.Clone(ks.Key)
+				d.keyBytes += keyBytes(s.key)
 			}
+			d.varBytes += s.heapBytes()
 			d.index[s.key] = i
 			if reset {
 				st.Reset++
@@ -378,18 +386,28 @@ func (d *Detector) appendState(b []byte, s *state, stamp uint64) []byte {
 		fl |= encMulti
 	}
 	x := s.x
-	if x != nil {
+	var addrs []addrSeen
+	if s.as != nil {
+		addrs = s.as.addrs
+	}
+	switch {
+	case x != nil:
 		fl |= encExtra
 		if x.banLogOnly {
 			fl |= encBanLogOnly
 		}
+	case len(addrs) > 0:
+		// The addresses are written where they were when they lived in
+		// extra, after a ladder of zeros.
+		fl |= encExtra | encNoLadder
+		x = &d.zeroX
 	}
 	b = append(b, snapshotVersion, tagRule, s.phase, fl)
 	b = binary.LittleEndian.AppendUint64(b, s.ri.fp)
 	b = binary.AppendUvarint(b, stamp)
 	b = binary.AppendVarint(b, s.seen)
 	b = binary.AppendVarint(b, s.requests)
-	b = binary.AppendVarint(b, s.blocked)
+	b = binary.AppendVarint(b, s.blocked())
 	b = appendFloat(b, s.cpu)
 	lims := s.ri.lims
 	b = binary.AppendUvarint(b, uint64(len(lims)))
@@ -412,8 +430,8 @@ func (d *Detector) appendState(b []byte, s *state, stamp uint64) []byte {
 		b = binary.AppendVarint(b, t-prev)
 		prev = t
 	}
-	b = binary.AppendUvarint(b, uint64(len(x.addrs)))
-	for _, a := range x.addrs {
+	b = binary.AppendUvarint(b, uint64(len(addrs)))
+	for _, a := range addrs {
 		b = appendAddr(b, a.addr)
 		b = binary.AppendVarint(b, a.seen)
 	}
@@ -433,7 +451,7 @@ func appendWindow(b []byte, w *window, li *limitInfo) []byte {
 		b = append(b, winTokens)
 		b = binary.AppendUvarint(b, uint64(w.n))
 		b = binary.AppendUvarint(b, w.acc)
-		b = appendFloat(b, w.tokens)
+		b = appendFloat(b, w.tokens())
 	case rules.LimitLastN:
 		b = append(b, winTimes)
 		b = binary.AppendUvarint(b, uint64(len(w.ring)))
@@ -722,14 +740,14 @@ func (d *Detector) decodeGlobal(r *decoder) {
 func (r *decoder) ruleState(s *state, ri *ruleInfo) (stamp uint64, reset bool) {
 	phase := r.u8()
 	fl := r.u8()
-	if phase > phaseBanned || fl&^(encMulti|encExtra|encBanLogOnly) != 0 {
+	if phase > phaseBanned || fl&^(encMulti|encExtra|encBanLogOnly|encNoLadder) != 0 || fl&(encExtra|encNoLadder) == encNoLadder {
 		r.fail("bad phase or flags")
 	}
 	fp := r.u64()
 	stamp = r.uvarint()
 	s.seen = r.varint()
 	s.requests = r.varint()
-	s.blocked = r.varint()
+	blocked := r.varint()
 	s.cpu = r.float()
 	s.phase = phase
 	s.multi = fl&encMulti != 0
@@ -754,11 +772,24 @@ func (r *decoder) ruleState(s *state, ri *ruleInfo) (stamp uint64, reset bool) {
 		s.initWindows()
 	}
 	switch {
+	case fl&encNoLadder != 0:
+		var x extra
+		s.as = r.extra(&x)
+		if phase != phaseAllowed || fl&encBanLogOnly != 0 || !x.zero() {
+			r.fail("a ladder where none was written")
+		}
 	case fl&encExtra != 0:
 		s.x = &extra{banLogOnly: fl&encBanLogOnly != 0}
-		r.extra(s.x)
+		s.as = r.extra(s.x)
 	case phase != phaseAllowed:
 		r.fail("throttle or ban without its state")
+	}
+	if blocked != 0 {
+		// Only a state banned once has blocked entries, and its extra.
+		if s.x == nil {
+			s.x = &extra{}
+		}
+		s.x.blocked = blocked
 	}
 	return stamp, !same
 }
@@ -786,7 +817,10 @@ func (r *decoder) window(w *window, li *limitInfo) {
 			r.fail("bad token bucket")
 		}
 		if w != nil {
-			w.n, w.acc, w.tokens = uint32(n), acc, tokens
+			w.n, w.acc = uint32(n), acc
+			if n > 0 || tokens != 0 {
+				w.setTokens(tokens)
+			}
 		}
 	case winBuckets, winTimes:
 		c := r.uvarint()
@@ -846,7 +880,9 @@ func (r *decoder) window(w *window, li *limitInfo) {
 	}
 }
 
-func (r *decoder) extra(x *extra) {
+// extra reads a state's extra block into x and returns the addresses seen
+// that it carries (nil: none).
+func (r *decoder) extra(x *extra) *addrSet {
 	x.until = r.varint()
 	x.untilT = r.time()
 	x.delay = time.Duration(r.varint())
@@ -866,11 +902,12 @@ func (r *decoder) extra(x *extra) {
 			x.bans[i] = prev
 		}
 	}
+	var as *addrSet
 	if n := r.count(maxAddrs); n > 0 {
-		x.addrs = make([]addrSeen, n)
-		for i := range x.addrs {
-			x.addrs[i].addr = r.addr()
-			x.addrs[i].seen = r.varint()
+		as = &addrSet{addrs: make([]addrSeen, n)}
+		for i := range as.addrs {
+			as.addrs[i].addr = r.addr()
+			as.addrs[i].seen = r.varint()
 		}
 	}
 	if n := r.count(maxAddrs); n > 0 {
@@ -879,6 +916,7 @@ func (r *decoder) extra(x *extra) {
 			x.banAddrs[i] = r.addr()
 		}
 	}
+	return as
 }
 
 // limitsFingerprint hashes (FNV-1a) everything of the limits that decides

@@ -311,7 +311,6 @@ type extraDump struct {
 	BanLogOnly bool
 	BanSeq     uint64
 	Bans       []int64
-	Addrs      []string
 	BanAddrs   []string
 }
 
@@ -324,6 +323,7 @@ type stateDump struct {
 	Blocked   int64
 	CPU       float64
 	Wins      []winDump
+	Addrs     []string
 	X         *extraDump
 }
 
@@ -372,8 +372,10 @@ func dump(d *Detector) detectorDump {
 		s := d.at(e.slot)
 		dd.Expiries = append(dd.Expiries, fmt.Sprintf("%d %d %s/%s", e.until, e.seq, s.ri.rule.Name, s.key))
 	}
-	for i := d.head; i >= 0; i = d.at(i).next {
-		dd.LRU = append(dd.LRU, d.at(i).ri.rule.Name+"/"+d.at(i).key)
+	for l := range d.lru {
+		for i := d.lru[l].head; i >= 0; i = d.at(i).next {
+			dd.LRU = append(dd.LRU, fmt.Sprint(l)+" "+d.at(i).ri.rule.Name+"/"+d.at(i).key)
+		}
 	}
 	for i := range d.used {
 		s := d.at(i)
@@ -381,24 +383,28 @@ func dump(d *Detector) detectorDump {
 			continue
 		}
 		sd := stateDump{Rule: s.ri.rule.Name, Key: s.key, Phase: s.phase, Multi: s.multi, Seen: s.seen,
-			Requests: s.requests, Blocked: s.blocked, CPU: s.cpu}
+			Requests: s.requests, Blocked: s.blocked(), CPU: s.cpu}
 		for j := range s.ri.lims {
 			w := s.win(j)
-			wd := winDump{Cap: len(w.ring), N: w.n, Acc: w.acc, Tokens: w.tokens, Peak: w.peak}
-			if s.ri.lims[j].kind != rules.LimitTokenBucket {
+			wd := winDump{Cap: len(w.ring), N: w.n, Acc: w.acc, Peak: w.peak}
+			if s.ri.lims[j].kind == rules.LimitTokenBucket {
+				wd.Tokens = w.tokens()
+			} else {
 				for k := range w.n {
 					wd.Elems = append(wd.Elems, *w.at(k))
 				}
 			}
 			sd.Wins = append(sd.Wins, wd)
 		}
+		if s.as != nil {
+			for _, a := range s.as.addrs {
+				sd.Addrs = append(sd.Addrs, fmt.Sprintf("%s@%d", a.addr, a.seen))
+			}
+		}
 		if x := s.x; x != nil {
 			xd := &extraDump{Until: x.until, UntilT: timeDump(x.untilT), Delay: x.delay, Last: x.last,
 				Violations: x.violations, FirstOver: x.firstOver, BanLogOnly: x.banLogOnly, BanSeq: x.banSeq,
 				Bans: slices.Clone(x.bans)}
-			for _, a := range x.addrs {
-				xd.Addrs = append(xd.Addrs, fmt.Sprintf("%s@%d", a.addr, a.seen))
-			}
 			for _, a := range x.banAddrs {
 				xd.BanAddrs = append(xd.BanAddrs, a.String())
 			}
@@ -830,12 +836,13 @@ rules:
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The banned state stays, and the most recent other; the least
-		// recent are evicted, and deleted at the next checkpoint.
+		// The banned state stays, and the throttled one (flood/.2, the
+		// least recent, but hot); the allowed ones are evicted, and
+		// deleted at the next checkpoint.
 		if st.Keys != 4 || d.Stats().Keys != 2 || d.Stats().Evictions != 2 {
 			t.Errorf("restore stats %+v, stats %+v", st, d.Stats())
 		}
-		if diff := gocmp.Diff([]string{"-flood/203.0.113.2", "-gone/203.0.113.1"}, changesOf(d)); diff != "" {
+		if diff := gocmp.Diff([]string{"-gone/203.0.113.1", "-gone/203.0.113.3"}, changesOf(d)); diff != "" {
 			t.Errorf("changes (-want +got):\n%s", diff)
 		}
 	})

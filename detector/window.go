@@ -76,15 +76,30 @@ func compileRule(r *rules.Rule, id int32) *ruleInfo {
 //     their sum.
 //   - last N: ring holds the times (unix ns) of the last N requests, oldest
 //     first.
-//   - token bucket: acc is the time of the last refill (unix ns), tokens the
-//     tokens left (negative when requests went on while it was empty), n is 1
-//     once the bucket is filled.
+//   - token bucket: acc is the time of the last refill (unix ns), ring[0]
+//     the bits of the tokens left (a float64, negative when requests went on
+//     while it was empty: see tokens), n is 1 once the bucket is filled.
 type window struct {
 	ring    []uint64
 	head, n uint32
 	acc     uint64
-	tokens  float64
 	peak    float64
+}
+
+// tokens returns a token bucket's tokens left (0 before it is filled).
+func (w *window) tokens() float64 {
+	if len(w.ring) == 0 {
+		return 0
+	}
+	return math.Float64frombits(w.ring[0])
+}
+
+// setTokens sets a token bucket's tokens left.
+func (w *window) setTokens(f float64) {
+	if len(w.ring) == 0 {
+		w.ring = make([]uint64, 1)
+	}
+	w.ring[0] = math.Float64bits(f)
 }
 
 func (w *window) init(li *limitInfo) {
@@ -209,14 +224,16 @@ func (w *window) addTime(ns int64, li *limitInfo) int64 {
 func (w *window) take(ns int64, li *limitInfo) float64 {
 	t := uint64(max(ns, 0))
 	if w.n == 0 {
-		w.n, w.tokens, w.acc = 1, li.burst, t
+		w.n, w.acc = 1, t
+		w.setTokens(li.burst)
 	}
+	tokens := w.tokens()
 	if t > w.acc {
-		w.tokens = min(li.burst, w.tokens+float64(t-w.acc)/1e9*li.n)
+		tokens = min(li.burst, tokens+float64(t-w.acc)/1e9*li.n)
 		w.acc = t
 	}
-	level := li.burst - w.tokens + 1
-	w.tokens--
+	level := li.burst - tokens + 1
+	w.setTokens(tokens - 1)
 	return level
 }
 

@@ -28,6 +28,8 @@ type Metrics struct {
 	Decisions          *prometheus.CounterVec // {rule, kind}
 	ActiveBans         *prometheus.GaugeVec   // {kind}
 	TrackedKeys        prometheus.Gauge
+	TrackedKeyBytes    prometheus.Gauge // the detector's estimated heap
+	BytesPerKey        prometheus.Gauge // that over TrackedKeys
 	Evictions          prometheus.Counter
 	LagBytes           *prometheus.GaugeVec // {source}
 	LagSeconds         *prometheus.GaugeVec // {source}
@@ -80,7 +82,9 @@ func NewMetrics() *Metrics {
 	m.Decisions = counterVec("decisions_total", "Decisions made, by rule and kind (throttle, ban, unban).", "rule", "kind")
 	m.ActiveBans = gaugeVec("active_bans", "Active throttles and bans, by kind.", "kind")
 	m.TrackedKeys = gauge("tracked_keys", "(rule, key) states held in memory.")
-	m.Evictions = counter("evictions_total", "Key states evicted at max_keys, least recently seen first.")
+	m.TrackedKeyBytes = gauge("tracked_key_bytes", "Estimated heap the (rule, key) states and the key index hold.")
+	m.BytesPerKey = gauge("bytes_per_key", "Estimated heap per tracked (rule, key) state, the key index included.")
+	m.Evictions = counter("evictions_total", "Key states evicted at max_keys: allowed ones first, least recently seen first; throttled ones only when no allowed one is left.")
 	m.LagBytes = gaugeVec("lag_bytes", "Bytes of a source's files not read yet.", "source")
 	m.LagSeconds = gaugeVec("lag_seconds", "Wall clock minus the time of the newest line read, by source.", "source")
 	m.CheckpointDuration = prometheus.NewHistogram(prometheus.HistogramOpts{

@@ -53,6 +53,8 @@ func TestMetricsServe(t *testing.T) {
 	m.Decisions.WithLabelValues("flood", "ban").Add(2)
 	m.ActiveBans.WithLabelValues("ban").Set(7)
 	m.TrackedKeys.Set(1234)
+	m.TrackedKeyBytes.Set(1234 * 200)
+	m.BytesPerKey.Set(200)
 	m.Evictions.Add(5)
 	m.LagBytes.WithLabelValues("nginx").Set(4096)
 	m.LagSeconds.WithLabelValues("nginx").Set(1.5)
@@ -87,6 +89,8 @@ func TestMetricsServe(t *testing.T) {
 		`logjail_decisions_total{kind="ban",rule="flood"} 2`,
 		`logjail_active_bans{kind="ban"} 7`,
 		`logjail_tracked_keys 1234`,
+		`logjail_tracked_key_bytes 246800`,
+		`logjail_bytes_per_key 200`,
 		`logjail_evictions_total 5`,
 		`logjail_lag_bytes{source="nginx"} 4096`,
 		`logjail_lag_seconds{source="nginx"} 1.5`,

@@ -248,22 +248,36 @@ func (r *Report) finish(p *pipeline.Pipeline, top int) {
 	}
 	r.Lists = p.Counts()
 	r.Detector = p.Detector().Stats()
-	type keyPeak struct {
-		key      string
-		requests int64 // charged and blocked
-		blocked  int64
-		cpu      float64
-		peak     []float64
+	// Per rule: each limit's finite peaks (for the percentiles) and the top
+	// keys by requests and by CPU, kept as the states are visited, so that
+	// a million keys cost 8 bytes a limit here, not a copy of each.
+	type acc struct {
+		vals [][]float64
+		top  [2][]keyPeak // by requests, by cpu: the best first
 	}
-	perRule := map[*rules.Rule][]keyPeak{}
+	perRule := map[*rules.Rule]*acc{}
+	var peak []float64
 	p.Detector().Peaks(func(kp detector.KeyPeak) {
-		peak := append([]float64(nil), kp.Peak...)
+		a := perRule[kp.Rule]
+		if a == nil {
+			a = &acc{vals: make([][]float64, len(kp.Rule.Limits))}
+			perRule[kp.Rule] = a
+		}
+		peak = append(peak[:0], kp.Peak...)
 		for li, l := range kp.Rule.Limits {
 			if l.OfMachine && li < len(peak) && r.cfg.Cores > 0 {
 				peak[li] /= float64(r.cfg.Cores) // a share of all the cores, as written
 			}
 		}
-		perRule[kp.Rule] = append(perRule[kp.Rule], keyPeak{kp.Key, kp.Requests + kp.Blocked, kp.Blocked, kp.CPU, peak})
+		for li := range a.vals {
+			if li < len(peak) && !math.IsNaN(peak[li]) && !math.IsInf(peak[li], 0) {
+				a.vals[li] = append(a.vals[li], peak[li])
+			}
+		}
+		k := keyPeak{kp.Key, kp.Requests + kp.Blocked, kp.Blocked, kp.CPU, peak}
+		for by := range a.top {
+			a.top[by] = offerTop(a.top[by], k, by == 1, top)
+		}
 	})
 	for i := range r.Rules {
 		rr := &r.Rules[i]
@@ -279,13 +293,15 @@ func (r *Report) finish(p *pipeline.Pipeline, top int) {
 		if rule == nil {
 			continue
 		}
-		keys := perRule[rule]
+		a := perRule[rule]
+		if a == nil {
+			a = &acc{vals: make([][]float64, len(rule.Limits))}
+		}
 		for li, l := range rule.Limits {
-			vals := make([]float64, 0, len(keys))
-			for _, k := range keys {
-				if li < len(k.peak) && !math.IsNaN(k.peak[li]) && !math.IsInf(k.peak[li], 0) {
-					vals = append(vals, k.peak[li])
-				}
+			var vals []float64
+			if li < len(a.vals) {
+				vals = a.vals[li]
+				a.vals[li] = nil
 			}
 			sort.Float64s(vals)
 			if l.Kind == rules.LimitLastN {
@@ -298,19 +314,9 @@ func (r *Report) finish(p *pipeline.Pipeline, top int) {
 			}
 			rr.Limits = append(rr.Limits, lr)
 		}
-		for _, by := range []string{"requests", "cpu"} {
-			sort.Slice(keys, func(a, b int) bool {
-				ka, kb := keys[a], keys[b]
-				if by == "cpu" && ka.cpu != kb.cpu {
-					return ka.cpu > kb.cpu
-				}
-				if ka.requests != kb.requests {
-					return ka.requests > kb.requests
-				}
-				return ka.key < kb.key
-			})
+		for bi, by := range []string{"requests", "cpu"} {
 			tl := TopList{Rule: rule.Name, By: by, Keys: []TopKey{}}
-			for _, k := range keys[:min(top, len(keys))] {
+			for _, k := range a.top[bi] {
 				if by == "cpu" && k.cpu == 0 {
 					break
 				}
@@ -348,6 +354,43 @@ func (r *Report) finish(p *pipeline.Pipeline, top int) {
 		}
 		r.Rules = append(r.Rules, *rr)
 	}
+}
+
+// keyPeak is a key of a top list: its totals and peaks.
+type keyPeak struct {
+	key      string
+	requests int64 // charged and blocked
+	blocked  int64
+	cpu      float64
+	peak     []float64
+}
+
+// before reports whether a ranks before b in a top list: by requests (then
+// key), or by cpu (then requests, then key).
+func (a *keyPeak) before(b *keyPeak, byCPU bool) bool {
+	if byCPU && a.cpu != b.cpu {
+		return a.cpu > b.cpu
+	}
+	if a.requests != b.requests {
+		return a.requests > b.requests
+	}
+	return a.key < b.key
+}
+
+// offerTop inserts k into top (at most n keys, the best first) if it ranks
+// among them, copying its peaks.
+func offerTop(top []keyPeak, k keyPeak, byCPU bool, n int) []keyPeak {
+	if n <= 0 || (len(top) == n && !k.before(&top[n-1], byCPU)) {
+		return top
+	}
+	i := sort.Search(len(top), func(i int) bool { return k.before(&top[i], byCPU) })
+	k.peak = slices.Clone(k.peak)
+	if len(top) < n {
+		top = append(top, keyPeak{})
+	}
+	copy(top[i+1:], top[i:len(top)-1])
+	top[i] = k
+	return top
 }
 
 // pct is the nearest-rank percentile of sorted values.

@@ -90,7 +90,9 @@ func offlineStatus(op *opener) (*control.Status, error) {
 	if st.Breaker, err = control.BreakerOf(det.Breaker(), op.cfg, db); err != nil {
 		return nil, err
 	}
-	st.TrackedKeys = ds.Keys
+	st.TrackedKeys, st.Evictions = ds.Keys, ds.Evictions
+	mem := det.Memory()
+	st.TrackedKeyBytes, st.BytesPerKey = mem.Bytes, mem.PerState()
 	return st, nil
 }
 
@@ -108,7 +110,7 @@ func printStatus(w io.Writer, st *control.Status, socket string) {
 	fmt.Fprintf(w, "database:  %s, %s, last checkpoint %s\n", st.Database.Path, size, fmtTimePtr(st.Database.Checkpoint))
 	fmt.Fprintf(w, "breaker:   %s\n", breakerLine(&st.Breaker))
 	if st.Live {
-		fmt.Fprintf(w, "keys:      %d tracked\n", st.TrackedKeys)
+		fmt.Fprintf(w, "keys:      %d tracked, %s (about %d bytes a key), %d evicted\n", st.TrackedKeys, fmtBytes(st.TrackedKeyBytes), st.BytesPerKey, st.Evictions)
 	}
 	fmt.Fprintln(w, "sources:")
 	for _, src := range st.Sources {

@@ -1,0 +1,65 @@
+package gcgoal
+
+import (
+	"runtime"
+	"runtime/debug"
+	"testing"
+)
+
+func TestPercent(t *testing.T) {
+	const mb = 1 << 20
+	for _, c := range []struct {
+		name    string
+		live    uint64
+		percent int
+		want    int
+	}{
+		{"small heap: percent in full", 10 * mb, 400, 400},
+		{"at the spare", 16 * mb, 400, 400},
+		{"past the spare", 32 * mb, 400, 200},
+		{"large heap: a quarter", 800 * mb, 400, 25},
+		{"large heap, default GOGC", 800 * mb, 100, 25},
+		{"nothing live yet", 0, 400, 400},
+		{"huge heap: a quarter", 1 << 50, 400, 25},
+		{"percent below 25", 800 * mb, 20, 20},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := Percent(c.live, c.percent, 64*mb); got != c.want {
+				t.Errorf("Percent(%d MB, %d) = %d, want %d", c.live/mb, c.percent, got, c.want)
+			}
+		})
+	}
+}
+
+// TestStart: a large live heap lowers GOGC after a collection; stop puts
+// back the GOGC before Start.
+func TestStart(t *testing.T) {
+	before := debug.SetGCPercent(77)
+	defer debug.SetGCPercent(before)
+	stop := Start(400, 1<<20)
+	live := make([]byte, 64<<20) // 64 MB live: a quarter is 16 MB, more than the spare
+	for i := range live {
+		live[i] = byte(i)
+	}
+	// The finalizer runs on its own goroutine after a cycle: collect until
+	// it has lowered GOGC (a few cycles at most).
+	got := 400
+	for range 20 {
+		runtime.GC()
+		runtime.Gosched()
+		if got = debug.SetGCPercent(-1); got != -1 {
+			debug.SetGCPercent(got)
+		}
+		if got < 400 {
+			break
+		}
+	}
+	runtime.KeepAlive(live)
+	if got >= 400 || got < 10 {
+		t.Errorf("GOGC with 64 MB live = %d, want it lowered from 400", got)
+	}
+	stop()
+	if p := debug.SetGCPercent(before); p != 77 {
+		t.Errorf("GOGC after stop = %d, want 77", p)
+	}
+}
