@@ -1,5 +1,7 @@
-// Package ops holds the daemon's operational pieces: its logger (NewLogger)
-// and decision log (DecisionLog),
+// Package ops holds the daemon's operational pieces: its logger (NewLogger:
+// text on a terminal, JSON lines otherwise, each prefixed with its syslog
+// priority when stderr is the journal's stream) and decision log
+// (DecisionLog),
 // its Prometheus metrics and health endpoint (Metrics, Serve), the
 // cleaner's schedule and its one pass (ParseSchedule, Clean), and the
 // systemd notifications and watchdog (Notifier; contrib/systemd holds the
