@@ -226,6 +226,13 @@ func TestDecisionLog(t *testing.T) {
 	if t.Failed() {
 		t.Logf("daemon log:\n%s", dd.logs.String())
 	}
+	// What an operator reads (go test -v): a ban, its unban, the trip.
+	for _, l := range strings.Split(dd.logs.String(), "\n") {
+		if strings.Contains(l, `"key":"198.51.100.1"`) && (strings.Contains(l, `"msg":"ban"`) || strings.Contains(l, `"msg":"unban"`)) ||
+			strings.Contains(l, `"msg":"breaker"`) {
+			t.Log(l)
+		}
+	}
 }
 
 // TestDecisionLogStorm: a storm of 400 bans writes at most 50 ban lines a

@@ -57,7 +57,8 @@
 // Every decision line carries rule, key, kind (the history's kind: ban,
 // unban, throttle, forget), until (RFC 3339 to the second, the wall-clock
 // end as applied; "" for none: a deny-list ban, an unban), reason, source
-// (the log source's name, or "operator", "deny", "range", "cleaner"); and
+// (the log source's name, or "operator", "deny", "range", "cleaner";
+// "checkpoint" for a breaker restored open at start); and
 // when they apply who (an operator), log_only (true: recorded, acted on by
 // nothing: a log_only rule, an open breaker, a decision on backlog already
 // over when read), delay (a throttle's), violations, addresses (those a
