@@ -160,8 +160,10 @@ func TestDecisionLog(t *testing.T) {
 	}
 
 	// A live ban, its throttle by the other rule, and its unban when it expires.
+	// Lines of now: a ban of 2 s is still in force when read, however
+	// slow the machine was to start the daemon.
 	start := time.Now()
-	appendLines(t, dd.log, burst("198.51.100.1", now, 6))
+	appendLines(t, dd.log, burst("198.51.100.1", start.UTC(), 6))
 	r = dd.wait("ban", map[string]any{"key": "198.51.100.1", "rule": "flood"})
 	if r["level"] != "INFO" || r["kind"] != "ban" || r["source"] != "web" || r["log_only"] != nil ||
 		!strings.Contains(fmt.Sprint(r["reason"]), "(rule flood)") {
@@ -197,6 +199,7 @@ func TestDecisionLog(t *testing.T) {
 	}
 
 	// Two more bans within the minute trip a breaker of 2.
+	now = time.Now().UTC()
 	appendLines(t, dd.log, append(burst("198.51.100.2", now, 6), burst("198.51.100.3", now, 6)...))
 	r = dd.wait("breaker", map[string]any{"kind": "breaker-trip"})
 	if r["level"] != "ERROR" || r["rule"] != "flood" || r["key"] != "198.51.100.3" || r["source"] != "web" ||
@@ -239,9 +242,9 @@ func TestDecisionLog(t *testing.T) {
 // second; every other ban is counted in a "suppressed" line, so that the
 // lines and the counts add up to the 400 bans the history holds.
 func TestDecisionLogStorm(t *testing.T) {
-	now := time.Now().UTC()
 	dd := startDeclog(t, 100000, nil)
 	dd.wait("following", nil)
+	now := time.Now().UTC()
 	var ls []logLine
 	for i := 1; i <= 200; i++ {
 		ls = append(ls, burst(fmt.Sprintf("198.51.100.%d", i), now, 6)...)
