@@ -43,6 +43,8 @@ rules:
 type declogDaemon struct {
 	t      *testing.T
 	log    string // the access log
+	cfg    string // the configuration file
+	reload chan struct{}
 	ctl    *daemon.Control
 	logs   syncBuffer
 	done   chan error
@@ -52,19 +54,20 @@ type declogDaemon struct {
 func startDeclog(t *testing.T, maxBans int, backlog []logLine) *declogDaemon {
 	t.Helper()
 	dir := t.TempDir()
-	dd := &declogDaemon{t: t, log: filepath.Join(dir, "access.log"), ctl: daemon.NewControl(), done: make(chan error, 1)}
+	dd := &declogDaemon{t: t, log: filepath.Join(dir, "access.log"), ctl: daemon.NewControl(), done: make(chan error, 1),
+		cfg: filepath.Join(dir, "logjail.yaml"), reload: make(chan struct{}, 1)}
 	if err := os.WriteFile(dd.log, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	appendLines(t, dd.log, backlog)
-	cfg := filepath.Join(dir, "logjail.yaml")
+	cfg := dd.cfg
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, declogConfig, filepath.Join(dir, "state"), dd.log, maxBans), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var ctx context.Context
 	ctx, dd.cancel = context.WithCancel(context.Background())
 	go func() {
-		dd.done <- daemon.Run(ctx, daemon.Options{ConfigPath: cfg, Poll: true, Control: dd.ctl,
+		dd.done <- daemon.Run(ctx, daemon.Options{ConfigPath: cfg, Poll: true, Control: dd.ctl, Reload: dd.reload,
 			Logger: slog.New(slog.NewJSONHandler(&dd.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	}()
 	t.Cleanup(func() {
@@ -210,6 +213,19 @@ func TestDecisionLog(t *testing.T) {
 	if r = dd.wait("ban", map[string]any{"key": "198.51.100.3", "rule": "flood"}); r["log_only"] != true {
 		t.Errorf("the ban that tripped the breaker: %v", r)
 	}
+	// The deny entry removed, and a reload: its ban is lifted.
+	text, err := os.ReadFile(dd.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dd.cfg, []byte(strings.Replace(string(text), "deny: [203.0.113.250]", "deny: []", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dd.reload <- struct{}{}
+	r = dd.wait("allow-lift", map[string]any{"key": "203.0.113.250"})
+	if r["level"] != "INFO" || r["rule"] != "deny" || r["kind"] != "unban" || r["source"] != "deny" || r["reason"] != "removed from config" {
+		t.Errorf("allow-lift line: %v", r)
+	}
 	// One line each.
 	for _, c := range []struct {
 		msg  string
@@ -221,6 +237,7 @@ func TestDecisionLog(t *testing.T) {
 		{"ban", map[string]any{"key": "203.0.113.77"}},
 		{"unban", map[string]any{"key": "203.0.113.77"}},
 		{"breaker", map[string]any{"kind": "breaker-trip"}},
+		{"allow-lift", map[string]any{"key": "203.0.113.250"}},
 	} {
 		if rs := dd.records(c.msg, c.want); len(rs) != 1 {
 			t.Errorf("%d %q lines with %v, want 1: %v", len(rs), c.msg, c.want, rs)
