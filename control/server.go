@@ -279,7 +279,8 @@ func (s *Server) ban(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.o.Daemon.Ban(r.Context(), req, who)
 	if err == nil {
-		s.o.Logger.Info("operator ban", "who", who, "rule", res.Ban.Rule, "key", res.Ban.Key, "for", req.For, "reason", res.Ban.Reason, "forced", res.Allowed != "")
+		// The decision itself is the daemon's decision log's line (msg "ban").
+		s.o.Logger.Debug("control request", "what", "ban", "who", who, "rule", res.Ban.Rule, "key", res.Ban.Key, "for", req.For, "reason", res.Ban.Reason, "forced", res.Allowed != "")
 	}
 	reply(w, res, err)
 }
@@ -298,7 +299,8 @@ func (s *Server) unban(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.o.Daemon.Lift(r.Context(), req, who)
 	if err == nil {
-		s.o.Logger.Info("operator unban", "who", who, "what", describe(req), "removed", len(res.Removed), "forgotten", len(res.Forgotten))
+		// Each ban lifted is the daemon's decision log's line (msg "unban").
+		s.o.Logger.Debug("control request", "what", "unban", "who", who, "target", describe(req), "removed", len(res.Removed), "forgotten", len(res.Forgotten))
 	}
 	reply(w, res, err)
 }

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/logjail/logjail/control"
 	"github.com/logjail/logjail/detector"
@@ -10,7 +11,8 @@ import (
 )
 
 // The circuit breaker, as the daemon shows it (DESIGN.md, "Lists, ranges
-// and safety"): a trip is logged at ERROR, counted, shown in the gauge and
+// and safety"): a trip is logged at ERROR (the decision log's msg
+// "breaker", kind breaker-trip), counted, shown in the gauge and
 // recorded in the history; it stays open until an operator resets it
 // (Control.ResetBreaker, `logjail breaker reset`), across a reload and a
 // restart, which say so.
@@ -20,19 +22,24 @@ import (
 // recorded.
 func (d *decider) tripped(b detector.BreakerState) {
 	logOnly := control.BreakerRules(d.cfg)
-	d.log.Error("circuit breaker tripped: rules are log-only until an operator runs `logjail breaker reset`",
-		"bans", b.Bans, "window", b.Window.String(), "max_bans_per_minute", b.Limit, "log_only_rules", logOnly,
-		"rule", b.Rule, "key", b.Key, "log_time", b.Tripped, "trips", b.Trips)
+	trip := control.TripDecision(b, d.cfg)
+	d.dl.Breaker(ops.BreakerEvent{Level: slog.LevelError, Event: "trip", Rule: b.Rule, Key: b.Key, Reason: trip.Reason, Source: d.src,
+		Note: breakerNote, Attrs: []slog.Attr{slog.Int("bans", b.Bans), slog.String("window", b.Window.String()),
+			slog.Int("max_bans_per_minute", b.Limit), slog.Any("log_only_rules", logOnly),
+			slog.String("log_time", b.Tripped.Format(time.RFC3339)), slog.Int64("trips", b.Trips)}})
 	if m := d.o.Metrics; m != nil {
 		m.BreakerTrips.Inc()
 		m.BreakerOpen.Set(1)
 	}
-	d.w.Decisions([]detector.Decision{control.TripDecision(b, d.cfg)})
+	d.w.Decisions([]detector.Decision{trip})
 }
+
+// breakerNote is what a breaker line tells the operator to do.
+const breakerNote = "rules are log-only until an operator runs `logjail breaker reset`"
 
 // breakerAtStart says, at ERROR, that a breaker restored open is still
 // open: a restart does not reset it.
-func breakerAtStart(det *detector.Detector, cfg *rules.Config, log *slog.Logger, m *ops.Metrics) {
+func breakerAtStart(det *detector.Detector, cfg *rules.Config, dl *ops.DecisionLog, m *ops.Metrics) {
 	b := det.Breaker()
 	if m != nil && b.Open {
 		m.BreakerOpen.Set(1)
@@ -40,9 +47,11 @@ func breakerAtStart(det *detector.Detector, cfg *rules.Config, log *slog.Logger,
 	if !b.Open {
 		return
 	}
-	log.Error("circuit breaker open (restored): rules are log-only until an operator runs `logjail breaker reset`",
-		"tripped", b.Tripped, "bans", b.Bans, "window", b.Window.String(), "max_bans_per_minute", b.Limit,
-		"log_only_rules", control.BreakerRules(cfg), "trips", b.Trips)
+	dl.Breaker(ops.BreakerEvent{Level: slog.LevelError, Event: "open", Rule: b.Rule, Key: b.Key,
+		Reason: "open when the daemon stopped: a restart does not reset it", Source: "checkpoint", Note: breakerNote,
+		Attrs: []slog.Attr{slog.String("tripped", b.Tripped.Format(time.RFC3339)), slog.Int("bans", b.Bans),
+			slog.String("window", b.Window.String()), slog.Int("max_bans_per_minute", b.Limit),
+			slog.Any("log_only_rules", control.BreakerRules(cfg)), slog.Int64("trips", b.Trips)}})
 }
 
 // breakerAtReload gives the detector the reloaded max_bans_per_minute and

@@ -3,12 +3,14 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync/atomic"
 	"time"
 
 	"github.com/logjail/logjail/control"
 	"github.com/logjail/logjail/detector"
+	"github.com/logjail/logjail/ops"
 	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/store"
 )
@@ -109,7 +111,11 @@ func (c *Control) Ban(ctx context.Context, req control.BanRequest, who string) (
 			return err
 		}
 		d.acts.Decisions(ds)
-		d.log.Info("operator ban", "who", who, "rule", r.Ban.Rule, "key", r.Ban.Key, "until", r.Ban.Until, "reason", r.Ban.Reason)
+		var forced []slog.Attr
+		if r.Allowed != "" {
+			forced = []slog.Attr{slog.Bool("forced", true), slog.String("allowed", r.Allowed)}
+		}
+		d.dl.Decisions(ops.SourceOperator, ds, forced...)
 		r.Live = true
 		res = r
 		return d.sync()
@@ -142,9 +148,7 @@ func (c *Control) lift(ctx context.Context, req control.UnbanRequest, who string
 		}
 		out = ds
 		d.acts.Decisions(ds)
-		for _, b := range r.Removed {
-			d.log.Info("operator unban", "who", who, "rule", b.Rule, "key", b.Key)
-		}
+		d.dl.Decisions(ops.SourceOperator, ds)
 		r.Live = true
 		return d.sync()
 	})
@@ -310,7 +314,8 @@ func (c *Control) ResetBreaker(ctx context.Context, who string) (*control.Breake
 		if !r.WasOpen {
 			return nil
 		}
-		d.log.Info("circuit breaker reset: rules act again", "who", who, "trips", r.Breaker.Trips)
+		d.dl.Breaker(ops.BreakerEvent{Level: slog.LevelInfo, Event: "reset", Reason: "reset by an operator: rules act again",
+			Source: ops.SourceOperator, Who: who, Attrs: []slog.Attr{slog.Int64("trips", r.Breaker.Trips)}})
 		if m := d.o.Metrics; m != nil {
 			m.BreakerOpen.Set(0)
 		}

@@ -58,7 +58,10 @@
 // decision to the actions' manager, which queues it and returns: a slow or
 // failing action is retried in its own goroutine and never slows
 // detection. Each cleaner pass passes its unbans on and has every action
-// sync again, repairing what was changed behind logjail's back. The actions
+// sync again, repairing what was changed behind logjail's back. Every
+// decision handed on, and every operator action, is also one line of the
+// decision log (ops.DecisionLog; source: the log source, "deny", "range",
+// "cleaner" or "operator"), written by the decider. The actions
 // stay in place when the daemon stops: a restart opens no gap. The
 // decision endpoints are opened and serve first, before the database:
 // they answer by their `fail:` until the manager has loaded their bans,
@@ -197,7 +200,8 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	log.Info("state restored", "db", DBPath(cfg), "keys", st.Keys, "dropped", st.Dropped, "reset", st.Reset, "files", len(positions))
-	breakerAtStart(det, cfg, log, o.Metrics)
+	dl := ops.NewDecisionLog(log, ops.DecisionLogOptions{})
+	breakerAtStart(det, cfg, dl, o.Metrics)
 	w := checkpoint.NewAsyncWriter(db)
 	if err := w.Resume(cfg, det, now()); err != nil {
 		return err
@@ -343,7 +347,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	// Decider: the one owner of the detector and the writer.
-	d := &decider{started: now(), lastLine: map[string]time.Time{}, rejectLogged: map[string]time.Time{}, db: db, cfg: cfg, det: det, p: pipeline.NewWithDetector(cfg, det), w: w, acts: acts, log: log, o: &o, now: now, configPath: o.ConfigPath,
+	d := &decider{started: now(), lastLine: map[string]time.Time{}, rejectLogged: map[string]time.Time{}, db: db, cfg: cfg, det: det, p: pipeline.NewWithDetector(cfg, det), w: w, acts: acts, log: log, dl: dl, o: &o, now: now, configPath: o.ConfigPath,
 		guards: map[string]*fileGuard{}, clocks: map[string]*clockCounts{}, positions: positions}
 	dc = d
 	d.static()
@@ -466,6 +470,8 @@ type decider struct {
 	w          *checkpoint.Writer
 	acts       *actions.Manager // the actions; never waited for
 	log        *slog.Logger
+	dl         *ops.DecisionLog // a line for every decision (ops, "The decision log")
+	src        string           // the source of the line being charged
 	o          *Options
 	now        func() time.Time
 	configPath string
@@ -589,6 +595,7 @@ func (d *decider) run(ctx context.Context, ordered <-chan *parsed, reload <-chan
 			if d.o.Hooks.Alive != nil {
 				d.o.Hooks.Alive()
 			}
+			d.dl.Tick()
 			d.releaseDue()
 		case <-cleanAt:
 			d.mu.Lock()
@@ -696,6 +703,7 @@ func (d *decider) decided() {
 // charge runs one entry through the pipeline and hands its decisions on;
 // it reports whether there were any.
 func (d *decider) charge(src *rules.Source, e *parser.Entry, now time.Time) bool {
+	d.src = src.Name
 	d.out = d.p.Process(src, e, d.out[:0])
 	if e.Time.After(d.last) {
 		d.last = e.Time
@@ -717,6 +725,7 @@ func (d *decider) charge(src *rules.Source, e *parser.Entry, now time.Time) bool
 			m.Decisions.WithLabelValues(d.out[j].Rule, string(d.out[j].Kind)).Inc()
 		}
 	}
+	d.dl.Decisions(src.Name, d.out)
 	d.acts.Decisions(d.out)
 	return true
 }
@@ -823,6 +832,9 @@ func (d *decider) static() {
 		return
 	}
 	d.w.Decisions(ds)
+	for i := range ds { // source "deny" or "range": their origin
+		d.dl.Decisions(ds[i].Origin, ds[i:i+1])
+	}
 	d.acts.Decisions(ds)
 	d.dirty = true
 	d.soon = time.After(decisionFlush)
@@ -888,6 +900,7 @@ func (d *decider) flush() {
 func (d *decider) clean() {
 	st, err := ops.CleanWith(d.w, d.db, d.cfg, d.det, d.now(), ops.VacuumPages)
 	d.flushed, d.dirty = time.Now(), false
+	d.dl.Decisions(ops.SourceCleaner, st.Unbans)
 	d.acts.Decisions(st.Unbans)
 	// Each pass also syncs every action whole: a stale block file, a rule
 	// an operator deleted by hand, is repaired within one cleaner period.
@@ -910,6 +923,7 @@ func (d *decider) stop() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.flush()
+	d.dl.Flush()
 	if err := d.w.Close(); err != nil {
 		return fmt.Errorf("last checkpoint: %w", err)
 	}

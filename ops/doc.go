@@ -1,4 +1,7 @@
-// Package ops holds the daemon's operational pieces: its logger (NewLogger),
+// Package ops holds the daemon's operational pieces: its logger (NewLogger:
+// text on a terminal, JSON lines otherwise, each prefixed with its syslog
+// priority when stderr is the journal's stream) and decision log
+// (DecisionLog),
 // its Prometheus metrics and health endpoint (Metrics, Serve), the
 // cleaner's schedule and its one pass (ParseSchedule, Clean), and the
 // systemd notifications and watchdog (Notifier; contrib/systemd holds the
@@ -31,4 +34,49 @@
 //	logjail_cleaner_failed_total                  counter: cleaner passes that failed
 //
 // Metrics.Handler serves them at /metrics and a health check at /healthz.
+//
+// # The decision log
+//
+// DecisionLog writes one line for every decision and operator action to
+// the daemon's logger (JSON lines under journald, text on a terminal),
+// fail2ban's `NOTICE [nginx] Ban 203.0.113.7` for logjail. The msg is
+// what was decided, at a level an operator filters on:
+//
+//	ban          INFO   a rule's ban (also a log-only one), or an operator's
+//	unban        INFO   a ban's end: its log-time until reached (source: the log source), its
+//	                    wall-clock until passed (source "cleaner"), an operator's unban
+//	deny         INFO   a deny-list entry or a banned range banned (at start, at a reload)
+//	allow-lift   INFO   such a ban lifted: the entry left the list (a reload)
+//	forget       INFO   an operator's `unban --forget` dropped a key's windows and escalation memory
+//	throttle     DEBUG  a throttle, and each doubling of its delay: a storm of them is the
+//	                    ladder working, and the history has each one
+//	breaker      ERROR  the circuit breaker tripped (kind breaker-trip), or is open at start
+//	                    (breaker-open); INFO when an operator resets it (breaker-reset)
+//	suppressed   WARN   lines of one message left out this second, counted (DEBUG for throttle)
+//
+// Every decision line carries rule, key, kind (the history's kind: ban,
+// unban, throttle, forget), until (RFC 3339 to the second, the wall-clock
+// end as applied; "" for none: a deny-list ban, an unban), reason, source
+// (the log source's name, or "operator", "deny", "range", "cleaner";
+// "checkpoint" for a breaker restored open at start); and
+// when they apply who (an operator), log_only (true: recorded, acted on by
+// nothing: a log_only rule, an open breaker, a decision on backlog already
+// over when read), delay (a throttle's), violations, addresses (those a
+// key that is no single address blocks), log_time (the log time of the
+// line that decided it). A forced operator ban adds forced and allowed.
+// The same attributes in every line, so that a log stack indexes them
+// once.
+//
+// Storms. At most PerSecond lines (DefaultDecisionRate, 50) of one message
+// are written in one second, an operator's lines counted apart from the
+// rest (a storm of bans does not hide an operator's); the others are left
+// out, and one line, msg "suppressed", with of (the message), operator,
+// count, since, seconds and per_second, says so when the next second
+// begins (at the next line of that message, or at the daemon's
+// once-a-second Tick; at shutdown, Flush). A line not written at the
+// logger's level (throttles at INFO) is not counted either. Nothing is
+// lost but log lines: the history in the database keeps every decision
+// (`logjail history`). Breaker lines are never left out. The limiter runs
+// on the real clock (it measures the rate lines are written), not on the
+// daemon's injected wall clock.
 package ops

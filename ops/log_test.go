@@ -3,7 +3,10 @@ package ops
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -47,5 +50,54 @@ func TestNewLogger(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestJournalLogger: on the journal's stream each JSON line starts with
+// its syslog priority, which journald strips; attributes added with With
+// stay on every level.
+func TestJournalLogger(t *testing.T) {
+	var buf bytes.Buffer
+	log, err := newLogger(&buf, "debug", false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log = log.With("component", "x")
+	log.Debug("d")
+	log.Info("i")
+	log.Warn("w")
+	log.Error("e")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	want := []struct{ prefix, msg string }{{"<7>", "d"}, {"<6>", "i"}, {"<4>", "w"}, {"<3>", "e"}}
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), buf.String())
+	}
+	for i, w := range want {
+		rest, ok := strings.CutPrefix(lines[i], w.prefix)
+		var v map[string]any
+		if !ok || json.Unmarshal([]byte(rest), &v) != nil || v["msg"] != w.msg || v["component"] != "x" {
+			t.Errorf("line %d: %q, want %s then JSON with msg %q and component x", i, lines[i], w.prefix, w.msg)
+		}
+	}
+}
+
+// TestJournalStream: only the file $JOURNAL_STREAM names is the journal.
+func TestJournalStream(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	env := fmt.Sprintf("%d:%d", st.Dev, st.Ino)
+	if !journalStream(f, env) {
+		t.Errorf("%s: not recognised as the journal's stream", env)
+	}
+	if journalStream(f, "") || journalStream(f, fmt.Sprintf("%d:%d", st.Dev, st.Ino+1)) || journalStream(&bytes.Buffer{}, env) {
+		t.Errorf("another stream taken for the journal's")
 	}
 }

@@ -50,6 +50,18 @@ func (e *opEnv) logRecords(msg string) []map[string]any {
 	return out
 }
 
+// breakerRecords are the decision log's breaker lines of kind
+// (breaker-trip, breaker-open, breaker-reset).
+func (e *opEnv) breakerRecords(kind string) []map[string]any {
+	var out []map[string]any
+	for _, r := range e.logRecords("breaker") {
+		if r["msg"] == "breaker" && r["kind"] == kind {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // metric reads one sample of the daemon's /metrics.
 func (e *opEnv) metric(name string) string {
 	e.t.Helper()
@@ -106,14 +118,14 @@ func TestBreakerLive(t *testing.T) {
 	for _, ip := range []string{"198.51.100.1", "198.51.100.2", "198.51.100.3"} {
 		e.appendLines(ip, 6)
 	}
-	e.waitFor("the trip's log line", func() bool { return len(e.logRecords("circuit breaker tripped")) > 0 })
-	rec := e.logRecords("circuit breaker tripped")[0]
+	e.waitFor("the trip's log line", func() bool { return len(e.breakerRecords("breaker-trip")) > 0 })
+	rec := e.breakerRecords("breaker-trip")[0]
 	if rec["level"] != "ERROR" || rec["bans"] != 3.0 || rec["window"] != "1m0s" || rec["max_bans_per_minute"] != 2.0 ||
 		fmt.Sprint(rec["log_only_rules"]) != "[flood slow]" || rec["rule"] != "flood" || rec["key"] != "198.51.100.3" || rec["trips"] != 1.0 {
 		t.Errorf("the trip's log record: %v", rec)
 	}
-	if !strings.Contains(rec["msg"].(string), "logjail breaker reset") {
-		t.Errorf("the trip's message does not say what to do: %q", rec["msg"])
+	if note, _ := rec["note"].(string); !strings.Contains(note, "logjail breaker reset") || rec["source"] != "web" {
+		t.Errorf("the trip's line does not say what to do, or its source: %v", rec)
 	}
 
 	// Shown: breaker status, status, the metrics.
@@ -193,8 +205,8 @@ func TestBreakerLive(t *testing.T) {
 	e.appendLines("198.51.100.5", 6)
 	e.waitFor("the ban after the reset to be acted on", func() bool { return e.blockFile("198.51.100.5") })
 	e.stop()
-	if !strings.Contains(e.out.String(), `"msg":"circuit breaker reset: rules act again"`) {
-		t.Errorf("the daemon did not log the reset")
+	if rs := e.breakerRecords("breaker-reset"); len(rs) != 1 || rs[0]["who"] != "uid 0 (root)" || rs[0]["source"] != "operator" {
+		t.Errorf("the daemon did not log the reset: %v", e.breakerRecords("breaker-reset"))
 	}
 }
 
@@ -208,7 +220,7 @@ func TestBreakerOffline(t *testing.T) {
 	for _, ip := range []string{"198.51.100.1", "198.51.100.2", "198.51.100.3"} {
 		e.appendLines(ip, 6)
 	}
-	e.waitFor("the trip", func() bool { return len(e.logRecords("circuit breaker tripped")) > 0 })
+	e.waitFor("the trip", func() bool { return len(e.breakerRecords("breaker-trip")) > 0 })
 	e.stop()
 
 	// Offline status: open, from the checkpoint.
@@ -222,7 +234,7 @@ func TestBreakerOffline(t *testing.T) {
 
 	// A restart keeps it open and says so.
 	e.start()
-	rs := e.logRecords("circuit breaker open (restored)")
+	rs := e.breakerRecords("breaker-open")
 	if len(rs) != 1 || rs[0]["level"] != "ERROR" || rs[0]["bans"] != 3.0 || fmt.Sprint(rs[0]["log_only_rules"]) != "[flood slow]" {
 		t.Errorf("the restart's breaker records: %v", rs)
 	}
@@ -257,7 +269,7 @@ func TestBreakerOffline(t *testing.T) {
 
 	// The next daemon restores it closed and acts.
 	e.start()
-	if rs := e.logRecords("circuit breaker open (restored)"); len(rs) != 0 {
+	if rs := e.breakerRecords("breaker-open"); len(rs) != 0 {
 		t.Errorf("the daemon restored an open breaker after the offline reset: %v", rs)
 	}
 	if b := e.breaker(); !b.Live || b.Breaker.Open || b.Breaker.Trips != 1 {
