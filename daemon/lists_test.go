@@ -190,3 +190,82 @@ func TestListFilesTakeEffect(t *testing.T) {
 	state("203.0.113.9", false, 0)
 	state("203.0.113.51", true, 0)
 }
+
+// TestAllowedWhileDownLiftedAtStart: a rule's ban of an address that the
+// allow file lists when the daemon starts again is lifted at start, its
+// block file and nginx line removed, with an unban "allow list".
+func TestAllowedWhileDownLiftedAtStart(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "blocked"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("allow.txt", "")
+	write("deny.txt", "")
+	ts := time.Now().UTC().Format("02/Jan/2006:15:04:05 +0000")
+	write("access.log", strings.Repeat(fmt.Sprintf("203.0.113.9 - - [%s] \"GET / HTTP/1.1\" 200 1 \"-\" \"test\"\n", ts), 5))
+	cfgPath := filepath.Join(dir, "logjail.yaml")
+	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, listsConfig, dir, freeLoopbackPort(t)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", logs.String())
+		}
+	})
+	blockFile := filepath.Join(dir, "blocked", "203.0.113.9")
+	run := func(until func() bool, what string) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- daemon.Run(ctx, daemon.Options{ConfigPath: cfgPath, Poll: true,
+				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+		}()
+		deadline := time.Now().Add(30 * time.Second)
+		for !until() {
+			if time.Now().After(deadline) {
+				cancel()
+				<-done
+				t.Fatalf("%s: not within 30s", what)
+			}
+			runtime.Gosched()
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	}
+	exists := func() bool { _, err := os.Stat(blockFile); return err == nil }
+	run(exists, "the rule's ban")
+	write("allow.txt", "203.0.113.9\n")
+	run(func() bool { return !exists() && strings.Contains(logs.String(), `msg="unban: allowed"`) }, "the lift at start")
+	db, err := store.Open(filepath.Join(dir, "state", "logjail.db"), store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	bans, err := db.ActiveBans()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bans) != 0 {
+		t.Errorf("active bans after the start: %+v", bans)
+	}
+	hist, err := db.History(store.HistoryQuery{Key: "203.0.113.9", Kind: "unban"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 1 || hist[0].Reason != "allow list" {
+		t.Errorf("unbans of 203.0.113.9: %+v, want one \"allow list\"", hist)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "deny.conf")); strings.Contains(string(b), "203.0.113.9") {
+		t.Errorf("deny.conf still lists 203.0.113.9:\n%s", b)
+	}
+}
