@@ -75,7 +75,9 @@
 // changed ranges: an active ban of range:NAME blocks the range's new CIDRs
 // (actions.Manager.SetRanges). A new max_bans_per_minute takes effect at
 // once, but an open circuit breaker stays open across a reload and a
-// restart, which say so (breaker.go).
+// restart, which say so (breaker.go). The `file:` lists are watched and a
+// change reloads as SIGHUP does; an address the allow list now covers
+// loses its rule bans at once (watch.go).
 // SIGTERM and SIGINT take a last checkpoint and return nil.
 package daemon
 
@@ -89,6 +91,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -175,6 +178,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
+	for _, w := range cfg.Warnings() {
+		log.Warn("configuration", "warning", w.Error())
+	}
 	// The decision endpoints answer from the first moment, by their `fail:`
 	// until the actions manager has loaded the bans, however many there
 	// are to read: a proxy is never left without an answer.
@@ -206,7 +212,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := w.Resume(cfg, det, now()); err != nil {
 		return err
 	}
-	acts, err := startActions(cfg, db, log, now, eps.views)
+	acts, allowed, err := startActions(cfg, db, log, now, eps.views)
 	if err != nil {
 		return err
 	}
@@ -351,6 +357,12 @@ func Run(ctx context.Context, o Options) error {
 		guards: map[string]*fileGuard{}, clocks: map[string]*clockCounts{}, positions: positions}
 	dc = d
 	d.static()
+	if len(allowed) > 0 {
+		d.liftAllowed(allowed)
+	}
+	d.lists = make(chan struct{}, 1)
+	lw := newListWatcher(d.listFiles)
+	g.Go(func() error { lw.run(gctx, d.lists); return nil })
 	g.Go(func() error {
 		err := d.run(gctx, ordered, reload)
 		stopFollowing()
@@ -384,20 +396,24 @@ func Run(ctx context.Context, o Options) error {
 // earlier run left (a crash, an unban while logjail was down) is made to
 // agree with the store. Bans of rules no longer configured (Resume lifts
 // them) and bans already over block nothing.
-func startActions(cfg *rules.Config, db *store.DB, log *slog.Logger, now func() time.Time, more []actions.Configured) (*actions.Manager, error) {
+func startActions(cfg *rules.Config, db *store.DB, log *slog.Logger, now func() time.Time, more []actions.Configured) (*actions.Manager, []store.Ban, error) {
 	cs, err := actions.Build(cfg, actions.Env{StateDir: cfg.StateDir, Now: now})
 	if err != nil {
-		return nil, fmt.Errorf("actions: %w", err)
+		return nil, nil, fmt.Errorf("actions: %w", err)
 	}
 	cs = append(cs, more...)
 	bans, err := db.ActiveBans()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	kept := bans[:0]
+	var allowed []store.Ban // rule bans the allow list now covers (watch.go)
 	for _, b := range bans {
 		if b.Origin == store.OriginDetector && cfg.Rule(b.Rule) == nil {
 			continue
+		}
+		if b.Origin == store.OriginDetector && cfg.AllowedKey(b.Key) {
+			allowed = append(allowed, b)
 		}
 		kept = append(kept, b)
 	}
@@ -407,7 +423,7 @@ func startActions(cfg *rules.Config, db *store.DB, log *slog.Logger, now func() 
 	for _, c := range cs {
 		log.Info("action", "name", c.Name(), "type", c.Type, "on", c.Kinds)
 	}
-	return m, nil
+	return m, allowed, nil
 }
 
 type sourceBatch struct {
@@ -469,6 +485,7 @@ type decider struct {
 	p          *pipeline.Pipeline
 	w          *checkpoint.Writer
 	acts       *actions.Manager // the actions; never waited for
+	lists      chan struct{}    // a list file changed (watch.go)
 	log        *slog.Logger
 	dl         *ops.DecisionLog // a line for every decision (ops, "The decision log")
 	src        string           // the source of the line being charged
@@ -604,6 +621,11 @@ func (d *decider) run(ctx context.Context, ordered <-chan *parsed, reload <-chan
 			schedule()
 		case <-reload:
 			d.mu.Lock()
+			d.reload()
+			d.mu.Unlock()
+		case <-d.lists: // a list file changed (watch.go)
+			d.mu.Lock()
+			d.log.Info("a list file changed: reloading")
 			d.reload()
 			d.mu.Unlock()
 		case r := <-d.control():
@@ -950,11 +972,15 @@ func (d *decider) reload() {
 	if err != nil {
 		d.log.Error("reload refused: the running configuration stays", "err", err)
 	} else {
+		old := d.cfg
 		d.cfg = cfg
 		d.p = pipeline.NewWithDetector(cfg, d.det)
 		d.acts.SetAllow(cfg.AllowList())
 		d.acts.SetRanges(cfg.GroupRanges())
 		d.static()
+		if !slices.Equal(old.AllowList(), cfg.AllowList()) {
+			d.liftAllowed(nil)
+		}
 		d.breakerAtReload(cfg)
 		d.log.Info("configuration reloaded", "rules", len(cfg.Rules))
 	}

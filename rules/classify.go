@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/logjail/logjail/parser"
@@ -270,4 +271,30 @@ func (c *Config) KeysContaining(a netip.Addr) []string {
 		}
 	}
 	return keys
+}
+
+// AllowedKey reports whether every address a ban of key would block is
+// allowed (Allowed): an address or prefix key inside the allow list, the
+// host's addresses or a trusted proxy; an ADDRESS|ua:TEXT key whose address
+// part is; range:NAME when every CIDR of the group range is. Keys of users
+// and user agents block the addresses seen on them, which the key does not
+// say: false. A reload lifts the rule bans of the keys it makes allowed.
+func (c *Config) AllowedKey(key string) bool {
+	if strings.HasPrefix(key, "range:") {
+		cidrs := c.GroupRanges()[key]
+		for _, p := range cidrs {
+			if !c.allow.LookupPrefix(p) {
+				return false
+			}
+		}
+		return len(cidrs) > 0
+	}
+	if a, _, ok := strings.Cut(key, "|ua:"); ok {
+		key = a
+	}
+	p, err := parsePrefix(key)
+	if err != nil {
+		return false
+	}
+	return c.allow.LookupPrefix(p)
 }

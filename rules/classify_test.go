@@ -14,7 +14,10 @@ const classifyConfig = `
 ipv4_prefix: 24
 ipv6_prefix: 64
 sources:
-  - {name: web, paths: [/var/log/nginx/access.log], trusted_proxies: [198.51.100.250]}
+  - name: web
+    paths: [/var/log/nginx/access.log]
+    log_format: '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" "$http_x_forwarded_for"'
+    trusted_proxies: [198.51.100.250]
   - {name: fpm, paths: [/var/log/php/*.access.log], format: phpfpm}
   - {name: timed, paths: [/var/log/timed.log], format: nginx_timing, cpu_fallback: duration}
 allow: [198.51.100.10, "2001:db8:aaaa::/48"]
@@ -394,7 +397,7 @@ func TestMatchFieldsAgreeWithGet(t *testing.T) {
 		for _, e := range []*parser.Entry{&e, &empty} {
 			v, ok := e.Get(name)
 			// An expression matching exactly the value matches exactly when Get has it.
-			c := mustParse(t, "sources: [{name: web, paths: [/x]}]\nrules: [{name: r, limits: [\"1 per second\"], match: {"+name+": '^"+v+"$'}}]", testOptions)
+			c := mustParse(t, "sources: [{name: web, paths: [/x], format: auto}]\nrules: [{name: r, limits: [\"1 per second\"], match: {"+name+": '^"+v+"$'}}]", testOptions)
 			m := c.ruleSpecs[0].match
 			if got := m.match(e); got != ok {
 				t.Errorf("%s=%q (present %v): match = %v", name, v, ok, got)
@@ -562,5 +565,37 @@ rules:
 	}
 	if len(kc.ip) > KeyCacheSize || len(kc.prefix) > KeyCacheSize {
 		t.Errorf("cache holds %d/%d addresses, more than %d", len(kc.ip), len(kc.prefix), KeyCacheSize)
+	}
+}
+
+func TestAllowedKey(t *testing.T) {
+	cfg, err := Parse("/x/logjail.yaml", []byte(`sources: [{name: web, paths: [/x/a.log]}]
+allow: [203.0.113.0/24, "2001:db8:1::/48"]
+ranges:
+  inside: {cidrs: [203.0.113.128/25], group: true, limits: ["5 per 10s"]}
+  across: {cidrs: [203.0.113.0/24, 198.51.100.0/24], group: true, limits: ["5 per 10s"]}
+`), testOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]bool{
+		"203.0.113.7":               true,
+		"203.0.113.0/25":            true,
+		"203.0.112.0/23":            false, // only half of it is allowed
+		"198.51.100.7":              false,
+		"2001:db8:1:2::/64":         true,
+		"2001:db8:2::/64":           false,
+		"203.0.113.7|ua:curl":       true,
+		"2001:db8:1:2::/64|ua:curl": true,
+		"198.51.100.7|ua:curl":      false,
+		"range:inside":              true,
+		"range:across":              false,
+		"range:none":                false,
+		"user:bob":                  false,
+		"ua:curl":                   false,
+	} {
+		if got := cfg.AllowedKey(key); got != want {
+			t.Errorf("AllowedKey(%q) = %v, want %v", key, got, want)
+		}
 	}
 }

@@ -88,6 +88,7 @@ type Config struct {
 	bySource   [][]int        // by source index: ordinary rules that see it
 	noSource   []int          // ordinary rules that see every source
 	ruleIndex  map[string]int // rule name -> index
+	warnings   []*Error       // what is valid but likely a mistake (Warnings)
 }
 
 // Source is one log source: the files of one format.
@@ -104,6 +105,11 @@ type Source struct {
 	OldDir string
 
 	hasCPU bool // the format can carry CPU
+	// known: the format is fixed (not `auto`), and fields and hasXFF say
+	// what its lines can carry (parser.Parser.Carries).
+	known  bool
+	fields []string
+	hasXFF bool
 }
 
 // Action is one configured action. Only its type is validated here; each
@@ -244,6 +250,9 @@ type builder struct {
 	limitNodes map[int][]nodeRef
 	// sources each ordinary rule sees; absent: every source
 	ruleSources map[int][]int
+	// match fields of each rule (not those under `not:`), for the check
+	// that some source of the rule carries them
+	matchNodes map[int][]nodeRef
 }
 
 // nodeRef is a node and its path, kept for a check made later.
@@ -255,13 +264,14 @@ type nodeRef struct {
 var topKeys = []string{
 	"state_dir", "ipv4_prefix", "ipv6_prefix", "skew", "future", "max_keys", "max_bans_per_minute",
 	"history_retention", "checkpoint", "sources", "allow", "deny", "ranges", "rules", "actions",
-	"cleaner", "metrics", "control_socket",
+	"cleaner", "metrics", "control_socket", "silence",
 }
 
 func (b *builder) build(root *yaml.Node, o Options) {
 	c := b.c
 	b.limitNodes = map[int][]nodeRef{}
 	b.ruleSources = map[int][]int{}
+	b.matchNodes = map[int][]nodeRef{}
 	fields := map[string]field{}
 	for _, f := range b.mapping(root, "", topKeys...) {
 		fields[f.key.Value] = f
@@ -333,11 +343,17 @@ func (b *builder) build(root *yaml.Node, o Options) {
 	}
 	if f, ok := fields["allow"]; ok {
 		for _, p := range b.prefixList(f.val, f.path) {
+			if b.wholeFamily(p, "an allow list of it exempts every client from every rule") {
+				continue
+			}
 			c.addAllow(p.Prefix)
 		}
 	}
 	if f, ok := fields["deny"]; ok {
 		for _, p := range b.prefixList(f.val, f.path) {
+			if b.wholeFamily(p, "a deny list of it bans every client") {
+				continue
+			}
 			if c.deny.Get(p.Prefix) {
 				continue // listed twice
 			}
@@ -352,6 +368,7 @@ func (b *builder) build(root *yaml.Node, o Options) {
 		b.rangeList(f)
 	}
 	b.checkCPU()
+	b.checkMatch()
 	b.index()
 	// Allow wins over deny and over banned ranges (DESIGN.md: nothing
 	// but an operator's ban --force overrides allow): a static ban whose
@@ -363,6 +380,7 @@ func (b *builder) build(root *yaml.Node, o Options) {
 	if f, ok := fields["actions"]; ok {
 		b.actions(f)
 	}
+	b.warn(fields)
 }
 
 // hasErrorAt reports whether a problem was already reported under path.
@@ -411,7 +429,8 @@ func (b *builder) sources(top field) {
 		s := &Source{Index: len(c.Sources), CPUFallback: "none", From: "end"}
 		s.Parser.Location = time.Local
 		var formats []field
-		var nameNode *yaml.Node
+		var nameNode, tpNode *yaml.Node
+		var tpPath string
 		for _, f := range b.mapping(n, path, sourceKeys...) {
 			switch f.key.Value {
 			case "name":
@@ -470,7 +489,11 @@ func (b *builder) sources(top field) {
 					}
 				}
 			case "trusted_proxies":
+				tpNode, tpPath = f.key, f.path
 				for _, p := range b.prefixList(f.val, f.path) {
+					if b.wholeFamily(p, "trusted proxies are allowed: that exempts every client from every rule") {
+						continue
+					}
 					s.Parser.TrustedProxies = append(s.Parser.TrustedProxies, p.Prefix)
 				}
 			case "from":
@@ -514,7 +537,12 @@ func (b *builder) sources(top field) {
 			}
 			if err := checkFormat(s.Parser); err != nil {
 				b.errorf(fnode, fpath, "%v", err)
+			} else if s.Parser.Format != "auto" {
+				b.carries(s)
 			}
+		}
+		if tpNode != nil && s.known && !s.hasXFF && len(s.Parser.TrustedProxies) > 0 {
+			b.errorf(tpNode, tpPath, "the format has no X-Forwarded-For field, so every line a proxy logs is the proxy's own address and allowed: add the field to the format (nginx $http_x_forwarded_for, Apache %%{X-Forwarded-For}i, JSON x_forwarded_for), or remove trusted_proxies")
 		}
 		s.hasCPU = carriesCPU(s.Parser)
 		c.Sources = append(c.Sources, s)
@@ -542,6 +570,7 @@ type listed struct {
 	netip.Prefix
 	file string
 	line int
+	path string // of the item in the configuration
 }
 
 // prefixList reads a list of addresses, CIDRs and `file:PATH` items.
@@ -568,7 +597,7 @@ func (b *builder) prefixList(n *yaml.Node, path string) []listed {
 			b.errorf(it, p, "%v", err)
 			continue
 		}
-		out = append(out, listed{Prefix: pfx, file: b.file, line: resolve(it).Line})
+		out = append(out, listed{Prefix: pfx, file: b.file, line: resolve(it).Line, path: p})
 	}
 	return out
 }
@@ -608,7 +637,7 @@ func (b *builder) listFile(n *yaml.Node, path, item, name string) []listed {
 			b.errs = append(b.errs, &Error{File: name, Line: line, Path: path, Msg: err.Error()})
 			continue
 		}
-		out = append(out, listed{Prefix: pfx, file: name, line: line})
+		out = append(out, listed{Prefix: pfx, file: name, line: line, path: path})
 	}
 	if err := sc.Err(); err != nil {
 		b.errorf(n, path, "%q: %v", item, err)
@@ -756,4 +785,112 @@ func (c *Config) WithLimitN(rule string, limit int, n float64) (*Config, error) 
 	cc.Rules = slices.Clone(c.Rules)
 	cc.Rules[i] = &nr
 	return &cc, nil
+}
+
+// carries records what s's format can carry; its format compiles.
+func (b *builder) carries(s *Source) {
+	p, err := parser.New(s.Parser)
+	if err != nil {
+		return
+	}
+	s.fields, s.hasXFF = p.Carries()
+	s.known = true
+}
+
+// wholeFamily reports, as an error, a prefix of length 0 (0.0.0.0/0 or
+// ::/0): every address of a family. why says what listing it would do.
+func (b *builder) wholeFamily(p listed, why string) bool {
+	if p.Bits() != 0 {
+		return false
+	}
+	fam := "IPv4"
+	if p.Addr().Is6() {
+		fam = "IPv6"
+	}
+	b.errs = append(b.errs, &Error{File: p.file, Line: p.line, Path: p.path,
+		Msg: fmt.Sprintf("%s: every %s address: %s", p.Prefix, fam, why)})
+	return true
+}
+
+// Warnings that `silence:` names (Config.Warnings).
+const (
+	WarnMetricsRemote  = "metrics_remote"  // metrics on a non-loopback address
+	WarnEndpointPublic = "endpoint_public" // an endpoint with allow_remote on a public or every address
+)
+
+// Warnings returns what the configuration allows but is likely a mistake,
+// each as an *Error naming its line and path: /metrics on a non-loopback
+// address, a decision endpoint (allow_remote: true) on a public or
+// unspecified address. `silence: [metrics_remote, endpoint_public]` says it
+// is intended. `logjail check` prints them and `logjail run` logs them.
+func (c *Config) Warnings() []*Error { return slices.Clone(c.warnings) }
+
+// warn collects the warnings that `silence:` does not silence.
+func (b *builder) warn(fields map[string]field) {
+	silenced := map[string]bool{}
+	if f, ok := fields["silence"]; ok {
+		for i, name := range b.strs(f.val, f.path) {
+			switch name {
+			case WarnMetricsRemote, WarnEndpointPublic:
+				silenced[name] = true
+			default:
+				b.errorf(f.val, index(f.path, i), "unknown warning %q: %s", name, orList([]string{WarnMetricsRemote, WarnEndpointPublic}))
+			}
+		}
+	}
+	c := b.c
+	add := func(n *yaml.Node, line int, path, format string, args ...any) {
+		if n != nil {
+			line = n.Line
+		}
+		c.warnings = append(c.warnings, &Error{File: b.file, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
+	}
+	if f, ok := fields["metrics"]; ok && !silenced[WarnMetricsRemote] && c.Metrics != "" && !loopbackListen(c.Metrics) {
+		add(f.val, 0, f.path, "%q is not a loopback address: /metrics tells whoever reaches it the keys, rules and bans; listen on 127.0.0.1, or add %s to silence: if it is intended", c.Metrics, WarnMetricsRemote)
+	}
+	if silenced[WarnEndpointPublic] {
+		return
+	}
+	for i, a := range c.Actions {
+		if a.Type != "endpoint" {
+			continue
+		}
+		listen, _ := a.Options["listen"].(string)
+		remote, _ := a.Options["allow_remote"].(bool)
+		if remote && publicListen(listen) {
+			add(nil, a.Line, index("actions", i)+".listen", "%q is a public address: the decision endpoint tells anyone on the Internet who is banned; listen on a private or loopback address, or add %s to silence: if it is intended", listen, WarnEndpointPublic)
+		}
+	}
+}
+
+// loopbackListen reports whether a HOST:PORT listens on loopback only.
+func loopbackListen(s string) bool {
+	host, _, err := net.SplitHostPort(s)
+	if err != nil {
+		return true // checkListen reported it
+	}
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
+}
+
+// publicListen reports whether a HOST:PORT listens on every address or on
+// a public one (not loopback, private or link-local). A host name is not
+// resolved: it is taken as public.
+func publicListen(s string) bool {
+	host, _, err := net.SplitHostPort(s)
+	if err != nil || host == "localhost" {
+		return false
+	}
+	if host == "" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return true
+	}
+	a = a.Unmap()
+	return !(a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast())
 }

@@ -23,6 +23,23 @@
 // then the ordinary rules. Lookups use routing tables (longest-prefix match),
 // not scans.
 //
+// Dangerous configurations are refused: an allow, deny or trusted_proxies
+// entry of a whole address family (0.0.0.0/0, ::/0: it would exempt or ban
+// every client); trusted_proxies on a source whose format has no
+// X-Forwarded-For field (every line a proxy logs would carry the proxy's
+// own, allowed, address); a `match:` field that no source of the rule can
+// carry (parser.Parser.Carries; a source of format `auto` may carry
+// anything; fields under `not:` are not checked, since they match
+// everything rather than nothing). What is valid but likely a mistake is a
+// warning (Config.Warnings), not an error: /metrics on a non-loopback
+// address, and a decision endpoint with allow_remote on an unspecified or
+// public address (not loopback, private or link-local; a host name is
+// taken as public). `silence: [metrics_remote, endpoint_public]` says it is
+// intended.
+//
+// AllowedKey says whether the allow list covers every address a ban of a
+// key blocks; the daemon lifts such rule bans at a reload.
+//
 // A *Config is immutable once built and safe for concurrent use. Classify
 // allocates nothing but the key strings it must build. The package has no
 // state of its own: a reload is a new Load.

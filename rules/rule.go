@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,6 +52,13 @@ func (b *builder) rules(top field) {
 				}
 			case "match":
 				m := b.matcher(f.val, f.path)
+				if m != nil {
+					for _, mf := range mappingFields(f.val, f.path) {
+						if mf.key.Value != "not" {
+							b.matchNodes[r.Index] = append(b.matchNodes[r.Index], nodeRef{mf.key, mf.path})
+						}
+					}
+				}
 				c.ruleSpecs = growSpecs(c.ruleSpecs, r.Index)
 				c.ruleSpecs[r.Index].match = m
 			default:
@@ -347,6 +355,56 @@ func (b *builder) checkCPU() {
 			}
 			ref := b.limitNodes[r.Index][j]
 			b.errorf(ref.node, ref.path, "%q: source %s carries no CPU: set its cpu_field, or cpu_fallback: duration", l.Text, strings.Join(blind, ", "))
+		}
+	}
+}
+
+// mappingFields are the key/value pairs of a mapping node, without
+// reporting anything (the matcher has).
+func mappingFields(n *yaml.Node, path string) []field {
+	r := resolve(n)
+	if r == nil || r.Kind != yaml.MappingNode {
+		return nil
+	}
+	var out []field
+	for i := 0; i+1 < len(r.Content); i += 2 {
+		k := r.Content[i]
+		out = append(out, field{key: k, val: r.Content[i+1], path: path + "." + k.Value})
+	}
+	return out
+}
+
+// checkMatch refuses a `match:` field that no source of the rule can
+// carry (a rule that would silently match nothing). A source of format
+// `auto` may carry anything.
+func (b *builder) checkMatch() {
+	c := b.c
+	for ri, refs := range b.matchNodes {
+		srcs, restricted := b.ruleSources[ri]
+		if !restricted {
+			srcs = nil
+			for _, s := range c.Sources {
+				srcs = append(srcs, s.Index)
+			}
+		}
+		for _, ref := range refs {
+			name := ref.node.Value
+			if name == "ip" || name == "time" {
+				continue
+			}
+			var names []string
+			carried := false
+			for _, si := range srcs {
+				s := c.Sources[si]
+				if !s.known || slices.Contains(s.fields, name) {
+					carried = true
+					break
+				}
+				names = append(names, fmt.Sprintf("%q", s.Name))
+			}
+			if !carried && len(names) > 0 {
+				b.errorf(ref.node, ref.path, "field %q: no source of the rule carries it (source %s): the rule would match nothing; add the field to the format, or match another", name, strings.Join(names, ", "))
+			}
 		}
 	}
 }

@@ -19,7 +19,11 @@ func newCheckCmd(s streams) *cobra.Command {
 		Long: `check loads the configuration (--config, else ` + defaultConfigPath + `) with every
 list file it names, compiles its formats, regexes, CIDRs and limits, checks
 every action's options (without touching anything), and lists every problem
-at once, each with its file, line and path.
+at once, each with its file, line and path. What is valid but likely a
+mistake (/metrics on a non-loopback address, a decision endpoint with
+allow_remote on a public address) is printed on stderr as a warning, with
+how to silence it (silence: [metrics_remote, endpoint_public]); the exit
+code stays 0.
 
 --systemd prints, when the configuration is valid, the systemd drop-in that
 gives logjail.service what the configured actions need (capabilities such as
@@ -44,6 +48,11 @@ Exit codes: 0 valid; 1 invalid; 2 no configuration file.`,
 			}
 			if err != nil {
 				return &exitError{code: exitNegative, err: configErrors(err)}
+			}
+			// Warnings go to stderr and leave the exit code 0: the
+			// configuration is valid, perhaps not as intended.
+			for _, w := range cfg.Warnings() {
+				fmt.Fprintf(s.err, "warning: %v\n", w)
 			}
 			if systemd {
 				fmt.Fprintf(s.err, "%s: valid: %d sources, %d rules, %d actions\n", path, len(cfg.Sources), len(cfg.Rules), len(cfg.Actions))

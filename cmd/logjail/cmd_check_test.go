@@ -1,0 +1,48 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCheckWarnsAndRefuses: `logjail check` passes (exit 0) a configuration
+// with metrics on every address and a public endpoint, and prints a warning
+// for each on stderr, with how to silence it; silenced, it prints none; a
+// deny of a whole address family is refused (exit 1).
+func TestCheckWarnsAndRefuses(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const base = "sources: [{name: web, paths: [/var/log/nginx/access.log]}]\n"
+	risky := write("risky.yaml", base+"metrics: 0.0.0.0:9390\nactions:\n  - {type: endpoint, listen: '0.0.0.0:7390', allow_remote: true}\n")
+	code, out, stderr := run(t, "", "check", "--config", risky)
+	if code != exitOK || !strings.Contains(out, "valid") {
+		t.Fatalf("check: exit %d, want 0\n%s%s", code, out, stderr)
+	}
+	for _, want := range []string{
+		"warning: " + risky + `:2: metrics: "0.0.0.0:9390" is not a loopback address`,
+		"add metrics_remote to silence:",
+		"warning: " + risky + `:4: actions[0].listen: "0.0.0.0:7390" is a public address`,
+		"add endpoint_public to silence:",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	quiet := write("quiet.yaml", base+"metrics: 0.0.0.0:9390\nsilence: [metrics_remote, endpoint_public]\nactions:\n  - {type: endpoint, listen: '0.0.0.0:7390', allow_remote: true}\n")
+	if code, out, stderr := run(t, "", "check", "--config", quiet); code != exitOK || strings.Contains(stderr, "warning") {
+		t.Errorf("check of the silenced config: exit %d, stderr %q (want 0, no warning)\n%s", code, stderr, out)
+	}
+	deny := write("deny.yaml", base+"deny: [0.0.0.0/0]\n")
+	code, _, stderr = run(t, "", "check", "--config", deny)
+	if code != exitNegative || !strings.Contains(stderr, "deny[0]: 0.0.0.0/0: every IPv4 address") {
+		t.Errorf("check of deny 0.0.0.0/0: exit %d, want 1; stderr:\n%s", code, stderr)
+	}
+}
