@@ -583,3 +583,49 @@ func TestMigrations(t *testing.T) {
 
 // open1 is Open with a list of migrations of the test's choosing.
 func open1(path string, o Options, migs []string) (*DB, error) { return open(path, o, migs) }
+
+// TestLockOnDatabaseFile: a second writer is refused while another process
+// writes the database, even when the lock file was removed; the reader
+// still reads beside the writer.
+func TestLockOnDatabaseFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "logjail.db")
+	startLockHolder(t, os.Args[0], path)
+	if err := os.Remove(path + ".lock"); err != nil {
+		t.Fatal(err)
+	}
+	w, err := Open(path, Options{})
+	if err == nil {
+		w.Close()
+		t.Fatal("a second writer opened the database once the lock file was removed")
+	}
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), path) {
+		t.Errorf("second writer: %v; want ErrLocked naming %s", err, path)
+	}
+	r := mustOpen(t, path, Options{ReadOnly: true})
+	if g, _, err := r.Global(); err != nil || string(g) != "written by the holder" {
+		t.Errorf("reader beside the writer: %q, %v", g, err)
+	}
+}
+
+// TestEmptyDatabaseRefused: a zero-length database file is not taken for
+// a new one: a writer refuses it, saying what it is and what to do, and
+// leaves it as it is.
+func TestEmptyDatabaseRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "logjail.db")
+	if err := os.WriteFile(path, nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	w, err := Open(path, Options{})
+	if err == nil {
+		w.Close()
+		t.Fatal("an empty database file was opened as a new database")
+	}
+	if !errors.Is(err, ErrEmpty) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "remove it") {
+		t.Errorf("error %q: want ErrEmpty naming %s and what to do", err, path)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != 0 {
+		t.Errorf("the empty file was changed: %v %v", fi, err)
+	}
+	// A database that does not exist is created, as always.
+	mustOpen(t, filepath.Join(t.TempDir(), "new.db"), Options{})
+}
