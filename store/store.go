@@ -64,6 +64,12 @@ var ErrSchema = errors.New("store: unsupported schema version")
 // and starting afresh on it would lose every ban without a word.
 var ErrEmpty = errors.New("the database file is empty (0 bytes): not a database logjail wrote (truncated? a failed copy?); restore it, or remove it to start with no bans and no state")
 
+// ErrFull is wrapped by the error of a write that failed because the disk
+// (or the file system's quota) holding the database is full: SQLite's
+// SQLITE_FULL, or ENOSPC. Nothing is lost but the write: the daemon keeps
+// deciding and retries at its next checkpoint.
+var ErrFull = errors.New("the disk holding the database is full: free space there; logjail keeps deciding and writes again at its next checkpoint")
+
 // ErrReadOnly is returned by the writing methods of a DB opened ReadOnly.
 var ErrReadOnly = errors.New("store: database opened read-only")
 
@@ -281,7 +287,12 @@ func (db *DB) Path() string { return db.path }
 
 // errf wraps an error with the database's path and the operation.
 func (db *DB) errf(op, format string, a ...any) error {
-	return fmt.Errorf("store: %s: %s: "+format, append([]any{db.path, op}, a...)...)
+	err := fmt.Errorf("store: %s: %s: "+format, append([]any{db.path, op}, a...)...)
+	var se sqlite3.Error
+	if errors.As(err, &se) && se.Code == sqlite3.ErrFull || errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("%w: %w", err, ErrFull)
+	}
+	return err
 }
 
 // writable returns ErrReadOnly for a reader, and an error once closed. The

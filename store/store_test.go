@@ -629,3 +629,39 @@ func TestEmptyDatabaseRefused(t *testing.T) {
 	// A database that does not exist is created, as always.
 	mustOpen(t, filepath.Join(t.TempDir(), "new.db"), Options{})
 }
+
+// TestDiskFull: a write that finds no room (SQLite's SQLITE_FULL, here
+// from a page limit on the writer's connection, as a full disk gives it)
+// fails with ErrFull, which says what is wrong and what to do; the
+// database keeps what it had, and writes again once there is room.
+func TestDiskFull(t *testing.T) {
+	db := mustOpen(t, filepath.Join(t.TempDir(), "logjail.db"), Options{})
+	if err := db.Checkpoint(&Checkpoint{Time: at("2026-11-22T10:00:00Z"), Global: []byte("before")}); err != nil {
+		t.Fatal(err)
+	}
+	limit := func(pages int) {
+		t.Helper()
+		if err := db.withConn(func(c *conn) error {
+			_, err := c.c.Exec(fmt.Sprintf("PRAGMA max_page_count = %d", pages), nil)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var pages int
+	if err := db.r.QueryRow("PRAGMA page_count").Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	limit(pages)
+	err := db.Checkpoint(&Checkpoint{Time: at("2026-11-22T10:00:01Z"), Global: bytes.Repeat([]byte("x"), 1<<20)})
+	if !errors.Is(err, ErrFull) || !strings.Contains(err.Error(), "disk holding the database is full") {
+		t.Fatalf("a write with no room: %v; want ErrFull", err)
+	}
+	if g, _, err := db.Global(); err != nil || string(g) != "before" {
+		t.Errorf("after the failed write: %q, %v; want what was there", g, err)
+	}
+	limit(1 << 30)
+	if err := db.Checkpoint(&Checkpoint{Time: at("2026-11-22T10:00:02Z"), Global: []byte("after")}); err != nil {
+		t.Errorf("once there is room: %v", err)
+	}
+}
