@@ -12,8 +12,13 @@
 //     (style geo or deny) or the decision endpoint. Allowed addresses inside
 //     a blocked prefix need nothing here: no file bears their name.
 //
-//   - The directory is made (0755) when missing; files are 0644. The web
-//     server's user must be able to read them (and search the directory).
+//   - The files name client addresses (personal data): a file is 0640;
+//     the directory, when logjail makes it, is 0711, so that the web
+//     server's user can test a name (`-f` needs only a stat, and search on
+//     the directory) but no other user can list the names. `group: NAME`
+//     (or a gid) gives the files, and a directory logjail makes (then
+//     0750), that group: for a reader that opens the files, or lists the
+//     directory. A directory already there is left as it is.
 //
 //   - A file holds one `key: value` a line, for people and scripts:
 //
@@ -79,10 +84,11 @@ type blockfile struct {
 	name string
 	dir  string
 	now  func() time.Time
+	gid  int // the files' group (`group`), or -1: the process's
 }
 
 func buildBlockfile(o *Options, env Env) (Backend, error) {
-	b := &blockfile{name: o.String("name", o.Type()), dir: o.Path("dir", ""), now: env.Now}
+	b := &blockfile{name: o.String("name", o.Type()), dir: o.Path("dir", ""), now: env.Now, gid: fileGroup(o)}
 	if b.now == nil {
 		b.now = time.Now
 	}
@@ -94,6 +100,29 @@ func buildBlockfile(o *Options, env Env) (Backend, error) {
 
 // Name is the action's name.
 func (b *blockfile) Name() string { return b.name }
+
+// mkdir makes the directory when it is missing: 0750 and the action's
+// group when it has one, else 0711, which lets the web server test a name
+// (`-f`) but no one list the names (they are client addresses). A
+// directory already there is left as it is.
+func (b *blockfile) mkdir() error {
+	if _, err := os.Stat(b.dir); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	mode := fs.FileMode(0o711)
+	if b.gid >= 0 {
+		mode = 0o750
+	}
+	if err := os.MkdirAll(b.dir, mode); err != nil {
+		return err
+	}
+	if b.gid >= 0 {
+		if err := os.Chown(b.dir, -1, b.gid); err != nil {
+			return err
+		}
+	}
+	return os.Chmod(b.dir, mode) // past the umask
+}
 
 // Close does nothing: the files stay.
 func (b *blockfile) Close() error { return nil }
@@ -196,7 +225,7 @@ func (b *blockfile) writeAll(es []*Entry) []error {
 	now := b.now()
 	if len(es) <= blockSyncEach {
 		for _, e := range es {
-			if err := writeFileRename(filepath.Join(b.dir, blockName(e.Prefix)), blockContent(e, now), 0o644, false); err != nil {
+			if err := writeFileRename(filepath.Join(b.dir, blockName(e.Prefix)), blockContent(e, now), fileMode, false, b.gid); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -206,7 +235,7 @@ func (b *blockfile) writeAll(es []*Entry) []error {
 	// take seconds on a disk.
 	tmps := make([]string, len(es))
 	for i, e := range es {
-		tmp, err := atomicTemp(filepath.Join(b.dir, blockName(e.Prefix)), blockContent(e, now), 0o644, false, false)
+		tmp, err := atomicTemp(filepath.Join(b.dir, blockName(e.Prefix)), blockContent(e, now), fileMode, false, b.gid, false)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -289,7 +318,7 @@ func (b *blockfile) ours() (files map[netip.Prefix]bool, temps []string, err err
 // Sync makes the directory hold exactly one file per entry. allow needs
 // nothing here: an allowed address never has a file of its own.
 func (b *blockfile) Sync(ctx context.Context, entries []Entry, allow []netip.Prefix) error {
-	if err := os.MkdirAll(b.dir, 0o755); err != nil {
+	if err := b.mkdir(); err != nil {
 		return err
 	}
 	have, temps, err := b.ours()
@@ -352,7 +381,7 @@ func blockRead(path string) ([]byte, error) {
 // Apply writes the files of the entries set and removes those of the
 // entries deleted.
 func (b *blockfile) Apply(ctx context.Context, changes []Change) error {
-	if err := os.MkdirAll(b.dir, 0o755); err != nil {
+	if err := b.mkdir(); err != nil {
 		return err
 	}
 	var errs []error

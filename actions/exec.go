@@ -449,7 +449,7 @@ func (b *Exec) save() error {
 	}
 	data = append(data, '\n')
 	// The record is logjail's: owner only (the same mode CreateTemp gave it).
-	if err := replaceFileAtomic(b.record, data, 0o600, false); err != nil {
+	if err := replaceFileAtomic(b.record, data, 0o600, false, -1); err != nil {
 		return b.errorf("record: %w", err)
 	}
 	return nil

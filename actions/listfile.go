@@ -8,8 +8,13 @@
 //     sorted by prefix, atomically: a temporary file beside it (a dot file,
 //     `.NAME.tmp-123`, which no `include *.conf` matches), fsync, rename over
 //     the file, fsync of the directory. A server reading it sees the old list
-//     or the new one, never half of one. The file keeps its mode and owner
-//     (0644 and logjail's owner when it is new). A symlink at the path is
+//     or the new one, never half of one. It lists client addresses
+//     (personal data): a new file is 0640, logjail's owner; a file there
+//     keeps its owner and its mode without the others' bits (0644 becomes
+//     0640, 0600 stays). `group: NAME` (or a gid) gives the files that
+//     group, for a server that reads them as an unprivileged user; nginx,
+//     Apache and HAProxy read their configuration as root and need none.
+//     An unknown group is a config error. A symlink at the path is
 //     replaced by a file: configure the real path. Its directory must exist.
 //   - A write that changes nothing (the bytes on disk are the same) does
 //     nothing: no check, no reload. A changed file is checked with `check`
@@ -76,6 +81,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -137,6 +143,37 @@ type listFile struct {
 	allow         []netip.Prefix
 	synced        bool // Sync ran: entries is the whole set
 	reloadPending bool // a file changed since the last successful reload
+	gid           int  // the files' group (`group`), or -1: the process's
+}
+
+// fileMode is the mode of the files that list client addresses (list
+// files, block files): personal data, so not for every local user. The
+// web server reads them through their group (the action's `group`), or as
+// root (nginx, Apache and HAProxy read their configuration before they drop
+// privileges).
+const fileMode fs.FileMode = 0o640
+
+// fileGroup reads the action's `group` option: a group name or a numeric
+// id; -1 when absent.
+func fileGroup(o *Options) int {
+	name := o.String("group", "")
+	if name == "" {
+		return -1
+	}
+	if id, err := strconv.Atoi(name); err == nil && id >= 0 {
+		return id
+	}
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		o.Errorf("group", "%q: %v", name, err)
+		return -1
+	}
+	id, err := strconv.Atoi(g.Gid)
+	if err != nil {
+		o.Errorf("group", "%q: gid %q is not a number", name, g.Gid)
+		return -1
+	}
+	return id
 }
 
 func buildListFile(o *Options, env Env) (Backend, error) {
@@ -150,6 +187,7 @@ func buildListFile(o *Options, env Env) (Backend, error) {
 		interval: o.Duration("min_interval", listDefaultMinInterval, 0, 10*time.Minute),
 		timeout:  o.Duration("timeout", listDefaultTimeout, time.Second, time.Minute),
 		entries:  map[netip.Prefix]Entry{},
+		gid:      fileGroup(o),
 	}
 	if o.Type() == "nginx" {
 		l.style = "nginx " + o.OneOf("style", "deny", "deny", "geo")
@@ -273,7 +311,9 @@ func (l *listFile) write(ctx context.Context, existingOnly bool) error {
 		if (t.existed && bytes.Equal(t.old, t.data)) || (existingOnly && !t.existed) {
 			continue
 		}
-		if err := replaceFileAtomic(t.path, t.data, t.mode, t.existed); err != nil {
+		// A file there keeps its mode but for the others' bits: 0600
+		// stays, 0644 becomes 0640.
+		if err := replaceFileAtomic(t.path, t.data, t.mode&^0o007, t.existed, l.gid); err != nil {
 			l.restore(written)
 			return err
 		}
@@ -299,7 +339,7 @@ func (l *listFile) write(ctx context.Context, existingOnly bool) error {
 
 // read reads what is at t.path now.
 func (t *listTarget) read() error {
-	t.mode = 0o644
+	t.mode = fileMode
 	fi, err := os.Stat(t.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -324,7 +364,7 @@ func (l *listFile) restore(written []*listTarget) error {
 	for _, t := range written {
 		var err error
 		if t.existed {
-			err = replaceFileAtomic(t.path, t.old, t.mode, true)
+			err = replaceFileAtomic(t.path, t.old, t.mode, true, -1)
 		} else if err = os.Remove(t.path); err == nil {
 			err = fsyncDir(filepath.Dir(t.path))
 		}
@@ -459,8 +499,8 @@ func listRun(ctx context.Context, argv []string, timeout time.Duration) (string,
 // directory, fsync, rename, fsync of the directory. A reader sees the old
 // file or the new one, never part of one. keepOwner gives the new file the
 // owner of the one it replaces (when the process may).
-func replaceFileAtomic(path string, data []byte, mode fs.FileMode, keepOwner bool) error {
-	if err := writeFileRename(path, data, mode, keepOwner); err != nil {
+func replaceFileAtomic(path string, data []byte, mode fs.FileMode, keepOwner bool, gid int) error {
+	if err := writeFileRename(path, data, mode, keepOwner, gid); err != nil {
 		return err
 	}
 	return fsyncDir(filepath.Dir(path))
@@ -468,8 +508,8 @@ func replaceFileAtomic(path string, data []byte, mode fs.FileMode, keepOwner boo
 
 // writeFileRename is replaceFileAtomic but for the fsync of the directory,
 // for a caller that renames many files into one directory.
-func writeFileRename(path string, data []byte, mode fs.FileMode, keepOwner bool) error {
-	tmp, err := atomicTemp(path, data, mode, keepOwner, true)
+func writeFileRename(path string, data []byte, mode fs.FileMode, keepOwner bool, gid int) error {
+	tmp, err := atomicTemp(path, data, mode, keepOwner, gid, true)
 	if err != nil {
 		return err
 	}
@@ -482,17 +522,18 @@ func writeFileRename(path string, data []byte, mode fs.FileMode, keepOwner bool)
 
 // atomicTemp writes data to a new temporary file beside path, to be
 // renamed over it: `.NAME.tmp-123`, with mode (and path's owner when
-// keepOwner and the process may), fsynced when fsync.
-func atomicTemp(path string, data []byte, mode fs.FileMode, keepOwner, fsync bool) (tmp string, err error) {
+// keepOwner and the process may), fsynced when fsync. gid >= 0 is the
+// group the file is given (the action's `group`); failing to is an error.
+func atomicTemp(path string, data []byte, mode fs.FileMode, keepOwner bool, gid int, fsync bool) (tmp string, err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
-	uid, gid := -1, -1
+	uid, ogid := -1, -1
 	if keepOwner {
 		if fi, err := os.Lstat(path); err == nil {
 			if st, ok := fi.Sys().(*syscall.Stat_t); ok && (int(st.Uid) != os.Geteuid() || int(st.Gid) != os.Getegid()) {
-				uid, gid = int(st.Uid), int(st.Gid)
+				uid, ogid = int(st.Uid), int(st.Gid)
 			}
 		}
 	}
@@ -514,7 +555,12 @@ func atomicTemp(path string, data []byte, mode fs.FileMode, keepOwner, fsync boo
 		return "", err
 	}
 	if uid >= 0 {
-		f.Chown(uid, gid) // best effort: only root may give a file away
+		f.Chown(uid, ogid) // best effort: only root may give a file away
+	}
+	if gid >= 0 {
+		if err = f.Chown(-1, gid); err != nil {
+			return "", err
+		}
 	}
 	if fsync {
 		if err = f.Sync(); err != nil {

@@ -3,13 +3,17 @@ package actions
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -427,13 +431,13 @@ func TestListFileSyncOverForeign(t *testing.T) {
 	}
 	lfNoTemps(t, dir)
 
-	// A new file is 0644.
+	// A new file is 0640: it lists client addresses.
 	file2 := filepath.Join(dir, "new.conf")
 	if err := lfBuild(t, "nginx", map[string]any{"file": file2}).Sync(context.Background(), nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(file2); err != nil || fi.Mode().Perm() != 0o644 {
-		t.Errorf("new file mode %v %v, want 0644", fi.Mode(), err)
+	if fi, err := os.Stat(file2); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Errorf("new file mode %v %v, want 0640", fi.Mode(), err)
 	}
 	// A missing directory is an error, not made.
 	l3 := lfBuild(t, "list", map[string]any{"file": filepath.Join(dir, "nodir", "x.list")})
@@ -664,4 +668,77 @@ func lfBenchChanges(n int) (add, del []Change) {
 		del = append(del, Change{Entry: Entry{Prefix: p}, Delete: true})
 	}
 	return add, del
+}
+
+// TestFileModes: the files that list client addresses are not for every
+// local user: a new list file and a new block file are 0640, a world-readable
+// list file left by an earlier release becomes 0640, and with `group` the
+// files (and a block directory logjail makes) belong to that group; a
+// missing block directory is made 0711 without a group (a name can be
+// tested, not listed), 0750 with one; an unknown group is a config error.
+func TestFileModes(t *testing.T) {
+	gid := os.Getgid()
+	if os.Geteuid() == 0 {
+		gid = 65534 // another group than the process's, which only root may give
+	}
+	group := strconv.Itoa(gid)
+	if g, err := user.LookupGroupId(group); err == nil {
+		group = g.Name // by name, as an operator writes it
+	}
+	mode := func(path string, want fs.FileMode, wantGid int) {
+		t.Helper()
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, want %v", path, fi.Mode().Perm(), want)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); wantGid >= 0 && int(st.Gid) != wantGid {
+			t.Errorf("%s: group %d, want %d", path, st.Gid, wantGid)
+		}
+	}
+	for _, withGroup := range []bool{false, true} {
+		t.Run(fmt.Sprintf("group %v", withGroup), func(t *testing.T) {
+			dir := t.TempDir()
+			opts := func(k, v string) map[string]any {
+				m := map[string]any{k: v}
+				if withGroup {
+					m["group"] = group
+				}
+				return m
+			}
+			wantGid, dirMode := -1, fs.FileMode(0o711)
+			if withGroup {
+				wantGid, dirMode = gid, 0o750
+			}
+			old := filepath.Join(dir, "old.list")
+			if err := os.WriteFile(old, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(old, 0o644); err != nil { // past the umask
+				t.Fatal(err)
+			}
+			for _, f := range []string{old, filepath.Join(dir, "new.list")} {
+				if err := lfBuild(t, "list", opts("file", f)).Sync(context.Background(), lfEntries("198.51.100.7"), nil); err != nil {
+					t.Fatal(err)
+				}
+				mode(f, 0o640, wantGid)
+			}
+			blocked := filepath.Join(dir, "run", "blocked")
+			be, err := buildBlockfile(NewOptions("logjail.yaml", 0, "blockfile", opts("dir", blocked)), Env{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := be.(*blockfile).Sync(context.Background(), lfEntries("198.51.100.7"), nil); err != nil {
+				t.Fatal(err)
+			}
+			mode(blocked, dirMode, wantGid)
+			mode(filepath.Join(blocked, "198.51.100.7"), 0o640, wantGid)
+		})
+	}
+	_, err := buildListFile(NewOptions("logjail.yaml", 3, "list", map[string]any{"file": "/x.list", "group": "no-such-group-logjail"}), Env{})
+	if err == nil || !strings.Contains(err.Error(), "actions[3].group") {
+		t.Errorf("an unknown group: %v, want an error naming actions[3].group", err)
+	}
 }

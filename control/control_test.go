@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -156,9 +158,10 @@ func TestFmtWho(t *testing.T) {
 
 // fakeDaemon records what the server asks of it.
 type fakeDaemon struct {
-	cfg    *rules.Config
-	bans   []string
-	resets []string // who reset the breaker
+	statusErr error // what Status fails with, if not nil
+	cfg       *rules.Config
+	bans      []string
+	resets    []string // who reset the breaker
 }
 
 func (f *fakeDaemon) Ban(_ context.Context, req BanRequest, who string) (*BanResult, error) {
@@ -174,6 +177,9 @@ func (f *fakeDaemon) Lift(_ context.Context, req UnbanRequest, who string) (*Unb
 }
 
 func (f *fakeDaemon) Status(context.Context) (*Status, error) {
+	if f.statusErr != nil {
+		return nil, f.statusErr
+	}
 	return &Status{Version: SchemaVersion, Live: true, Logjail: "test"}, nil
 }
 
@@ -424,5 +430,29 @@ func TestBanListJSON(t *testing.T) {
 	}
 	if diff := cmp.Diff(string(want)+"\n", got.String()); diff != "" {
 		t.Errorf("WriteJSON (-encoding/json +got):\n%s", diff)
+	}
+}
+
+// TestStatusDiskFull: when the daemon cannot write its database for lack
+// of room, status does not answer a bare 500: the client gets the daemon's
+// words (the database, the disk full, what to do) and an error that
+// errors.Is store.ErrFull; the server answered 507 Insufficient Storage.
+func TestStatusDiskFull(t *testing.T) {
+	full := fmt.Errorf("checkpoint: store: /var/lib/logjail/logjail.db: checkpoint: database or disk is full: %w", store.ErrFull)
+	srv, c := serve(t, &fakeDaemon{cfg: testCfg(t), statusErr: full})
+	_, err := c.Status(context.Background())
+	if !errors.Is(err, store.ErrFull) || !strings.Contains(err.Error(), "/var/lib/logjail/logjail.db") || !strings.Contains(err.Error(), "free space") {
+		t.Errorf("status with the disk full: %v; want store.ErrFull naming the database and what to do", err)
+	}
+	hc := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", srv.Path())
+	}}}
+	resp, err := hc.Get("http://logjail/v1/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInsufficientStorage {
+		t.Errorf("HTTP status %d, want 507", resp.StatusCode)
 	}
 }

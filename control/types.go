@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/logjail/logjail/store"
 )
 
 // SchemaVersion is the "version" of every JSON document here. A field may
@@ -338,6 +340,9 @@ func httpStatus(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, ErrForbidden):
 		return http.StatusForbidden
+	case errors.Is(err, store.ErrFull):
+		// Not the server's fault: the message says the disk is full.
+		return http.StatusInsufficientStorage
 	}
 	return http.StatusInternalServerError
 }
@@ -355,6 +360,8 @@ func errorOf(status int, msg string) error {
 		base = ErrAllowed
 	case http.StatusForbidden:
 		base = ErrForbidden
+	case http.StatusInsufficientStorage:
+		base = store.ErrFull
 	default:
 		return fmt.Errorf("the daemon answered %d: %s", status, msg)
 	}

@@ -4,7 +4,8 @@
 // and a Cerberus-style query.
 //
 // GET /auth answers for the client: 200 allowed, 403 banned (the deny list
-// included), 429 throttled with Retry-After set to the ladder's current
+// included; with Retry-After, the seconds until the ban ends, rounded up,
+// except for a ban until lifted, which has no end to tell), 429 throttled with Retry-After set to the ladder's current
 // delay, 400 when the client cannot be told (below). Every answer of
 // /auth but a 400 carries X-Logjail-Decision (allow, throttle, ban, unready), for
 // nginx's auth_request_set; a JSON body only when the caller sends

@@ -405,8 +405,9 @@ func (s *Server) client(ctx *fasthttp.RequestCtx) (netip.Addr, error) {
 	return clientAddr(peer, peerOK, ctx.Request.Header.PeekAll, s.cfg.Trusted)
 }
 
-// auth answers GET /auth: 200 allowed, 403 banned, 429 throttled with
-// Retry-After, 400 when the client cannot be told.
+// auth answers GET /auth: 200 allowed, 403 banned (with Retry-After, the
+// seconds until the ban ends, unless it lasts until lifted), 429 throttled
+// with Retry-After, 400 when the client cannot be told.
 func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	h := &ctx.Response.Header
 	js := wantsJSON(ctx)
@@ -435,6 +436,10 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 		}
 	case e.Kind == actions.KindBan:
 		h.Set(headerDecision, decisionBan)
+		if ra := e.RetryAfter(now); ra > 0 { // a ban until lifted says none
+			var buf [20]byte
+			h.SetBytesV("Retry-After", strconv.AppendInt(buf[:0], int64(ra), 10))
+		}
 		answer(ctx, fasthttp.StatusForbidden, js, entryAnswer(decisionBan, a, &e, now))
 	default:
 		var buf [20]byte

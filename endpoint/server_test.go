@@ -119,15 +119,15 @@ func TestAuth(t *testing.T) {
 		decision string
 		retry    string
 	}{
-		{"198.51.100.7", 403, "ban", ""},
+		{"198.51.100.7", 403, "ban", "3600"}, // the seconds until the ban ends
 		{"198.51.100.1", 200, "allow", ""},
-		{"203.0.113.77", 403, "ban", ""},
+		{"203.0.113.77", 403, "ban", ""},  // until lifted: no end to tell
 		{"203.0.113.9", 200, "allow", ""}, // allowed inside the banned /24
 		{"198.51.100.8", 429, "throttle", "20"},
 		{"2001:db8:1::abc", 429, "throttle", "10"},
-		{"2001:db8:1::5", 403, "ban", ""}, // a ban inside a throttled /64
+		{"2001:db8:1::5", 403, "ban", "3600"}, // a ban inside a throttled /64
 		{"198.51.100.9", 200, "allow", ""},
-		{"127.0.0.9", 403, "ban", ""},
+		{"127.0.0.9", 403, "ban", "3600"},
 	} {
 		resp, body := get(t, url+"/auth", "X-Forwarded-For", c.client)
 		if resp.StatusCode != c.code || resp.Header.Get("X-Logjail-Decision") != c.decision || resp.Header.Get("Retry-After") != c.retry || body != "" {

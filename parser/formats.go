@@ -191,7 +191,37 @@ func compileApache(f string) ([]item, error) {
 		}
 		items = append(items, it)
 	}
+	finestDuration(items)
 	return items, nil
+}
+
+// finestDuration keeps, of several durations in one format (Apache's %T
+// and %D), the finest as the entry's duration, wherever it stands: %T is
+// whole seconds, %D microseconds, and the coarser one must not override
+// the finer. The others stay as named fields (%T as duration_s, %{ms}T
+// as duration_ms).
+func finestDuration(items []item) {
+	best := -1
+	for i := range items {
+		if items[i].kind == kDuration && (best < 0 || items[i].scale < items[best].scale) {
+			best = i
+		}
+	}
+	for i := range items {
+		if items[i].kind == kDuration && i != best {
+			items[i].kind = kField
+			if items[i].name == "duration" {
+				switch items[i].scale {
+				case 1e-3:
+					items[i].name = "duration_ms"
+				case 1e-6:
+					items[i].name = "duration_us"
+				default:
+					items[i].name = "duration_s"
+				}
+			}
+		}
+	}
 }
 
 // unescapeFormat reads the backslash escapes of a format string as written in

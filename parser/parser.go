@@ -141,6 +141,33 @@ func jsonPreset(name string) (map[string][]jsonPath, bool) {
 	return nil, false
 }
 
+// jsonDurationUnits reads the duration names with a unit in a JSON field
+// mapping: `duration` is seconds; `duration_ms`, `duration_us` and
+// `duration_ns` name a field in milliseconds (Envoy's %DURATION%),
+// microseconds or nanoseconds (Traefik's Duration). One duration at most.
+func jsonDurationUnits(m map[string][]jsonPath) error {
+	have := ""
+	if _, ok := m["duration"]; ok {
+		have = "duration"
+	}
+	for _, u := range []struct {
+		name  string
+		scale float64
+	}{{"duration_ms", 1e-3}, {"duration_us", 1e-6}, {"duration_ns", 1e-9}} {
+		ps, ok := m[u.name]
+		if !ok {
+			continue
+		}
+		if have != "" {
+			return fmt.Errorf("json fields %s and %s: one duration only", have, u.name)
+		}
+		have = u.name
+		delete(m, u.name)
+		m["duration"] = []jsonPath{{path: ps[0].path, scale: u.scale}}
+	}
+	return nil
+}
+
 // New compiles a format once. A bad format string is an error naming the
 // offending directive.
 func New(o Options) (*Parser, error) {
@@ -179,7 +206,10 @@ func New(o Options) (*Parser, error) {
 		for k, v := range o.JSONFields {
 			m[k] = []jsonPath{{path: v}}
 		}
-		p.json, err = compileJSON(m, o.CPUField)
+		err = jsonDurationUnits(m)
+		if err == nil {
+			p.json, err = compileJSON(m, o.CPUField)
+		}
 	default:
 		name := o.Format
 		if name == "" {

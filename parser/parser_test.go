@@ -3,6 +3,7 @@ package parser
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"strings"
 	"sync"
@@ -129,6 +130,15 @@ func TestFormats(t *testing.T) {
 			Entry{IP: ip("192.0.2.1"), Time: at("2026-01-01T00:00:00Z"), Method: "GET", Path: "/p", Query: "x=1", Protocol: "HTTP/1.1", Status: 200, Host: "example.com", Duration: 0.0015,
 				Has: HasMethod | HasPath | HasQuery | HasProtocol | HasStatus | HasHost | HasDuration}},
 		{"time missing", Options{LogFormat: `$remote_addr [$time_local] $status`}, `192.0.2.1 200`, Entry{}},
+		// %T is whole seconds, %D microseconds: the finer wins, in either order.
+		{"apache %T then %D", Options{ApacheFormat: `%h %t %s %T %D`},
+			`192.0.2.1 [01/Jan/2026:00:00:00 +0000] 200 1 1500000`,
+			Entry{IP: ip("192.0.2.1"), Time: at("2026-01-01T00:00:00Z"), Status: 200, Duration: 1.5,
+				Has: HasStatus | HasDuration, Fields: []Field{{"duration_s", "1"}}}},
+		{"apache %D then %T", Options{ApacheFormat: `%h %t %s %D %T`},
+			`192.0.2.1 [01/Jan/2026:00:00:00 +0000] 200 1500000 1`,
+			Entry{IP: ip("192.0.2.1"), Time: at("2026-01-01T00:00:00Z"), Status: 200, Duration: 1.5,
+				Has: HasStatus | HasDuration, Fields: []Field{{"duration_s", "1"}}}},
 		{"apache %{us}T with epoch time", Options{ApacheFormat: `%{sec}t %h %{us}T`, Location: time.UTC},
 			`1795327774 192.0.2.1 2500`,
 			Entry{IP: ip("192.0.2.1"), Time: at("2026-11-22T06:09:34Z"), Duration: 0.0025, Has: HasDuration}},
@@ -234,12 +244,33 @@ func TestNewErrors(t *testing.T) {
 		{Options{LogFormat: `[$time_local] $status`}, "no field gives the client address"},
 		{Options{JSONFields: map[string]string{"time": "ts"}}, `no "ip"`},
 		{Options{JSONFields: map[string]string{"ip": "a..b", "time": "ts"}}, "not a dotted path"},
+		{Options{JSONFields: map[string]string{"ip": "ip", "time": "ts", "duration": "d", "duration_ms": "dms"}}, "duration and duration_ms: one duration only"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.want, func(t *testing.T) {
 			_, err := New(tc.opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestJSONDurationUnits: Envoy logs %DURATION% in milliseconds; mapped as
+// duration_ms it is read as such, not as seconds (1500 ms is 1.5 s, not
+// 25 minutes). duration stays seconds, duration_us and duration_ns their
+// units.
+func TestJSONDurationUnits(t *testing.T) {
+	line := `{"downstream_remote_address":"198.51.100.7","start_time":"2026-11-22T07:09:34.000Z","d":1500}`
+	for name, want := range map[string]float64{"duration": 1500, "duration_ms": 1.5, "duration_us": 0.0015, "duration_ns": 0.0000015} {
+		t.Run(name, func(t *testing.T) {
+			p := mustParser(t, Options{JSONFields: map[string]string{"ip": "downstream_remote_address", "time": "start_time", name: "d"}})
+			e, err := p.ParseString(line, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Has&HasDuration == 0 || math.Abs(e.Duration-want) > 1e-12 {
+				t.Errorf("duration %v (has %v), want %v seconds", e.Duration, e.Has&HasDuration != 0, want)
 			}
 		})
 	}

@@ -438,7 +438,9 @@ func (r *Report) WriteJSON(w io.Writer) error {
 }
 
 // WriteText writes the report for a person: input, decisions per rule, top
-// keys, percentiles and sweeps.
+// keys, percentiles and sweeps. Text from the logs (keys, file names, the
+// rejected lines' errors) is written through parser.Printable: a control
+// character is shown as its escape, never sent raw to the terminal.
 func (r *Report) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	in := r.Input
@@ -454,10 +456,10 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "time:  %s .. %s (%s)\n", in.First.Format(time.RFC3339), in.Last.Format(time.RFC3339), span(in.Last.Sub(*in.First)))
 	}
 	for _, f := range r.Files {
-		fmt.Fprintf(tw, "file:  %s\tsource %s\tformat %s\t%d lines\t%d rejected\n", f.Name, f.Source, f.Format, f.Lines, f.Rejected)
+		fmt.Fprintf(tw, "file:  %s\tsource %s\tformat %s\t%d lines\t%d rejected\n", parser.Printable(f.Name), f.Source, f.Format, f.Lines, f.Rejected)
 	}
 	for _, s := range in.Samples {
-		fmt.Fprintf(tw, "  rejected %s:%d: %s\n", s.File, s.Line, s.Error)
+		fmt.Fprintf(tw, "  rejected %s:%d: %s\n", parser.Printable(s.File), s.Line, parser.Printable(s.Error))
 	}
 	l := r.Lists
 	fmt.Fprintf(tw, "lists: %d charged, %d allowed, %d exempt, %d denied; detector: %+v\n", l.Charged, l.Allowed, l.Exempt, l.Denied, r.Detector)
@@ -488,7 +490,7 @@ func (r *Report) WriteText(w io.Writer) error {
 					}
 					lastBan, reason = b.Time.Format(time.RFC3339)+" "+until, b.Reason
 				}
-				fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s\t%s\n", k.Key, k.FirstViolation.Format(time.RFC3339), k.Throttles, len(k.Bans), lastBan, reason)
+				fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s\t%s\n", parser.Printable(k.Key), k.FirstViolation.Format(time.RFC3339), k.Throttles, len(k.Bans), lastBan, parser.Printable(reason))
 			}
 			tw.Flush()
 		}
@@ -519,7 +521,7 @@ func (r *Report) WriteText(w io.Writer) error {
 					}
 					peaks = append(peaks, v+" vs "+p.Limit)
 				}
-				fmt.Fprintf(tw, "  %s\t%d\t%d\t%.1f\t%s\n", k.Key, k.Requests, k.Blocked, k.CPU, strings.Join(peaks, "; "))
+				fmt.Fprintf(tw, "  %s\t%d\t%d\t%.1f\t%s\n", parser.Printable(k.Key), k.Requests, k.Blocked, k.CPU, strings.Join(peaks, "; "))
 			}
 			tw.Flush()
 		}

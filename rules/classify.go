@@ -13,7 +13,8 @@ import (
 
 // MaxUserAgentKey is the longest user agent text a key keeps, in bytes; a
 // longer one is cut (at a character boundary), so that one client cannot
-// make keys of unbounded size.
+// make keys of unbounded size. The cut comes before escaping (see uaKey):
+// the key's text is at most four times as long.
 const MaxUserAgentKey = 512
 
 // Classify decides what the entry e, read from src, is charged to, and
@@ -153,7 +154,7 @@ func (kc *keyCache) key(c *Config, k KeyKind, e *parser.Entry) (string, bool) {
 		if e.Has&parser.HasUser == 0 || e.User == "" {
 			return "", false
 		}
-		return "user:" + e.User, true
+		return "user:" + parser.Printable(e.User), true
 	case KeyUserAgent:
 		if kc.ua == "" {
 			kc.ua = uaKey(e)
@@ -169,7 +170,11 @@ func (kc *keyCache) key(c *Config, k KeyKind, e *parser.Entry) (string, bool) {
 	return "", false
 }
 
-// uaKey is "ua:TEXT"; an entry without a user agent is "ua:".
+// uaKey is "ua:TEXT"; an entry without a user agent is "ua:". TEXT is
+// parser.Printable of at most MaxUserAgentKey bytes of the user agent, as a
+// user key's NAME is of the user: a key never holds a control character
+// (a NUL, a newline, an ESC) nor a byte that is not UTF-8, so that every
+// action, file, argv and terminal it reaches gets it as printable text.
 func uaKey(e *parser.Entry) string {
 	if e.Has&parser.HasUserAgent == 0 {
 		return "ua:"
@@ -182,7 +187,7 @@ func uaKey(e *parser.Entry) string {
 		}
 		ua = ua[:n]
 	}
-	return "ua:" + ua
+	return "ua:" + parser.Printable(ua)
 }
 
 // IPKey is the key of a under `key: ip`: the address, or for IPv6 its

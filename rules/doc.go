@@ -16,6 +16,11 @@
 // (203.0.113.7), an IPv6 client by its ipv6_prefix (2001:db8:1:2::/64), a
 // prefix (203.0.113.0/24), range:NAME, user:NAME, ua:TEXT and
 // ADDRESS|ua:TEXT. See Config.IPKey, Config.PrefixKey and Classify.
+// NAME and TEXT are the user and the user agent through parser.Printable:
+// a key never holds a control character (NUL, newline, ESC) nor a byte that
+// is not UTF-8, so no action, file, argv or terminal gets one from a
+// client; the operator's commands refuse such characters in a key they are
+// given (control.ParseTarget).
 //
 // Precedence in Classify: allow (with the host's own addresses and every
 // trusted proxy) wins over everything; then the deny list; then the most

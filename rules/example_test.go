@@ -72,3 +72,25 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		}
 	}
 }
+
+// TestExampleActionsWording: the example says that actions make bans real
+// and names every type, not that later releases will implement them.
+func TestExampleActionsWording(t *testing.T) {
+	text := string(Example())
+	i := strings.Index(text, "# Actions make bans real")
+	j := strings.Index(text, "\nactions:")
+	if i < 0 || j < i {
+		t.Fatal("no paragraph before actions: that starts \"# Actions make bans real\"")
+	}
+	para := text[i:j]
+	for _, bad := range []string{"later release", "checked for their types only"} {
+		if strings.Contains(para, bad) {
+			t.Errorf("the actions paragraph says %q:\n%s", bad, para)
+		}
+	}
+	for _, typ := range ActionTypes() {
+		if !strings.Contains(para, typ) {
+			t.Errorf("the actions paragraph does not name %s:\n%s", typ, para)
+		}
+	}
+}

@@ -27,8 +27,23 @@
 // and writes its PID there. A second writer fails at once with a
 // *LockedError (errors.Is ErrLocked) naming that PID. The kernel releases
 // a flock when its holder dies, however it dies, so a crashed daemon never
-// leaves a stale lock; the file itself stays (removing it would let two
-// writers lock two different files).
+// leaves a stale lock; the file itself stays. The writer also holds an
+// exclusive flock on logjail.db itself, for as long as it is open: a
+// second writer is refused even when the lock file was removed (it then
+// cannot say the holder's PID). flock and SQLite's POSIX locks do not
+// meet, so readers are not hindered. (One process that opens a second
+// writer on a database it already writes, after removing the lock file,
+// is refused too, but its failed attempt drops the first writer's POSIX
+// locks: POSIX locks go with any close of the file. Two daemons are two
+// processes.)
+//
+// A database file of zero bytes is refused by a writer (ErrEmpty): SQLite
+// would take it for a new database and the daemon would start with no
+// bans and no state without a word. A file logjail makes holds its schema
+// from its first Open; an empty one is a truncation or a failed copy.
+// Remove it to start afresh. (The only empty file logjail leaves is one
+// whose first Open died between creating the file and writing the
+// schema; the same removal answers it.)
 //
 // Readers (Options.ReadOnly) take no lock of logjail's. They open the file
 // read-only (mode=ro, query_only) in WAL mode, so they never block the

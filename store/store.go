@@ -58,6 +58,18 @@ var ErrLocked = errors.New("store: database is held by another writer")
 // has migrated it yet), or not a logjail database at all.
 var ErrSchema = errors.New("store: unsupported schema version")
 
+// ErrEmpty is wrapped by the error of a writer Open on a database file of
+// zero bytes, which SQLite would take for a new database: a file logjail
+// made holds its schema, so an empty one is a truncation or a failed copy,
+// and starting afresh on it would lose every ban without a word.
+var ErrEmpty = errors.New("the database file is empty (0 bytes): not a database logjail wrote (truncated? a failed copy?); restore it, or remove it to start with no bans and no state")
+
+// ErrFull is wrapped by the error of a write that failed because the disk
+// (or the file system's quota) holding the database is full: SQLite's
+// SQLITE_FULL, or ENOSPC. Nothing is lost but the write: the daemon keeps
+// deciding and retries at its next checkpoint.
+var ErrFull = errors.New("the disk holding the database is full: free space there; logjail keeps deciding and writes again at its next checkpoint")
+
 // ErrReadOnly is returned by the writing methods of a DB opened ReadOnly.
 var ErrReadOnly = errors.New("store: database opened read-only")
 
@@ -103,7 +115,8 @@ type DB struct {
 	r *sql.DB // read connections (mode=ro, query_only)
 	w *sql.DB // the writer's one connection; nil for a reader
 
-	lock *os.File // the writer lock, held open; nil for a reader
+	lock   *os.File // the writer lock, held open; nil for a reader
+	dbLock *os.File // the database file itself, flocked; nil for a reader
 
 	mu     sync.Mutex // serialises writes; guards closed
 	closed bool
@@ -185,6 +198,9 @@ func (db *DB) openWriter(abs, group string, migs []string) error {
 		}
 		return db.errf("open", "%w", err)
 	}
+	if fi, err := os.Stat(abs); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
+		return db.errf("open", "%w", ErrEmpty)
+	}
 	// Created here rather than by SQLite, to have the mode and group
 	// from the start; SQLite gives -wal and -shm the mode (and, as root,
 	// the owner and group) of the database file.
@@ -192,7 +208,19 @@ func (db *DB) openWriter(abs, group string, migs []string) error {
 	if err != nil {
 		return db.errf("open", "%w", err)
 	}
-	f.Close()
+	// The writer lock is held on the database file too, so that a second
+	// writer is refused however the lock file is treated (removed, or on a
+	// path that differs). flock does not meet SQLite's own (POSIX) locks,
+	// so readers are not hindered. The descriptor stays open until Close,
+	// after SQLite's: closing it earlier would drop SQLite's POSIX locks.
+	if err := flock(f, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return &LockedError{Path: db.path}
+		}
+		return db.errf("open", "locking the database file: %w", err)
+	}
+	db.dbLock = f
 	if err := setMode(abs, gid, false); err != nil {
 		return db.errf("open", "%w", err)
 	}
@@ -240,6 +268,9 @@ func (db *DB) Close() error {
 		errs = append(errs, db.closeStmts())
 		errs = append(errs, db.w.Close())
 	}
+	if db.dbLock != nil {
+		errs = append(errs, db.dbLock.Close())
+	}
 	if db.lock != nil {
 		// The lock file stays: removing it would let a writer lock a new
 		// file while another still holds the unlinked one.
@@ -256,7 +287,12 @@ func (db *DB) Path() string { return db.path }
 
 // errf wraps an error with the database's path and the operation.
 func (db *DB) errf(op, format string, a ...any) error {
-	return fmt.Errorf("store: %s: %s: "+format, append([]any{db.path, op}, a...)...)
+	err := fmt.Errorf("store: %s: %s: "+format, append([]any{db.path, op}, a...)...)
+	var se sqlite3.Error
+	if errors.As(err, &se) && se.Code == sqlite3.ErrFull || errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("%w: %w", err, ErrFull)
+	}
+	return err
 }
 
 // writable returns ErrReadOnly for a reader, and an error once closed. The

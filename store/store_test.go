@@ -583,3 +583,85 @@ func TestMigrations(t *testing.T) {
 
 // open1 is Open with a list of migrations of the test's choosing.
 func open1(path string, o Options, migs []string) (*DB, error) { return open(path, o, migs) }
+
+// TestLockOnDatabaseFile: a second writer is refused while another process
+// writes the database, even when the lock file was removed; the reader
+// still reads beside the writer.
+func TestLockOnDatabaseFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "logjail.db")
+	startLockHolder(t, os.Args[0], path)
+	if err := os.Remove(path + ".lock"); err != nil {
+		t.Fatal(err)
+	}
+	w, err := Open(path, Options{})
+	if err == nil {
+		w.Close()
+		t.Fatal("a second writer opened the database once the lock file was removed")
+	}
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), path) {
+		t.Errorf("second writer: %v; want ErrLocked naming %s", err, path)
+	}
+	r := mustOpen(t, path, Options{ReadOnly: true})
+	if g, _, err := r.Global(); err != nil || string(g) != "written by the holder" {
+		t.Errorf("reader beside the writer: %q, %v", g, err)
+	}
+}
+
+// TestEmptyDatabaseRefused: a zero-length database file is not taken for
+// a new one: a writer refuses it, saying what it is and what to do, and
+// leaves it as it is.
+func TestEmptyDatabaseRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "logjail.db")
+	if err := os.WriteFile(path, nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	w, err := Open(path, Options{})
+	if err == nil {
+		w.Close()
+		t.Fatal("an empty database file was opened as a new database")
+	}
+	if !errors.Is(err, ErrEmpty) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "remove it") {
+		t.Errorf("error %q: want ErrEmpty naming %s and what to do", err, path)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != 0 {
+		t.Errorf("the empty file was changed: %v %v", fi, err)
+	}
+	// A database that does not exist is created, as always.
+	mustOpen(t, filepath.Join(t.TempDir(), "new.db"), Options{})
+}
+
+// TestDiskFull: a write that finds no room (SQLite's SQLITE_FULL, here
+// from a page limit on the writer's connection, as a full disk gives it)
+// fails with ErrFull, which says what is wrong and what to do; the
+// database keeps what it had, and writes again once there is room.
+func TestDiskFull(t *testing.T) {
+	db := mustOpen(t, filepath.Join(t.TempDir(), "logjail.db"), Options{})
+	if err := db.Checkpoint(&Checkpoint{Time: at("2026-11-22T10:00:00Z"), Global: []byte("before")}); err != nil {
+		t.Fatal(err)
+	}
+	limit := func(pages int) {
+		t.Helper()
+		if err := db.withConn(func(c *conn) error {
+			_, err := c.c.Exec(fmt.Sprintf("PRAGMA max_page_count = %d", pages), nil)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var pages int
+	if err := db.r.QueryRow("PRAGMA page_count").Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	limit(pages)
+	err := db.Checkpoint(&Checkpoint{Time: at("2026-11-22T10:00:01Z"), Global: bytes.Repeat([]byte("x"), 1<<20)})
+	if !errors.Is(err, ErrFull) || !strings.Contains(err.Error(), "disk holding the database is full") {
+		t.Fatalf("a write with no room: %v; want ErrFull", err)
+	}
+	if g, _, err := db.Global(); err != nil || string(g) != "before" {
+		t.Errorf("after the failed write: %q, %v; want what was there", g, err)
+	}
+	limit(1 << 30)
+	if err := db.Checkpoint(&Checkpoint{Time: at("2026-11-22T10:00:02Z"), Global: []byte("after")}); err != nil {
+		t.Errorf("once there is room: %v", err)
+	}
+}

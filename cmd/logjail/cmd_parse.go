@@ -196,7 +196,7 @@ func (p *parseSummary) print(w io.Writer) {
 		return reasons[i] < reasons[j]
 	})
 	for _, r := range reasons {
-		fmt.Fprintf(w, "  rejected %6d  %s\n", p.rejected[r], r)
+		fmt.Fprintf(w, "  rejected %6d  %s\n", p.rejected[r], parser.Printable(r))
 	}
 }
 
@@ -260,13 +260,13 @@ func runParse(o *parseOptions, cfg *rules.Config, name string, s streams, sum *p
 				tw.Flush()
 			}
 			if perr != nil {
-				_, err := fmt.Fprintf(tw, "%d\terror: %v\n", n, perr)
+				_, err := fmt.Fprintf(tw, "%d\terror: %s\n", n, parser.Printable(perr.Error()))
 				return err
 			}
 			_, err := fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n, e.IP, e.Time.Format(time.RFC3339Nano),
-				opt(e, parser.HasMethod, e.Method), opt(e, parser.HasPath, pathQuery(e)), opt(e, parser.HasStatus, fmt.Sprint(e.Status)),
+				parser.Printable(opt(e, parser.HasMethod, e.Method)), parser.Printable(opt(e, parser.HasPath, pathQuery(e))), opt(e, parser.HasStatus, fmt.Sprint(e.Status)),
 				opt(e, parser.HasBytes, fmt.Sprint(e.Bytes)), opt(e, parser.HasDuration, fmt.Sprintf("%.3f", e.Duration)),
-				opt(e, parser.HasCPU, fmt.Sprintf("%.3f", e.CPU)), opt(e, parser.HasUserAgent, truncate(e.UserAgent, 60)))
+				opt(e, parser.HasCPU, fmt.Sprintf("%.3f", e.CPU)), parser.Printable(opt(e, parser.HasUserAgent, truncate(e.UserAgent, 60))))
 			return err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/logjail/logjail/control"
+	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/pipeline"
 	"github.com/spf13/cobra"
 )
@@ -130,7 +131,7 @@ func printStatus(w io.Writer, st *control.Status, socket string) {
 			if f.Size >= 0 {
 				size = fmt.Sprintf("%s, %s left", fmtBytes(f.Size), fmtBytes(f.LagBytes))
 			}
-			fmt.Fprintf(w, "    %s: line %d, byte %d of %s\n", f.Path, f.Line, f.Offset, size)
+			fmt.Fprintf(w, "    %s: line %d, byte %d of %s\n", parser.Printable(f.Path), f.Line, f.Offset, size)
 		}
 	}
 	fmt.Fprintln(w, "rules:")

@@ -21,6 +21,7 @@ import (
 	"github.com/logjail/logjail/checkpoint"
 	"github.com/logjail/logjail/control"
 	"github.com/logjail/logjail/daemon"
+	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/pipeline"
 	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/store"
@@ -109,15 +110,14 @@ func (t *table) flush() error {
 	return nil
 }
 
-// clean keeps a field on its line and in its column.
+// clean keeps a field on its line and in its column, and the terminal
+// safe: a control character a client wrote (an ESC, a newline, a tab) is
+// shown as its escape (`\x1b`), never written raw (parser.Printable).
 func clean(s string) string {
 	if s == "" {
 		return "-"
 	}
-	if strings.ContainsAny(s, "\t\n\r") {
-		s = strings.NewReplacer("\t", " ", "\n", " ", "\r", " ").Replace(s)
-	}
-	return s
+	return parser.Printable(s)
 }
 
 // fmtTime is a time for people: local, to the second.
