@@ -12,7 +12,7 @@
 //   - fuzz inputs out of a fuzzer's domain (a header longer than a proxy
 //     sends, a byte no header holds) skip that input only, not the fuzzer.
 //   - a scenario a test cannot use (TestOneLineCannotMoveTheClock wants one
-//     log a scenario) skips that subtest; none does today.
+//     log per scenario) skips that subtest; none does today.
 //
 // Nothing else skips. A test that a parent test runs as a child process
 // (a lock holder, a client run as nobody, a process to kill) returns at
