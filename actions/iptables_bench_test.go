@@ -33,7 +33,7 @@ func BenchmarkIptablesApply10k(b *testing.B) {
 	for _, mode := range []string{"rules", "ipset"} {
 		for _, fam := range []string{"v4", "v6"} {
 			b.Run(mode+"-"+fam, func(b *testing.B) {
-				if !nstest.Enter(b, "iptables", "ip6tables", "ipset") {
+				if !nstest.Enter(b, iptTestNeed(mode)...) {
 					return
 				}
 				ctx := context.Background()
@@ -54,7 +54,7 @@ func BenchmarkIptablesApplyOne(b *testing.B) {
 	for _, mode := range []string{"rules", "ipset"} {
 		for _, held := range []int{0, 1000, 10000} {
 			b.Run(fmt.Sprintf("%s-held-%d", mode, held), func(b *testing.B) {
-				if !nstest.Enter(b, "iptables", "ip6tables", "ipset") {
+				if !nstest.Enter(b, iptTestNeed(mode)...) {
 					return
 				}
 				ctx := context.Background()
@@ -89,7 +89,7 @@ func BenchmarkIptablesApplyOne(b *testing.B) {
 func BenchmarkIptablesSync10k(b *testing.B) {
 	for _, mode := range []string{"rules", "ipset"} {
 		b.Run(mode, func(b *testing.B) {
-			if !nstest.Enter(b, "iptables", "ip6tables", "ipset") {
+			if !nstest.Enter(b, iptTestNeed(mode)...) {
 				return
 			}
 			ctx := context.Background()

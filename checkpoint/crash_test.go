@@ -103,7 +103,7 @@ func crashRules(t testing.TB) *rules.Config {
 func TestCrashFeeder(t *testing.T) {
 	dbPath, logPath := os.Getenv("LOGJAIL_CRASH_DB"), os.Getenv("LOGJAIL_CRASH_LOG")
 	if dbPath == "" || logPath == "" {
-		t.Skip("run by TestCrashRecovery only")
+		return // run by TestCrashRecovery only: alone, nothing to do (not a skip)
 	}
 	db, err := store.Open(dbPath, store.Options{})
 	if err != nil {

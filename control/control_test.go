@@ -361,7 +361,7 @@ func TestServerRefusesOthers(t *testing.T) {
 func TestHelperNobody(t *testing.T) {
 	path := os.Getenv("LOGJAIL_TEST_SOCKET")
 	if path == "" {
-		t.Skip("a helper of TestServerRefusesOthers")
+		return // a helper of TestServerRefusesOthers: alone, nothing to do (not a skip)
 	}
 	c := NewClient(path)
 	ctx := context.Background()

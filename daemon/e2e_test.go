@@ -135,11 +135,13 @@ func (e *env) stop(sig syscall.Signal) (int, time.Duration) {
 func (e *env) waitFor(what string, cond func() bool) {
 	e.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond) // a poll of cond, not a pause
+	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
 			e.t.Fatalf("timed out waiting for %s; daemon output:\n%s", what, e.out.String())
 		}
-		time.Sleep(20 * time.Millisecond)
+		<-tick.C
 	}
 }
 
@@ -275,12 +277,18 @@ func TestRotationLosesNothing(t *testing.T) {
 				os.Truncate(e.log, 0)
 			}
 			e.append(e.log, second[:15]...)
-			time.Sleep(300 * time.Millisecond)
+			// The kill falls after a checkpoint that holds the rotation and
+			// while 3 lines more may be read but not yet saved: either way
+			// the restart must count each line once.
+			e.waitCheckpointed(e.log, 15)
+			e.append(e.log, second[15:18]...)
 			e.stop(syscall.SIGKILL)
 			e.start()
-			e.append(e.log, second[15:]...)
+			e.append(e.log, second[18:]...)
 			e.waitFor("10 bans", func() bool { return len(e.bans()) >= 10 })
-			time.Sleep(1500 * time.Millisecond) // a checkpoint more, for anything counted late
+			// Every line read, decided and saved: a line counted late (rule
+			// twice) would be in this checkpoint.
+			e.waitCheckpointed(e.log, 30)
 			if code, _ := e.stop(syscall.SIGTERM); code != 0 {
 				t.Errorf("exit %d; output:\n%s", code, e.out.String())
 			}
@@ -328,6 +336,15 @@ func TestRotationLosesNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waitCheckpointed waits until a checkpoint holds path read to its line-th
+// line.
+func (e *env) waitCheckpointed(path string, line int64) {
+	e.t.Helper()
+	e.waitFor(fmt.Sprintf("a checkpoint of %s at line %d", filepath.Base(path), line), func() bool {
+		return slices.ContainsFunc(e.positionsIfAny(), func(p store.Position) bool { return p.Path == path && p.Line == line })
+	})
 }
 
 func (e *env) positionsIfAny() []store.Position {

@@ -135,6 +135,17 @@ func crowdsecFormat(test, raw string) (Options, string) {
 	return Options{Format: "combined"}, ""
 }
 
+// atLeast fails t when fewer than min cases were compared: min is the
+// figure the corpus gives today, so that a corpus moved, cut or misread
+// fails the test instead of comparing nothing. A corpus that grows raises
+// the figure by hand.
+func atLeast(t *testing.T, what string, got, min int) {
+	t.Helper()
+	if got < min {
+		t.Errorf("%s: %d, want at least %d (the corpus's figure)", what, got, min)
+	}
+}
+
 func TestConformanceCrowdSec(t *testing.T) {
 	path := filepath.Join(needCorpus(t), "crowdsec", "_derived-expected-ip-time.tsv")
 	unsupported := map[string]int{}
@@ -206,6 +217,7 @@ func TestConformanceCrowdSec(t *testing.T) {
 		})
 	}
 	t.Logf("crowdsec: %d rows compared; not supported: %v", compared, unsupported)
+	atLeast(t, "crowdsec rows compared", compared, 193)
 }
 
 // failJSON is fail2ban's per-line expectation.
@@ -220,7 +232,7 @@ func TestConformanceFail2ban(t *testing.T) {
 	// fail2ban's test suite runs in CET/CEST and writes zone-less local times.
 	paris, err := time.LoadLocation("Europe/Paris")
 	if err != nil {
-		t.Skipf("no time zone database: %v", err)
+		t.Fatalf("Europe/Paris: %v (time/tzdata is linked in)", err)
 	}
 	files := []string{"apache-badbots", "apache-fakegooglebot", "apache-pass", "nginx-bad-request", "nginx-botsearch", "php-url-fopen", "traefik-auth", "haproxy-http-auth"}
 	compared, skipped := 0, 0
@@ -277,6 +289,7 @@ func TestConformanceFail2ban(t *testing.T) {
 		}
 	}
 	t.Logf("fail2ban: %d access-log lines compared, %d HAProxy or error-log lines skipped", compared, skipped)
+	atLeast(t, "fail2ban lines compared", compared, 28)
 }
 
 // beatsTrusted is the trusted set the Beats fixtures imply: Beats takes the
@@ -323,6 +336,7 @@ func TestConformanceBeatsXFF(t *testing.T) {
 			t.Fatal(err)
 		}
 		lines := readLines(t, filepath.Join(dir, "beats-nginx-access-test.log"))
+		atLeast(t, "beats-nginx-access-test.log lines", len(lines), 7)
 		if len(lines) != len(want) {
 			t.Fatalf("%d lines, %d expectations", len(lines), len(want))
 		}
@@ -348,10 +362,13 @@ func TestConformanceBeatsXFF(t *testing.T) {
 
 	t.Run("nginx-with-host", func(t *testing.T) {
 		lines := readLines(t, filepath.Join(dir, "beats-nginx-access-test-with-host.log"))
+		rows := 0
+		defer func() { atLeast(t, "beats-nginx-access-test-with-host rows", rows, 10) }()
 		for _, row := range readLines(t, filepath.Join(dir, "beats-nginx-access-test-with-host.expected.tsv")) {
 			if strings.HasPrefix(row, "#") {
 				continue
 			}
+			rows++
 			c := strings.Split(row, "\t")
 			n, _ := strconv.Atoi(c[0])
 			l := lines[n-1]
@@ -457,7 +474,9 @@ func TestConformancePHPFPM(t *testing.T) {
 	for _, f := range files {
 		t.Run(f.file, func(t *testing.T) {
 			p := mustParser(t, Options{FPMFormat: f.format})
-			for i, l := range readLines(t, filepath.Join(dir, f.file)) {
+			lines := readLines(t, filepath.Join(dir, f.file))
+			atLeast(t, f.file+" lines", len(lines), 27)
+			for i, l := range lines {
 				w := rows[i]
 				e, err := p.ParseString(l, i+1)
 				if err != nil {
@@ -525,7 +544,9 @@ func TestConformanceTraefik(t *testing.T) {
 	dir := filepath.Join(needCorpus(t), "formats")
 	t.Run("json", func(t *testing.T) {
 		p := mustParser(t, Options{Format: "traefik_json"})
-		for i, l := range readLines(t, filepath.Join(dir, "elastic-integrations-traefik-test-format-json.log")) {
+		lines := readLines(t, filepath.Join(dir, "elastic-integrations-traefik-test-format-json.log"))
+		atLeast(t, "traefik JSON lines", len(lines), 7)
+		for i, l := range lines {
 			var m map[string]any
 			if err := json.Unmarshal([]byte(l), &m); err != nil {
 				t.Fatal(err)
@@ -549,6 +570,9 @@ func TestConformanceTraefik(t *testing.T) {
 	t.Run("clf", func(t *testing.T) {
 		p := mustParser(t, Options{Format: "traefik_clf"})
 		lines := readLines(t, filepath.Join(dir, "beats-traefik-clf-test.log"))
+		if len(lines) != 2 {
+			t.Fatalf("beats-traefik-clf-test.log: %d lines, want the 2 the expectations describe", len(lines))
+		}
 		want := []struct {
 			ip     string
 			status int

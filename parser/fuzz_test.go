@@ -1,12 +1,16 @@
 package parser
 
 import (
+	"bytes"
 	"errors"
+	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/logjail/logjail/internal/testenv"
 )
 
 // checkSane is what every fuzzer asserts of an accepted line.
@@ -61,6 +65,59 @@ func seedLines(f *testing.F, dirs ...string) {
 	for _, l := range dirtyLines {
 		f.Add(l.line)
 	}
+	for _, l := range corpusSeeds(f) {
+		f.Add(l)
+	}
+}
+
+// corpusSeedsPerFile bounds the lines a fuzzer takes from each file of the
+// shared corpus: its first lines show each file's format, and every seed
+// runs as a test in `go test`.
+const corpusSeedsPerFile = 50
+
+// corpusSeeds returns the first lines of every log of the shared corpus
+// (not its assertions, configurations or expected outputs). Without the
+// corpus a user's clone seeds from the repository alone, saying so; under
+// CI=true, where ../shared is always present, its absence fails the fuzzer.
+func corpusSeeds(f *testing.F) []string {
+	f.Helper()
+	if _, err := os.Stat(corpusDir); err != nil {
+		if testenv.CI() {
+			f.Fatalf("shared corpus not found at %s: under CI=true the fuzzers are seeded from it: %v", corpusDir, err)
+		}
+		f.Logf("shared corpus not found at %s: seeded from the repository's lines only", corpusDir)
+		return nil
+	}
+	var out []string
+	err := filepath.WalkDir(corpusDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		switch filepath.Ext(path) {
+		case ".assert", ".yaml", ".json", ".tsv", ".md", ".gz", ".bz2", ".xz", ".zst":
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if bytes.IndexByte(b, 0) >= 0 {
+			return nil // not text
+		}
+		for i, l := range strings.SplitN(string(b), "\n", corpusSeedsPerFile+1) {
+			if i < corpusSeedsPerFile && len(l) < 4096 {
+				out = append(out, strings.TrimSuffix(l, "\r"))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		f.Fatalf("reading the shared corpus: %v", err)
+	}
+	if len(out) < 1000 {
+		f.Fatalf("%d seed lines from the shared corpus at %s, want at least 1,000", len(out), corpusDir)
+	}
+	return out
 }
 
 func fuzzFormat(f *testing.F, o Options, dirs ...string) {

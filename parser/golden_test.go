@@ -124,46 +124,90 @@ func TestGolden(t *testing.T) {
 			if len(inputs) == 0 {
 				t.Fatal("no .log file")
 			}
-			for _, in := range inputs {
-				raw, err := os.ReadFile(in)
-				if err != nil {
-					t.Fatal(err)
-				}
-				lines := bytes.Split(raw, []byte("\n"))
-				if len(lines[len(lines)-1]) == 0 {
-					lines = lines[:len(lines)-1]
-				}
-				var out bytes.Buffer
-				enc := json.NewEncoder(&out)
-				enc.SetEscapeHTML(false)
-				for i, l := range lines {
-					e, err := p.Parse(l, i+1)
-					var v any = goldenOf(i+1, e, err)
-					if err != nil {
-						v = struct {
-							Line  int    `json:"line"`
-							Error string `json:"error"`
-						}{i + 1, err.Error()}
-					}
-					if err := enc.Encode(v); err != nil {
-						t.Fatal(err)
-					}
-				}
-				golden := strings.TrimSuffix(in, ".log") + ".golden"
-				if *update {
-					if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
-						t.Fatal(err)
-					}
-					return
-				}
-				want, err := os.ReadFile(golden)
-				if err != nil {
-					t.Fatalf("%v (run go test -run Golden -update)", err)
-				}
-				if diff := cmp.Diff(strings.Split(string(want), "\n"), strings.Split(out.String(), "\n")); diff != "" {
-					t.Errorf("%s (-want +got):\n%s", golden, diff)
-				}
-			}
+			goldenFiles(t, p, inputs, *update)
 		})
 	}
+}
+
+// goldenFiles compares each input's reading with the .golden file beside
+// it or, with update, rewrites every one of them.
+func goldenFiles(t *testing.T, p *Parser, inputs []string, update bool) {
+	t.Helper()
+	for _, in := range inputs {
+		raw, err := os.ReadFile(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := bytes.Split(raw, []byte("\n"))
+		if len(lines[len(lines)-1]) == 0 {
+			lines = lines[:len(lines)-1]
+		}
+		var out bytes.Buffer
+		enc := json.NewEncoder(&out)
+		enc.SetEscapeHTML(false)
+		for i, l := range lines {
+			e, err := p.Parse(l, i+1)
+			var v any = goldenOf(i+1, e, err)
+			if err != nil {
+				v = struct {
+					Line  int    `json:"line"`
+					Error string `json:"error"`
+				}{i + 1, err.Error()}
+			}
+			if err := enc.Encode(v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		golden := strings.TrimSuffix(in, ".log") + ".golden"
+		if update {
+			if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue // and the next input: -update rewrites every file
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatalf("%v (run go test -run Golden -update)", err)
+		}
+		if diff := cmp.Diff(strings.Split(string(want), "\n"), strings.Split(out.String(), "\n")); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", golden, diff)
+		}
+	}
+}
+
+// TestGoldenUpdateWritesEvery: -update rewrites the golden file of every
+// input of a directory, not the first alone, and what it writes is what the
+// comparison then accepts.
+func TestGoldenUpdateWritesEvery(t *testing.T) {
+	src, err := os.ReadFile("../testdata/logs/combined/input.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile("../testdata/logs/combined/input.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var inputs []string
+	for _, name := range []string{"a", "b", "c"} {
+		in := filepath.Join(dir, name+".log")
+		if err := os.WriteFile(in, src, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		inputs = append(inputs, in)
+	}
+	p := mustParser(t, Options{Format: "combined", Location: time.UTC})
+	goldenFiles(t, p, inputs, true)
+	for _, in := range inputs {
+		golden := strings.TrimSuffix(in, ".log") + ".golden"
+		got, err := os.ReadFile(golden)
+		if err != nil {
+			t.Errorf("after -update: %v", err)
+			continue
+		}
+		if diff := cmp.Diff(string(want), string(got)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", golden, diff)
+		}
+	}
+	goldenFiles(t, p, inputs, false)
 }

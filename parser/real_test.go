@@ -99,6 +99,7 @@ func TestRealLogs(t *testing.T) {
 		})
 	}
 	t.Logf("corpus/real: %d lines, %d parsed, %d rejected", total, totalOK, total-totalOK)
+	atLeast(t, "corpus/real lines parsed", totalOK, 65389)
 }
 
 // rejectKind shortens a reason to its kind, for counting.

@@ -14,6 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
+
+	"github.com/logjail/logjail/internal/testenv"
 )
 
 // TestParse: every name logrotate, nginx's and Apache's `mv`, and savelog
@@ -145,7 +147,7 @@ func TestDecompress(t *testing.T) {
 			t.Fatal(err)
 		}
 		cases[Bzip2] = out
-	} else if os.Getenv("CI") == "true" {
+	} else if testenv.CI() {
 		t.Errorf("bzip2 not installed: bzip2 reading is not tested (CI=true)")
 	} else {
 		t.Log("bzip2 not installed: bzip2 reading is not tested")

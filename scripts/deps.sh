@@ -19,6 +19,7 @@ need ipset ipset              # mode: ipset
 need nft nftables             # the nftables action's tests
 need nginx nginx-light        # the nginx list and decision endpoint tests run a real nginx
 need caddy caddy              # ... and a real Caddy (forward_auth)
+need haproxy haproxy          # the HAProxy list file is checked by a real haproxy
 need setpriv util-linux       # the permission tests run commands as nobody
 need systemd-analyze systemd  # the unit and drop-in tests verify them with systemd-analyze
 need bzip2 bzip2              # the rotation tests write logrotate's bz2 archives

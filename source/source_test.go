@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/klauspost/compress/zstd"
+	"github.com/logjail/logjail/internal/testenv"
 	"github.com/logjail/logjail/parser"
 	"github.com/ulikunitz/xz"
 )
@@ -339,7 +340,7 @@ func TestOpenCompressed(t *testing.T) {
 	cmd.Stdin = strings.NewReader(text)
 	if out, err := cmd.Output(); err == nil {
 		archives["a.log.4.bz2"] = out
-	} else if os.Getenv("CI") == "true" {
+	} else if testenv.CI() {
 		t.Errorf("bzip2: %v (CI=true: scripts/deps.sh installs it)", err)
 	}
 	first := int64(strings.IndexByte(text, '\n') + 1)
