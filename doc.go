@@ -27,7 +27,12 @@
 //     Cerberus /v1/throttle).
 //   - control: the operator's API on the control socket, and the engine
 //     behind ban and unban, live or on the database.
-//   - ops: metrics, logs, the cleaner, systemd notification.
+//   - ops: metrics, logs (the decision log: one line per decision and
+//     operator action), the cleaner, systemd notification.
 //   - cmd/logjail: the command line, thin.
+//   - internal/gcgoal: how far a large live heap may grow between
+//     collections (replay and the daemon hold millions of windows).
 //   - internal/nstest: network namespaces for the firewall tests.
+//   - internal/testenv: how a test that cannot run here skips (and fails
+//     under CI=true).
 package logjail
