@@ -19,10 +19,6 @@ import (
 	"github.com/logjail/logjail/internal/testenv"
 )
 
-// sharedDir is ../shared seen from the repository root; tests that need it
-// skip when it is absent (a user's clone has no ../shared; CI always has it).
-const sharedDir = "../../shared"
-
 // truth is the part of genlog.py's truth file the test reads.
 type truth struct {
 	Attackers []struct {
@@ -35,16 +31,12 @@ type truth struct {
 // genlog writes a log and its truth file with ../shared/tools/genlog.py.
 func genlog(t testing.TB, lines, seed int) (log string, tr truth) {
 	t.Helper()
-	tool := filepath.Join(sharedDir, "tools", "genlog.py")
-	// Under CI=true a missing tool fails the test rather than skipping it.
-	skip := func(format string, args ...any) { t.Helper(); testenv.Skip(t, format, args...) }
+	// Without ../shared or python3 the test skips (fails under CI=true).
+	tool := filepath.Join(testenv.Shared(t), "tools", "genlog.py")
 	if _, err := os.Stat(tool); err != nil {
-		skip("%s not found: the detection test needs ../shared (CI has it)", tool)
+		testenv.Skip(t, "%s not found: the detection test needs ../shared (CI has it)", tool)
 	}
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		skip("python3 not found: make deps installs it")
-	}
+	py := testenv.Need(t, "python3")[0]
 	dir := t.TempDir()
 	log, tf := filepath.Join(dir, "access.log"), filepath.Join(dir, "truth.json")
 	cmd := exec.Command(py, tool, "--lines", itoa(lines), "--seed", itoa(seed), "--format", "combined_cpu",

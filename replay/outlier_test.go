@@ -88,7 +88,9 @@ func TestOneLineCannotMoveTheClock(t *testing.T) {
 			}
 			logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 			if len(logs) != 1 {
-				t.Skipf("%d logs", len(logs))
+				// Not skipped: a scenario this test cannot read would go
+				// untested without anyone noticing.
+				t.Fatalf("%d logs: this test inserts its bad line into a scenario's one log; teach it more", len(logs))
 			}
 			raw, err := os.ReadFile(logs[0])
 			if err != nil {
