@@ -3,14 +3,12 @@ package actions
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -47,8 +45,7 @@ type hpServer struct {
 	conf    string
 	port    int
 	out     *bytes.Buffer
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	proc
 }
 
 // hpStart starts haproxy in front of a tiny upstream; the ACL files must
@@ -63,17 +60,16 @@ func hpStart(t *testing.T, prefix string) *hpServer {
 	upAddr := strings.TrimPrefix(up.URL, "http://")
 	var lastErr string
 	for range 5 { // a free port may be taken before haproxy binds it
-		s := &hpServer{haproxy: haproxy, conf: prefix + "haproxy.cfg", port: ngFreePort(t), out: new(bytes.Buffer), exited: make(chan struct{})}
+		s := &hpServer{haproxy: haproxy, conf: prefix + "haproxy.cfg", port: ngFreePort(t), out: new(bytes.Buffer)}
 		if err := os.WriteFile(s.conf, fmt.Appendf(nil, hpConf, prefix, s.port, upAddr), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		s.cmd = exec.Command(haproxy, "-W", "-db", "-f", s.conf)
-		s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
-		if err := s.cmd.Start(); err != nil {
+		cmd := exec.Command(haproxy, "-W", "-db", "-f", s.conf)
+		cmd.Stdout, cmd.Stderr = s.out, s.out
+		if err := s.start(cmd); err != nil {
 			t.Fatal(err)
 		}
-		go func() { s.cmd.Wait(); close(s.exited) }()
-		err := s.waitReady()
+		err := s.waitReady("haproxy", func() error { _, err := s.get("198.51.100.1"); return err })
 		if err == nil {
 			t.Cleanup(s.stop)
 			return s
@@ -86,36 +82,6 @@ func hpStart(t *testing.T, prefix string) *hpServer {
 	}
 	t.Fatalf("haproxy did not start: %s", lastErr)
 	return nil
-}
-
-// waitReady waits until haproxy answers, it exits, or 10s pass.
-func (s *hpServer) waitReady() error {
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if _, err := s.get("198.51.100.1"); err == nil {
-			return nil
-		} else if time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-s.exited:
-			return errors.New("haproxy exited")
-		case <-tick.C:
-		}
-	}
-}
-
-// stop stops haproxy by its own PID: a soft stop, then a kill.
-func (s *hpServer) stop() {
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exited:
-	case <-time.After(10 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.exited
-	}
 }
 
 // get requests / as client, on a new connection each time, so that a

@@ -31,8 +31,54 @@ type ngServer struct {
 	conf   string
 	errlog string
 	port   int
+	proc
+}
+
+// proc is a server a test started as its child, stopped by its own PID:
+// nginx and haproxy.
+type proc struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
+}
+
+// start starts cmd and notes when it exits.
+func (p *proc) start(cmd *exec.Cmd) error {
+	p.cmd, p.exited = cmd, make(chan struct{})
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	go func() { cmd.Wait(); close(p.exited) }()
+	return nil
+}
+
+// waitReady waits until probe succeeds, the server exits, or 10s pass.
+func (p *proc) waitReady(name string, probe func() error) error {
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if err := probe(); err == nil {
+			return nil
+		} else if time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-p.exited:
+			return errors.New(name + " exited")
+		case <-tick.C:
+		}
+	}
+}
+
+// stop stops the server by its own PID: SIGTERM, then a kill.
+func (p *proc) stop() {
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.exited
+	}
 }
 
 // ngConf is the server's configuration: the deny file in the location
@@ -97,19 +143,18 @@ func ngStart(t *testing.T, prefix string) *ngServer {
 	}
 	var lastErr string
 	for range 5 { // a free port may be taken before nginx binds it
-		s := &ngServer{nginx: nginx, prefix: prefix, conf: prefix + "nginx.conf", errlog: prefix + "error.log", exited: make(chan struct{})}
+		s := &ngServer{nginx: nginx, prefix: prefix, conf: prefix + "nginx.conf", errlog: prefix + "error.log"}
 		s.port = ngFreePort(t)
 		if err := os.WriteFile(s.conf, fmt.Appendf(nil, ngConf, user, prefix, s.port), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		var stderr bytes.Buffer
-		s.cmd = exec.Command(nginx, "-e", s.errlog, "-c", s.conf, "-p", prefix)
-		s.cmd.Stdout, s.cmd.Stderr = &stderr, &stderr
-		if err := s.cmd.Start(); err != nil {
+		cmd := exec.Command(nginx, "-e", s.errlog, "-c", s.conf, "-p", prefix)
+		cmd.Stdout, cmd.Stderr = &stderr, &stderr
+		if err := s.start(cmd); err != nil {
 			t.Fatal(err)
 		}
-		go func() { s.cmd.Wait(); close(s.exited) }()
-		err := s.waitReady()
+		err := s.waitReady("nginx", func() error { _, err := s.get("/", "198.51.100.1"); return err })
 		if err == nil {
 			t.Cleanup(s.stop)
 			return s
@@ -133,36 +178,6 @@ func ngFreePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-// waitReady waits until nginx answers, it exits, or 10s pass.
-func (s *ngServer) waitReady() error {
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if _, err := s.get("/", "198.51.100.1"); err == nil {
-			return nil
-		} else if time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-s.exited:
-			return errors.New("nginx exited")
-		case <-tick.C:
-		}
-	}
-}
-
-// stop stops nginx by its own PID: a fast shutdown, then a kill.
-func (s *ngServer) stop() {
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exited:
-	case <-time.After(10 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.exited
-	}
 }
 
 // get requests path as client: a new connection each time, so that a
