@@ -104,19 +104,32 @@ type Detector struct {
 	rulesByIndex []*ruleInfo
 	rulesByPtr   map[*rules.Rule]*ruleInfo
 	ruleIDs      map[string]int32
+	// infos are the compiled rules states are built for, by ruleInfo.ci
+	// (a place is reused once no state names it and a newer compile of its
+	// rule is in use); latest is the newest compile of each rule, by id.
+	infos  []*ruleInfo
+	freeCI []uint16
+	latest []*ruleInfo
 
-	// index maps a key to the first of its states (one per rule), chained
+	// keys maps a key to the first of its states (one per rule), chained
 	// by state.sib; lastKey and lastHead remember the previous lookup, since
 	// the charges of one entry come one rule after another with one key.
-	index    map[string]int32
+	keys     keyTable
 	lastKey  string
 	lastHead int32
 	chunks   [][]state
-	used     int32      // slots handed out
-	free     []int32    // slots of evicted states
-	lruLen   int        // states on the LRU lists
-	lru      [2]lruList // listCold: allowed states; listHot: throttled ones
-	banned   int        // states banned (off the LRU lists)
+	// The pools states refer to: their windows' rings, their windows past
+	// the first, their ladders and addresses seen (aux), the addresses.
+	rings  pool[uint64]
+	wins   pool[window]
+	auxs   pool[aux]
+	addrs  pool[addrSeen]
+	extras int        // ladders made (each an allocation of extraSize)
+	used   int32      // slots handed out
+	free   []int32    // slots of evicted states
+	lruLen int        // states on the LRU lists
+	lru    [2]lruList // listCold: allowed states; listHot: throttled ones
+	banned int        // states banned (off the LRU lists)
 
 	expiries expiryHeap
 	seq      uint64
@@ -142,11 +155,6 @@ type Detector struct {
 	buf         []byte
 	zeroX       extra // the ladder of a state without one, as written
 
-	// The memory estimate (Memory): the variable parts of the states
-	// (heapBytes) and the keys in the index.
-	varBytes int64
-	keyBytes int64
-
 	// scratch for one charge
 	vals  []float64
 	overs []bool
@@ -161,7 +169,7 @@ func New(o Options) *Detector {
 		maxBans:    o.MaxBansPerMinute,
 		rulesByPtr: map[*rules.Rule]*ruleInfo{},
 		ruleIDs:    map[string]int32{},
-		index:      map[string]int32{},
+		keys:       newKeyTable(),
 		lastHead:   -1,
 		lru:        [2]lruList{{-1, -1}, {-1, -1}},
 	}
@@ -197,33 +205,31 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 	s.seen = max(s.seen, ns)
 	if s.phase == phaseBanned {
 		d.stats.Blocked++
-		s.x.blocked++ // a banned state has its extra
+		d.xOf(s).blocked++ // a banned state has its extra
 		d.markDirty(s)
 		return out
 	}
 	d.touch(s)
-	b0 := s.heapBytes()
-	if s.ri != ri {
-		s.adopt(ri)
+	if s.ci != ri.ci {
+		d.adopt(s, ri)
 	}
 	d.stats.Charges++
 	s.requests++
 	s.cpu += c.CPU
-	if s.multi {
-		s.noteAddr(c.Addr, ns)
+	if s.multi() {
+		d.noteAddr(s, c.Addr, ns)
 	}
 	over := d.measure(s, ri, ns, c)
 	if over {
-		x := s.ext()
+		x := d.ext(s)
 		if x.firstOver == 0 {
 			x.firstOver = ns
 		}
 	}
 	out = d.ladder(s, ri, t, ns, over, out)
-	if s.phase != phaseBanned && s.hot != (s.phase == phaseThrottled) {
+	if s.phase != phaseBanned && s.hot() != (s.phase == phaseThrottled) {
 		d.touch(s) // throttled or allowed again: to the front of its list
 	}
-	d.varBytes += s.heapBytes() - b0
 	// A ban decided on a late entry may already be over.
 	return d.expire(d.newest, out)
 }
@@ -252,14 +258,18 @@ func (d *Detector) Newest() time.Time {
 // with its until, or "" when the key is allowed or not tracked.
 func (d *Detector) Status(r *rules.Rule, key string, t time.Time) (Kind, time.Time) {
 	s := d.find(r, key)
-	if s == nil || s.x == nil || t.UnixNano() >= s.x.until {
+	if s == nil {
+		return "", time.Time{}
+	}
+	x := d.xOf(s)
+	if x == nil || t.UnixNano() >= x.until {
 		return "", time.Time{}
 	}
 	switch s.phase {
 	case phaseBanned:
-		return Ban, s.x.untilT
+		return Ban, x.untilT
 	case phaseThrottled:
-		return Throttle, s.x.untilT
+		return Throttle, x.untilT
 	}
 	return "", time.Time{}
 }
@@ -283,7 +293,7 @@ func (d *Detector) Lift(t time.Time, r *rules.Rule, key string, out []Decision) 
 	case phaseBanned:
 		out = d.unban(s, t, "lifted", out)
 	case phaseThrottled:
-		s.allow()
+		d.allow(s)
 		d.touch(s)
 	}
 	return out
@@ -326,17 +336,19 @@ func (m Memory) PerState() int64 {
 	return m.Bytes / int64(m.States)
 }
 
-// Memory estimates the heap the detector holds, from counts it keeps as it
-// goes (no walk over the states): within a tenth of runtime.MemStats'
-// measure after a GC (TestMemoryEstimate). The allocator's rounding and
-// the collector's headroom (the process needs up to 1.25x this, see
-// internal/gcgoal) are not in it.
+// Memory estimates the heap the detector holds, from the sizes of its
+// slab, pools and key table (no walk over the states): within a tenth of
+// runtime.MemStats' measure after a GC (TestMemoryEstimate). The pools
+// keep what they held at their largest; the collector's headroom (the
+// process needs up to 1.25x this, see internal/gcgoal) is not in it.
 func (d *Detector) Memory() Memory {
-	slots := int64(len(d.chunks)) << chunkBits * stateSize
+	n := int64(len(d.chunks)) << chunkBits * stateSize
+	n += d.rings.capacity()*8 + d.wins.capacity()*windowSize + d.auxs.capacity()*auxSize +
+		d.addrs.capacity()*addrSeenSize + int64(d.extras)*extraSize
 	return Memory{
 		States: d.lruLen + d.banned,
-		Keys:   len(d.index),
-		Bytes:  slots + d.varBytes + d.keyBytes + int64(cap(d.dirty))*4,
+		Keys:   d.keys.n,
+		Bytes:  n + d.keys.memory() + int64(cap(d.dirty))*4,
 	}
 }
 
@@ -344,7 +356,7 @@ func (d *Detector) Memory() Memory {
 // created or restored (slots of evicted states are reused).
 func (d *Detector) Peaks(fn func(KeyPeak)) {
 	for i := int32(0); i < d.used; i++ {
-		if s := d.at(i); s.ri != nil {
+		if s := d.at(i); s.kid != 0 {
 			fn(d.keyPeak(s))
 		}
 	}
@@ -352,12 +364,13 @@ func (d *Detector) Peaks(fn func(KeyPeak)) {
 
 func (d *Detector) keyPeak(s *state) KeyPeak {
 	d.peaks = d.peaks[:0]
-	for j := range s.ri.lims {
-		d.peaks = append(d.peaks, s.win(j).peak)
+	ri := d.ri(s)
+	for j := range ri.lims {
+		d.peaks = append(d.peaks, d.win(s, j).peak)
 	}
-	kp := KeyPeak{Rule: s.ri.rule, Key: s.key, Requests: s.requests, Blocked: s.blocked(), CPU: s.cpu, Peak: d.peaks}
-	if s.x != nil && s.x.firstOver != 0 {
-		kp.FirstOver = time.Unix(0, s.x.firstOver).In(d.newestT.Location())
+	kp := KeyPeak{Rule: ri.rule, Key: d.keys.textOf(s.kid), Requests: s.requests, Blocked: d.blocked(s), CPU: s.cpu, Peak: d.peaks}
+	if x := d.xOf(s); x != nil && x.firstOver != 0 {
+		kp.FirstOver = time.Unix(0, x.firstOver).In(d.newestT.Location())
 	}
 	return kp
 }
@@ -378,6 +391,7 @@ func (d *Detector) rule(r *rules.Rule) *ruleInfo {
 			d.ruleIDs[r.Name] = id
 		}
 		ri = compileRule(r, id)
+		d.place(ri)
 		d.rulesByPtr[r] = ri
 		if n := len(ri.lims); n > len(d.vals) {
 			d.vals = make([]float64, n)
@@ -393,18 +407,63 @@ func (d *Detector) rule(r *rules.Rule) *ruleInfo {
 	return ri
 }
 
+// place gives ri, just compiled, its place in infos and makes it the
+// latest compile of its rule; a compile of the rule no state names any
+// more gives its place up.
+func (d *Detector) place(ri *ruleInfo) {
+	if n := len(d.freeCI); n > 0 {
+		ri.ci = d.freeCI[n-1]
+		d.freeCI = d.freeCI[:n-1]
+		d.infos[ri.ci] = ri
+	} else {
+		if len(d.infos) > maxRing {
+			panic("detector: too many compiled rules in use")
+		}
+		ri.ci = uint16(len(d.infos))
+		d.infos = append(d.infos, ri)
+	}
+	for len(d.latest) <= int(ri.id) {
+		d.latest = append(d.latest, nil)
+	}
+	old := d.latest[ri.id]
+	d.latest[ri.id] = ri
+	if old != nil && old.refs == 0 {
+		d.retire(old)
+	}
+}
+
+// unref counts one state fewer built for ri.
+func (d *Detector) unref(ri *ruleInfo) {
+	ri.refs--
+	if ri.refs == 0 && d.latest[ri.id] != ri {
+		d.retire(ri)
+	}
+}
+
+// retire forgets ri, an older compile no state names: its place is free.
+func (d *Detector) retire(ri *ruleInfo) {
+	d.infos[ri.ci] = nil
+	d.freeCI = append(d.freeCI, ri.ci)
+	if d.rulesByPtr[ri.rule] == ri {
+		delete(d.rulesByPtr, ri.rule)
+	}
+	if i := ri.rule.Index; i >= 0 && i < len(d.rulesByIndex) && d.rulesByIndex[i] == ri {
+		d.rulesByIndex[i] = nil
+	}
+}
+
 // find returns the state of (r, key), or nil.
 func (d *Detector) find(r *rules.Rule, key string) *state {
 	id, ok := d.ruleIDs[r.Name]
 	if !ok {
 		return nil
 	}
-	i, ok := d.index[key]
-	for ok && i >= 0 {
-		if s := d.at(i); s.ri.id == id {
+	for i := d.chain(key); i >= 0; {
+		s := d.at(i)
+		if d.ri(s).id == id {
 			return s
 		}
-		i = d.at(i).sib
+		i = s.sib
 	}
 	return nil
 }
@@ -414,11 +473,12 @@ func (d *Detector) chain(key string) int32 {
 	if d.lastHead >= 0 && key == d.lastKey {
 		return d.lastHead
 	}
-	i, ok := d.index[key]
-	if !ok {
+	id := d.keys.find(key, d.keys.hash(key))
+	if id == 0 {
 		return -1
 	}
-	d.lastKey, d.lastHead = d.at(i).key, i
+	i := d.keys.rec(id).head
+	d.lastKey, d.lastHead = key, i
 	return i
 }
 
@@ -427,7 +487,7 @@ func (d *Detector) chain(key string) int32 {
 func (d *Detector) lookup(ri *ruleInfo, key string) *state {
 	for i := d.chain(key); i >= 0; {
 		s := d.at(i)
-		if s.ri.id == ri.id {
+		if d.ri(s).id == ri.id {
 			return s
 		}
 		i = s.sib
@@ -446,20 +506,16 @@ func (d *Detector) lookup(ri *ruleInfo, key string) *state {
 	s := d.at(i)
 	s.slot = i
 	if head >= 0 {
-		s.key = d.at(head).key // one copy of a key for all its states
+		s.kid = d.at(head).kid
+		d.keys.rec(s.kid).head = i
 	} else {
-		s.key = strings.Clone(key)
+		s.kid = d.keys.insert(key, d.keys.hash(key), i)
 	}
 	s.sib = head
-	s.ri = ri
-	s.multi = isMulti(ri.rule.Key, key)
-	s.initWindows()
-	if head < 0 {
-		d.keyBytes += keyBytes(s.key)
-	}
-	d.varBytes += s.heapBytes()
-	d.index[s.key] = i
-	d.lastKey, d.lastHead = s.key, i
+	d.bindRule(s, ri)
+	s.setFlag(flagMulti, isMulti(ri.rule.Key, key))
+	d.initWindows(s)
+	d.lastKey, d.lastHead = key, i
 	d.pushFront(s)
 	return s
 }
@@ -490,7 +546,7 @@ func (d *Detector) at(i int32) *state {
 }
 
 // The LRU lists: a list's head is its most recently charged state. A state
-// is on the hot list while it is throttled (s.hot), on the cold one while it
+// is on the hot list while it is throttled (s.hot()), on the cold one while it
 // is allowed; banned states are on neither. Eviction takes the cold list's
 // tail, and the hot list's only when the cold one is empty, so that a flood
 // of new keys forgets the quiet keys before any key that is violating its
@@ -529,8 +585,8 @@ func (d *Detector) pushFront(s *state) {
 
 // link puts s at the front of the list its phase says.
 func (d *Detector) link(s *state) {
-	s.hot = s.phase == phaseThrottled
-	l := d.listOf(s.hot)
+	s.setFlag(flagHot, s.phase == phaseThrottled)
+	l := d.listOf(s.hot())
 	s.prev, s.next = -1, l.head
 	if l.head >= 0 {
 		d.at(l.head).prev = s.slot
@@ -542,7 +598,7 @@ func (d *Detector) link(s *state) {
 }
 
 func (d *Detector) unlink(s *state) {
-	l := d.listOf(s.hot)
+	l := d.listOf(s.hot())
 	if s.prev >= 0 {
 		d.at(s.prev).next = s.next
 	} else {
@@ -559,7 +615,7 @@ func (d *Detector) unlink(s *state) {
 
 // touch moves s to the front of the list its phase says.
 func (d *Detector) touch(s *state) {
-	if hot := s.phase == phaseThrottled; hot == s.hot && d.listOf(hot).head == s.slot {
+	if hot := s.phase == phaseThrottled; hot == s.hot() && d.listOf(hot).head == s.slot {
 		d.markMoved(s)
 		return
 	}

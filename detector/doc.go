@@ -59,22 +59,27 @@
 //     list can only fill the cap if every state is throttled.
 //   - Per key, windows keep only the buckets that hold something, in a ring
 //     grown as needed (most keys hold one or two), and no charge allocates
-//     once a key's rings have grown to its traffic. The states of one key
-//     share one copy of the key string. A key's ladder (extra) exists only
-//     once it went over a limit; the addresses seen exist only for keys that
-//     are not single addresses. A client key charged under three rules (two
-//     rate rules and a CPU share, four windows) costs about 680 bytes of
-//     heap, 845 for an IPv6 /64 with its address (BenchmarkMemory, after a
-//     GC, the key index and checkpoint bookkeeping included); the process
-//     needs up to a quarter more between collections (internal/gcgoal).
-//     Memory estimates it from counts kept as the states change, for
-//     status and metrics.
-//   - Keys are copied (strings.Clone) before they are stored: callers may pass
-//     strings that point into reused read buffers.
+//     once a key's rings have grown to its traffic. No state holds a
+//     pointer: a state is 88 bytes in a slab of chunks; its key is an id in
+//     the key table (an open-addressing index of ids, each key's text once in
+//     a byte pool), its compiled rule an index, its ladder and addresses
+//     seen a reference into a pool, a ring of more than one element a run
+//     of a pool of uint64 pages (keys.go, pool.go). The collector scans
+//     none of it, and a million keys are a few large allocations. A key's
+//     ladder (extra) exists only once it went over a limit; the addresses
+//     seen exist only for keys that are not single addresses (an address is
+//     kept as 16 bytes: IPv4-mapped addresses are read back as IPv4, zones
+//     are dropped). What a client key charged under three rules costs is in
+//     the README ("Memory") and BenchmarkMemory; the process needs up to a
+//     quarter more between collections (internal/gcgoal). Memory estimates
+//     it from the sizes of the slab, pools and key table, for status and
+//     metrics.
+//   - Keys are copied into the key table before they are stored: callers may
+//     pass strings that point into reused read buffers.
 //   - A Detector is not safe for concurrent use: one goroutine charges it and
 //     reads it. A daemon that answers queries from other goroutines wraps it.
-//   - Per-key state is made of plain values (integers, floats, strings,
-//     slices of them), so that a checkpoint can write it out and read it back
+//   - Per-key state is made of plain values (integers, floats, references
+//     into the pools), so that a checkpoint can write it out and read it back
 //     (see Checkpoints).
 //
 // # The ladder

@@ -22,10 +22,10 @@ const (
 func (d *Detector) ladder(s *state, ri *ruleInfo, t time.Time, ns int64, over bool, out []Decision) []Decision {
 	r := ri.rule
 	if s.phase == phaseThrottled {
-		x := s.x
+		x := d.xOf(s)
 		th := r.Throttle
 		if th == nil { // the rule lost its throttle in a reload
-			s.allow()
+			d.allow(s)
 		} else if ns < x.until {
 			// A violation.
 			x.violations++
@@ -48,7 +48,7 @@ func (d *Detector) ladder(s *state, ri *ruleInfo, t time.Time, ns int64, over bo
 			reason := fmt.Sprintf("%d violations, delay %s (rule %s)", x.violations, delay, r.Name)
 			return d.throttle(s, ri, t, ns, reason, out)
 		} else if ns-max(x.until, x.last) >= int64(th.Quiet) {
-			s.allow()
+			d.allow(s)
 		} else {
 			// Past until but not quiet yet: still throttled, no violation.
 			x.last = max(x.last, ns)
@@ -63,7 +63,7 @@ func (d *Detector) ladder(s *state, ri *ruleInfo, t time.Time, ns int64, over bo
 		return out
 	}
 	if th := r.Throttle; th != nil {
-		x := s.ext()
+		x := d.ext(s)
 		s.phase = phaseThrottled
 		x.violations, x.delay, x.last = 0, th.InitialDelay, ns
 		x.until, x.untilT = ns+int64(th.InitialDelay), t.Add(th.InitialDelay)
@@ -76,11 +76,11 @@ func (d *Detector) ladder(s *state, ri *ruleInfo, t time.Time, ns int64, over bo
 }
 
 func (d *Detector) throttle(s *state, ri *ruleInfo, t time.Time, ns int64, reason string, out []Decision) []Decision {
-	x := s.x
+	x := d.xOf(s)
 	d.stats.Throttles++
 	return append(out, Decision{
 		Rule:       ri.rule.Name,
-		Key:        s.key,
+		Key:        d.keys.textOf(s.kid),
 		Kind:       Throttle,
 		Time:       t,
 		Until:      x.untilT,
@@ -94,16 +94,16 @@ func (d *Detector) throttle(s *state, ri *ruleInfo, t time.Time, ns int64, reaso
 }
 
 func (d *Detector) addresses(s *state, ri *ruleInfo, ns int64) []netip.Addr {
-	if !s.multi || s.as == nil {
+	if !s.multi() {
 		return nil
 	}
-	return s.as.addresses(ns - ri.span)
+	return d.addressesSince(s, ns-ri.span)
 }
 
 // ban bans s at t for the rule's ban length, escalated by earlier bans.
 func (d *Detector) ban(s *state, ri *ruleInfo, t time.Time, ns int64, violations int, reason string, out []Decision) []Decision {
 	r := ri.rule
-	x := s.ext()
+	x := d.ext(s)
 	remember := r.Ban.Remember
 	if remember <= 0 {
 		remember = defaultRemember
@@ -119,12 +119,13 @@ func (d *Detector) ban(s *state, ri *ruleInfo, t time.Time, ns int64, violations
 	}
 	x.bans = append(x.bans, ns)
 
+	key := d.keys.textOf(s.kid)
 	logOnly := r.LogOnly
 	if !logOnly {
 		logOnly = d.brk.admit(ns, d.maxBans)
 		if logOnly && d.brk.justTripped {
 			d.brk.justTripped = false
-			d.brk.last = breakerTrip{at: t, bans: d.maxBans + 1, limit: d.maxBans, rule: r.Name, key: s.key}
+			d.brk.last = breakerTrip{at: t, bans: d.maxBans + 1, limit: d.maxBans, rule: r.Name, key: key}
 			if d.opt.BreakerTripped != nil {
 				d.opt.BreakerTripped(d.Breaker())
 			}
@@ -140,11 +141,11 @@ func (d *Detector) ban(s *state, ri *ruleInfo, t time.Time, ns int64, violations
 	d.banned++
 	d.seq++
 	x.banSeq = d.seq
-	heap.Push(&d.expiries, expiry{until: x.until, seq: d.seq, slot: s.slot, gen: s.gen})
+	heap.Push(&d.expiries, expiry{until: x.until, seq: d.seq, slot: s.slot})
 	d.stats.Bans++
 	return append(out, Decision{
 		Rule:       r.Name,
-		Key:        s.key,
+		Key:        key,
 		Kind:       Ban,
 		Time:       t,
 		Until:      x.untilT,
@@ -175,10 +176,10 @@ func banLength(b rules.Ban, earlier int) time.Duration {
 
 // unban lifts the ban of s (banned) at t.
 func (d *Detector) unban(s *state, t time.Time, reason string, out []Decision) []Decision {
-	x := s.x
+	x := d.xOf(s)
 	dec := Decision{
-		Rule:      s.ri.rule.Name,
-		Key:       s.key,
+		Rule:      d.ri(s).rule.Name,
+		Key:       d.keys.textOf(s.kid),
 		Kind:      Unban,
 		Time:      t,
 		Addresses: x.banAddrs,
@@ -187,7 +188,7 @@ func (d *Detector) unban(s *state, t time.Time, reason string, out []Decision) [
 		LogOnly:   x.banLogOnly,
 	}
 	x.banAddrs = nil
-	s.allow()
+	d.allow(s)
 	d.banned--
 	d.pushFront(s)
 	d.stats.Unbans++
@@ -218,13 +219,13 @@ func (d *Detector) evict() int32 {
 // the index, deleted from the store at the next checkpoint.
 func (d *Detector) drop(i int32) {
 	old := d.at(i)
-	d.varBytes -= old.heapBytes()
-	if h := d.index[old.key]; h == i {
+	d.forget(old)
+	kr := d.keys.rec(old.kid)
+	if h := kr.head; h == i {
 		if old.sib >= 0 {
-			d.index[old.key] = old.sib
+			kr.head = old.sib
 		} else {
-			delete(d.index, old.key)
-			d.keyBytes -= keyBytes(old.key)
+			d.keys.remove(old.kid)
 		}
 	} else {
 		p := d.at(h)
@@ -234,8 +235,10 @@ func (d *Detector) drop(i int32) {
 		p.sib = old.sib
 	}
 	d.lastKey, d.lastHead = "", -1
-	d.forget(old)
-	*old = state{gen: old.gen + 1, slot: i, prev: -1, next: -1, sib: -1, flags: old.flags & flagListed}
+	d.freeWindows(old)
+	d.freeAux(old)
+	d.unref(d.ri(old))
+	*old = state{slot: i, prev: -1, next: -1, sib: -1, flags: old.flags & flagListed}
 	d.free = append(d.free, i)
 }
 
@@ -244,10 +247,12 @@ func (d *Detector) expire(now int64, out []Decision) []Decision {
 	for len(d.expiries) > 0 && d.expiries[0].until <= now {
 		e := heap.Pop(&d.expiries).(expiry)
 		s := d.at(e.slot)
-		if s.gen != e.gen || s.phase != phaseBanned || s.x.banSeq != e.seq {
-			continue // lifted, and maybe banned again
+		// A ban's seq is unique: a slot reused, or a state lifted and
+		// banned again, has another.
+		if s.kid == 0 || s.phase != phaseBanned || d.xOf(s).banSeq != e.seq {
+			continue
 		}
-		out = d.unban(s, s.x.untilT, "ban expired", out)
+		out = d.unban(s, d.xOf(s).untilT, "ban expired", out)
 	}
 	return out
 }
@@ -257,7 +262,6 @@ type expiry struct {
 	until int64
 	seq   uint64
 	slot  int32
-	gen   uint32
 }
 
 type expiryHeap []expiry

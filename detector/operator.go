@@ -24,12 +24,10 @@ import (
 func (d *Detector) Impose(t time.Time, r *rules.Rule, key string, until time.Time, reason string) Decision {
 	ri := d.rule(r)
 	s := d.lookup(ri, key)
-	b0 := s.heapBytes()
-	if s.ri != ri {
-		s.adopt(ri)
+	if s.ci != ri.ci {
+		d.adopt(s, ri)
 	}
-	x := s.ext()
-	defer func() { d.varBytes += s.heapBytes() - b0 }()
+	x := d.ext(s)
 	ns := t.UnixNano()
 	if s.phase != phaseBanned {
 		d.unlink(s)
@@ -43,10 +41,10 @@ func (d *Detector) Impose(t time.Time, r *rules.Rule, key string, until time.Tim
 	x.banAddrs = d.addresses(s, ri, ns)
 	d.seq++
 	x.banSeq = d.seq
-	heap.Push(&d.expiries, expiry{until: x.until, seq: d.seq, slot: s.slot, gen: s.gen})
+	heap.Push(&d.expiries, expiry{until: x.until, seq: d.seq, slot: s.slot})
 	d.markDirty(s)
 	return Decision{
-		Rule: r.Name, Key: s.key, Kind: Ban, Time: t, Until: until,
+		Rule: r.Name, Key: d.keys.textOf(s.kid), Kind: Ban, Time: t, Until: until,
 		Addresses: slices.Clone(x.banAddrs), Reason: reason, Origin: "operator",
 	}
 }
@@ -99,36 +97,38 @@ func (d *Detector) Current(t time.Time, fn func(*KeyNow)) {
 	loc := d.newestT.Location()
 	for i := int32(0); i < d.used; i++ {
 		s := d.at(i)
-		if s.ri == nil {
+		if s.kid == 0 {
 			continue
 		}
-		k = KeyNow{Rule: s.ri.rule, Key: s.key, Requests: s.requests, CPU: s.cpu,
+		ri := d.ri(s)
+		k = KeyNow{Rule: ri.rule, Key: d.keys.textOf(s.kid), Requests: s.requests, CPU: s.cpu,
 			LastSeen: time.Unix(0, s.seen).In(loc), Limits: k.Limits[:0]}
-		if s.x != nil && ns < s.x.until {
+		if x := d.xOf(s); x != nil && ns < x.until {
 			switch s.phase {
 			case phaseBanned:
-				k.Phase, k.Until = Ban, s.x.untilT
+				k.Phase, k.Until = Ban, x.untilT
 			case phaseThrottled:
-				k.Phase, k.Until = Throttle, s.x.untilT
+				k.Phase, k.Until = Throttle, x.untilT
 			}
 		}
-		for j := range s.ri.lims {
-			li := &s.ri.lims[j]
-			v, ratio := s.win(j).now(ns, li)
-			k.Limits = append(k.Limits, LimitNow{Limit: s.ri.rule.Limits[j], Value: v, Ratio: ratio})
+		for j := range ri.lims {
+			li := &ri.lims[j]
+			v, ratio := d.win(s, j).now(&d.rings, ns, li)
+			k.Limits = append(k.Limits, LimitNow{Limit: ri.rule.Limits[j], Value: v, Ratio: ratio})
 		}
 		fn(&k)
 	}
 }
 
 // now is a window's value for a request at ns, and its ratio to the limit.
-func (w *window) now(ns int64, li *limitInfo) (v, ratio float64) {
+func (w *window) now(a *pool[uint64], ns int64, li *limitInfo) (v, ratio float64) {
+	r := w.ring(a)
 	switch li.kind {
 	case rules.LimitRate, rules.LimitCPUShare, rules.LimitDurationShare:
 		b := bucket(ns, li.width)
 		var sum uint64
-		for i := uint32(0); i < w.n; i++ {
-			x := *w.at(i)
+		for i := range w.n {
+			x := *w.at(r, i)
 			if bucketOf(x)+li.nb > b {
 				sum += valueOf(x)
 			}
@@ -164,7 +164,7 @@ func (w *window) now(ns int64, li *limitInfo) (v, ratio float64) {
 		if int(w.n) < li.lastN-1 {
 			return math.Inf(1), 0
 		}
-		oldest := *w.at(w.n - uint32(li.lastN-1))
+		oldest := *w.at(r, w.n-uint16(li.lastN-1))
 		span := float64(max(ns-int64(oldest), 0)) / 1e9
 		if span == 0 {
 			return 0, math.Inf(1)

@@ -41,15 +41,17 @@ func (d *Detector) Query(r *rules.Rule, key string, t time.Time) (q KeyQuery, ok
 	}
 	q.Kind, q.Until = d.Status(r, key, t)
 	ns := t.UnixNano()
-	for j := range s.ri.lims {
-		li := &s.ri.lims[j]
-		q.Limits = append(q.Limits, s.win(j).query(li, ns))
+	ri := d.ri(s)
+	for j := range ri.lims {
+		li := &ri.lims[j]
+		q.Limits = append(q.Limits, d.win(s, j).query(&d.rings, li, ns))
 	}
 	return q, true
 }
 
 // query reads a window at ns without changing it.
-func (w *window) query(li *limitInfo, ns int64) LimitState {
+func (w *window) query(a *pool[uint64], li *limitInfo, ns int64) LimitState {
+	r := w.ring(a)
 	ls := LimitState{Limit: li.text, Window: time.Duration(li.window)}
 	switch li.kind {
 	case rules.LimitRate, rules.LimitCPUShare, rules.LimitDurationShare:
@@ -58,11 +60,11 @@ func (w *window) query(li *limitInfo, ns int64) LimitState {
 		// The buckets still in the window at ns, oldest first: bucket b
 		// leaves it when cur reaches b+nb.
 		var sum uint64
-		first := uint32(0)
-		for ; first < w.n && bucketOf(*w.at(first))+li.nb <= cur; first++ {
+		first := uint16(0)
+		for ; first < w.n && bucketOf(*w.at(r, first))+li.nb <= cur; first++ {
 		}
 		for i := first; i < w.n; i++ {
-			sum += valueOf(*w.at(i))
+			sum += valueOf(*w.at(r, i))
 		}
 		if li.kind == rules.LimitRate {
 			ls.Count, ls.Value = int64(sum), float64(sum)
@@ -73,7 +75,7 @@ func (w *window) query(li *limitInfo, ns int64) LimitState {
 		// Drop the oldest buckets until the sum is within: the window is
 		// back within the limit when the last of them leaves.
 		for i := first; i < w.n && sum > li.thr; i++ {
-			x := *w.at(i)
+			x := *w.at(r, i)
 			sum -= valueOf(x)
 			leave := int64(bucketOf(x)+li.nb) * li.width
 			ls.Sleep = time.Duration(max(0, leave-ns))
@@ -102,11 +104,11 @@ func (w *window) query(li *limitInfo, ns int64) LimitState {
 		}
 		// The next request is over while the oldest of the last N but one
 		// is within the window of it.
-		oldest := int64(*w.at(1 % w.n))
+		oldest := int64(*w.at(r, 1%w.n))
 		if li.lastN == 1 {
-			oldest = int64(*w.at(0))
+			oldest = int64(*w.at(r, 0))
 		}
-		ls.Value = float64(int64(*w.at(w.n - 1))-int64(*w.at(0))) / 1e9
+		ls.Value = float64(int64(*w.at(r, w.n-1))-int64(*w.at(r, 0))) / 1e9
 		if ns-oldest < li.window {
 			ls.Over = true
 			ls.Sleep = time.Duration(oldest + li.window - ns)

@@ -106,7 +106,7 @@ func (d *Detector) markMoved(s *state) {
 // forget notes that s, about to be dropped, must be deleted from the store.
 func (d *Detector) forget(s *state) {
 	if s.flags&flagStored != 0 {
-		d.gone = append(d.gone, goneKey{rule: s.ri.rule.Name, key: s.key})
+		d.gone = append(d.gone, goneKey{rule: d.ri(s).rule.Name, key: d.keys.textOf(s.kid)})
 	}
 }
 
@@ -154,7 +154,7 @@ func (d *Detector) Changes(fn func(ks *KeyState)) {
 	for _, i := range d.dirty {
 		s := d.at(i)
 		s.flags &^= flagListed
-		if s.ri != nil && s.flags&flagDirty != 0 {
+		if s.kid != 0 && s.flags&flagDirty != 0 {
 			d.report(s, 0, fn)
 		}
 	}
@@ -181,19 +181,19 @@ func (d *Detector) report(s *state, stamp uint64, fn func(*KeyState)) {
 	d.buf = d.appendState(d.buf[:0], s, stamp)
 	ks := &d.ks
 	*ks = KeyState{
-		Rule:     s.ri.rule.Name,
-		Key:      s.key,
+		Rule:     d.ri(s).rule.Name,
+		Key:      d.keys.textOf(s.kid),
 		Data:     d.buf,
 		LastSeen: time.Unix(0, s.seen).In(d.newestT.Location()),
 		Requests: s.requests,
-		Blocked:  s.blocked(),
+		Blocked:  d.blocked(s),
 		CPU:      s.cpu,
 	}
 	switch s.phase {
 	case phaseThrottled:
-		ks.Phase, ks.Until = Throttle, s.x.untilT
+		ks.Phase, ks.Until = Throttle, d.xOf(s).untilT
 	case phaseBanned:
-		ks.Phase, ks.Until = Ban, s.x.untilT
+		ks.Phase, ks.Until = Ban, d.xOf(s).untilT
 	}
 	fn(ks)
 }
@@ -320,36 +320,37 @@ func (d *Detector) Restore(cfg *rules.Config, global []byte, states iter.Seq[*Ke
 				continue
 			}
 			ri := d.rule(rule)
-			head, tracked := d.index[ks.Key]
-			for i := head; tracked && i >= 0; i = d.at(i).sib {
-				if d.at(i).ri.id == ri.id {
+			head := d.chain(ks.Key)
+			for i := head; i >= 0; i = d.at(i).sib {
+				if d.ri(d.at(i)).id == ri.id {
 					return st, fmt.Errorf("rule %q key %q: %w: saved twice", ks.Rule, ks.Key, ErrCorrupt)
 				}
 			}
 			i := d.alloc()
 			s := d.at(i)
-			*s = state{slot: i, prev: -1, next: -1, sib: -1, ri: ri, flags: flagStored}
-			stamp, reset := r.ruleState(s, ri)
+			*s = state{slot: i, prev: -1, next: -1, sib: -1, flags: flagStored}
+			d.bindRule(s, ri)
+			stamp, reset := d.ruleState(&r, s, ri)
 			if r.err == nil && len(r.b) != 0 {
 				r.fail("trailing bytes")
 			}
 			if r.err != nil {
 				break
 			}
-			if tracked {
-				s.key, s.sib = d.at(head).key, head
+			if head >= 0 {
+				s.kid, s.sib = d.at(head).kid, head
+				d.keys.rec(s.kid).head = i
 			} else {
-				s.key = strings.Clone(ks.Key)
-				d.keyBytes += keyBytes(s.key)
+				s.kid = d.keys.insert(ks.Key, d.keys.hash(ks.Key), i)
 			}
-			d.varBytes += s.heapBytes()
-			d.index[s.key] = i
+			d.lastKey, d.lastHead = "", -1
 			if reset {
 				st.Reset++
 			}
 			if s.phase == phaseBanned {
 				d.banned++
-				d.expiries = append(d.expiries, expiry{until: s.x.until, seq: s.x.banSeq, slot: i, gen: s.gen})
+				x := d.xOf(s)
+				d.expiries = append(d.expiries, expiry{until: x.until, seq: x.banSeq, slot: i})
 			} else {
 				order = append(order, lruPlace{stamp, i})
 			}
@@ -382,14 +383,11 @@ func (d *Detector) Restore(cfg *rules.Config, global []byte, states iter.Seq[*Ke
 // appendState encodes a rule's state s with its LRU stamp.
 func (d *Detector) appendState(b []byte, s *state, stamp uint64) []byte {
 	var fl byte
-	if s.multi {
+	if s.multi() {
 		fl |= encMulti
 	}
-	x := s.x
-	var addrs []addrSeen
-	if s.as != nil {
-		addrs = s.as.addrs
-	}
+	x := d.xOf(s)
+	addrs := d.seenAddrs(s)
 	switch {
 	case x != nil:
 		fl |= encExtra
@@ -403,16 +401,17 @@ func (d *Detector) appendState(b []byte, s *state, stamp uint64) []byte {
 		x = &d.zeroX
 	}
 	b = append(b, snapshotVersion, tagRule, s.phase, fl)
-	b = binary.LittleEndian.AppendUint64(b, s.ri.fp)
+	ri := d.ri(s)
+	b = binary.LittleEndian.AppendUint64(b, ri.fp)
 	b = binary.AppendUvarint(b, stamp)
 	b = binary.AppendVarint(b, s.seen)
 	b = binary.AppendVarint(b, s.requests)
-	b = binary.AppendVarint(b, s.blocked())
+	b = binary.AppendVarint(b, d.blocked(s))
 	b = appendFloat(b, s.cpu)
-	lims := s.ri.lims
+	lims := ri.lims
 	b = binary.AppendUvarint(b, uint64(len(lims)))
 	for j := range lims {
-		b = appendWindow(b, s.win(j), &lims[j])
+		b = appendWindow(b, d.win(s, j), &lims[j], &d.rings)
 	}
 	if x == nil {
 		return b
@@ -432,7 +431,7 @@ func (d *Detector) appendState(b []byte, s *state, stamp uint64) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(len(addrs)))
 	for _, a := range addrs {
-		b = appendAddr(b, a.addr)
+		b = appendAddr(b, a.addr())
 		b = binary.AppendVarint(b, a.seen)
 	}
 	b = binary.AppendUvarint(b, uint64(len(x.banAddrs)))
@@ -445,7 +444,8 @@ func (d *Detector) appendState(b []byte, s *state, stamp uint64) []byte {
 // appendWindow encodes a window: its ring's capacity and elements oldest
 // first (buckets as delta and value, times as deltas), or its token bucket,
 // and its peak.
-func appendWindow(b []byte, w *window, li *limitInfo) []byte {
+func appendWindow(b []byte, w *window, li *limitInfo, a *pool[uint64]) []byte {
+	r := w.ring(a)
 	switch li.kind {
 	case rules.LimitTokenBucket:
 		b = append(b, winTokens)
@@ -454,21 +454,21 @@ func appendWindow(b []byte, w *window, li *limitInfo) []byte {
 		b = appendFloat(b, w.tokens())
 	case rules.LimitLastN:
 		b = append(b, winTimes)
-		b = binary.AppendUvarint(b, uint64(len(w.ring)))
+		b = binary.AppendUvarint(b, uint64(w.cp))
 		b = binary.AppendUvarint(b, uint64(w.n))
 		prev := uint64(0)
 		for i := range w.n {
-			t := *w.at(i)
+			t := *w.at(r, i)
 			b = binary.AppendUvarint(b, t-prev)
 			prev = t
 		}
 	default:
 		b = append(b, winBuckets)
-		b = binary.AppendUvarint(b, uint64(len(w.ring)))
+		b = binary.AppendUvarint(b, uint64(w.cp))
 		b = binary.AppendUvarint(b, uint64(w.n))
 		prev := uint64(0)
 		for i := range w.n {
-			x := *w.at(i)
+			x := *w.at(r, i)
 			b = binary.AppendUvarint(b, bucketOf(x)-prev)
 			b = binary.AppendUvarint(b, valueOf(x))
 			prev = bucketOf(x)
@@ -737,7 +737,7 @@ func (d *Detector) decodeGlobal(r *decoder) {
 // ruleState reads a rule's state into s (ri set, everything else zero) and
 // returns its LRU stamp and whether its windows were reset because the
 // limits they were built for are not ri's.
-func (r *decoder) ruleState(s *state, ri *ruleInfo) (stamp uint64, reset bool) {
+func (d *Detector) ruleState(r *decoder, s *state, ri *ruleInfo) (stamp uint64, reset bool) {
 	phase := r.u8()
 	fl := r.u8()
 	if phase > phaseBanned || fl&^(encMulti|encExtra|encBanLogOnly|encNoLadder) != 0 || fl&(encExtra|encNoLadder) == encNoLadder {
@@ -750,53 +750,47 @@ func (r *decoder) ruleState(s *state, ri *ruleInfo) (stamp uint64, reset bool) {
 	blocked := r.varint()
 	s.cpu = r.float()
 	s.phase = phase
-	s.multi = fl&encMulti != 0
+	s.setFlag(flagMulti, fl&encMulti != 0)
 	nw := r.count(len(r.b))
 	same := fp == ri.fp
 	if same && nw != len(ri.lims) {
 		r.fail("windows do not match the limits")
 		return 0, false
 	}
-	if same && nw > 1 {
-		s.more = make([]window, nw-1)
-	}
+	d.initWindows(s)
 	for j := 0; j < nw && r.err == nil; j++ {
 		if same {
-			r.window(s.win(j), &ri.lims[j])
+			r.window(d.win(s, j), &ri.lims[j], &d.rings)
 		} else {
-			r.window(nil, nil)
+			r.window(nil, nil, nil)
 		}
 	}
-	if !same {
-		s.win0, s.more = window{}, nil
-		s.initWindows()
-	}
+	var addrs []addrSeen
 	switch {
 	case fl&encNoLadder != 0:
 		var x extra
-		s.as = r.extra(&x)
+		addrs = r.extra(&x)
 		if phase != phaseAllowed || fl&encBanLogOnly != 0 || !x.zero() {
 			r.fail("a ladder where none was written")
 		}
 	case fl&encExtra != 0:
-		s.x = &extra{banLogOnly: fl&encBanLogOnly != 0}
-		s.as = r.extra(s.x)
+		x := d.ext(s)
+		x.banLogOnly = fl&encBanLogOnly != 0
+		addrs = r.extra(x)
 	case phase != phaseAllowed:
 		r.fail("throttle or ban without its state")
 	}
+	d.setAddrs(s, addrs)
 	if blocked != 0 {
 		// Only a state banned once has blocked entries, and its extra.
-		if s.x == nil {
-			s.x = &extra{}
-		}
-		s.x.blocked = blocked
+		d.ext(s).blocked = blocked
 	}
 	return stamp, !same
 }
 
 // window reads a window into w, checked against li; with w nil it only
 // skips it.
-func (r *decoder) window(w *window, li *limitInfo) {
+func (r *decoder) window(w *window, li *limitInfo, a *pool[uint64]) {
 	tag := r.u8()
 	if li != nil {
 		want := winBuckets
@@ -817,14 +811,14 @@ func (r *decoder) window(w *window, li *limitInfo) {
 			r.fail("bad token bucket")
 		}
 		if w != nil {
-			w.n, w.acc = uint32(n), acc
+			w.n, w.acc = uint16(n), acc
 			if n > 0 || tokens != 0 {
 				w.setTokens(tokens)
 			}
 		}
 	case winBuckets, winTimes:
 		c := r.uvarint()
-		n := r.count(int(min(c, math.MaxUint32)))
+		n := r.count(int(min(c, maxRing)))
 		limit := uint64(0)
 		if li != nil {
 			limit = li.nb
@@ -835,8 +829,13 @@ func (r *decoder) window(w *window, li *limitInfo) {
 				r.fail("ring over its limit")
 			}
 		}
+		if c > maxRing {
+			r.fail("ring over its limit")
+		}
+		var ring []uint64
 		if w != nil && r.err == nil && c > 0 {
-			w.ring = make([]uint64, c)
+			w.setRing(a, uint16(c))
+			ring = w.ring(a)
 		}
 		var prev, first, acc uint64
 		for i := 0; i < n && r.err == nil; i++ {
@@ -863,11 +862,11 @@ func (r *decoder) window(w *window, li *limitInfo) {
 				prev = x
 			}
 			if w != nil && r.err == nil {
-				w.ring[i] = x
+				ring[i] = x
 			}
 		}
 		if w != nil && r.err == nil {
-			w.n = uint32(n)
+			w.n = uint16(n)
 			if tag == winBuckets {
 				w.acc = acc
 			}
@@ -882,7 +881,7 @@ func (r *decoder) window(w *window, li *limitInfo) {
 
 // extra reads a state's extra block into x and returns the addresses seen
 // that it carries (nil: none).
-func (r *decoder) extra(x *extra) *addrSet {
+func (r *decoder) extra(x *extra) []addrSeen {
 	x.until = r.varint()
 	x.untilT = r.time()
 	x.delay = time.Duration(r.varint())
@@ -902,12 +901,12 @@ func (r *decoder) extra(x *extra) *addrSet {
 			x.bans[i] = prev
 		}
 	}
-	var as *addrSet
+	var as []addrSeen
 	if n := r.count(maxAddrs); n > 0 {
-		as = &addrSet{addrs: make([]addrSeen, n)}
-		for i := range as.addrs {
-			as.addrs[i].addr = r.addr()
-			as.addrs[i].seen = r.varint()
+		as = make([]addrSeen, n)
+		for i := range as {
+			a := r.addr()
+			as[i] = makeAddrSeen(a, r.varint())
 		}
 	}
 	if n := r.count(maxAddrs); n > 0 {

@@ -363,45 +363,45 @@ func dump(d *Detector) detectorDump {
 	slices.Sort(dd.Static)
 	var live []expiry
 	for _, e := range d.expiries {
-		if s := d.at(e.slot); s.gen == e.gen && s.phase == phaseBanned && s.x.banSeq == e.seq {
+		if s := d.at(e.slot); s.kid != 0 && s.phase == phaseBanned && d.xOf(s).banSeq == e.seq {
 			live = append(live, e)
 		}
 	}
 	slices.SortFunc(live, func(a, b expiry) int { return cmp.Or(cmp.Compare(a.until, b.until), cmp.Compare(a.seq, b.seq)) })
 	for _, e := range live {
 		s := d.at(e.slot)
-		dd.Expiries = append(dd.Expiries, fmt.Sprintf("%d %d %s/%s", e.until, e.seq, s.ri.rule.Name, s.key))
+		dd.Expiries = append(dd.Expiries, fmt.Sprintf("%d %d %s/%s", e.until, e.seq, d.ri(s).rule.Name, d.keys.textOf(s.kid)))
 	}
 	for l := range d.lru {
 		for i := d.lru[l].head; i >= 0; i = d.at(i).next {
-			dd.LRU = append(dd.LRU, fmt.Sprint(l)+" "+d.at(i).ri.rule.Name+"/"+d.at(i).key)
+			dd.LRU = append(dd.LRU, fmt.Sprint(l)+" "+d.ri(d.at(i)).rule.Name+"/"+d.keys.textOf(d.at(i).kid))
 		}
 	}
 	for i := range d.used {
 		s := d.at(i)
-		if s.ri == nil {
+		if s.kid == 0 {
 			continue
 		}
-		sd := stateDump{Rule: s.ri.rule.Name, Key: s.key, Phase: s.phase, Multi: s.multi, Seen: s.seen,
-			Requests: s.requests, Blocked: s.blocked(), CPU: s.cpu}
-		for j := range s.ri.lims {
-			w := s.win(j)
-			wd := winDump{Cap: len(w.ring), N: w.n, Acc: w.acc, Peak: w.peak}
-			if s.ri.lims[j].kind == rules.LimitTokenBucket {
+		ri := d.ri(s)
+		sd := stateDump{Rule: ri.rule.Name, Key: d.keys.textOf(s.kid), Phase: s.phase, Multi: s.multi(), Seen: s.seen,
+			Requests: s.requests, Blocked: d.blocked(s), CPU: s.cpu}
+		for j := range ri.lims {
+			w := d.win(s, j)
+			wd := winDump{Cap: int(w.cp), N: uint32(w.n), Acc: w.acc, Peak: w.peak}
+			if ri.lims[j].kind == rules.LimitTokenBucket {
 				wd.Tokens = w.tokens()
 			} else {
+				r := w.ring(&d.rings)
 				for k := range w.n {
-					wd.Elems = append(wd.Elems, *w.at(k))
+					wd.Elems = append(wd.Elems, *w.at(r, k))
 				}
 			}
 			sd.Wins = append(sd.Wins, wd)
 		}
-		if s.as != nil {
-			for _, a := range s.as.addrs {
-				sd.Addrs = append(sd.Addrs, fmt.Sprintf("%s@%d", a.addr, a.seen))
-			}
+		for _, a := range d.seenAddrs(s) {
+			sd.Addrs = append(sd.Addrs, fmt.Sprintf("%s@%d", a.addr(), a.seen))
 		}
-		if x := s.x; x != nil {
+		if x := d.xOf(s); x != nil {
 			xd := &extraDump{Until: x.until, UntilT: timeDump(x.untilT), Delay: x.delay, Last: x.last,
 				Violations: x.violations, FirstOver: x.firstOver, BanLogOnly: x.banLogOnly, BanSeq: x.banSeq,
 				Bans: slices.Clone(x.bans)}

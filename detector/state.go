@@ -15,29 +15,54 @@ const (
 )
 
 // state is one tracked (rule, key): its windows, totals and ladder. It lives
-// in the detector's slab and links into the LRU list by slot number.
+// in the detector's slab and links into the LRU list by slot number. It
+// holds no pointer: its key, its compiled rule, its ladder, the addresses it
+// saw and its windows' rings are references into the detector's tables and
+// pools, so that a million states are 88 bytes each, a few large pages the
+// garbage collector does not scan.
 type state struct {
-	key        string
-	ri         *ruleInfo // the compiled rule its windows were built for
+	kid        uint32 // its key in d.keys
 	slot       int32
-	prev, next int32 // LRU list
-	sib        int32 // next state of the same key (another rule), -1 if none
-	gen        uint32
+	prev, next int32  // LRU list
+	sib        int32  // next state of the same key (another rule), -1 if none
+	aux        uint32 // its ladder and addresses in d.auxs, 0 if none
+	more       uint32 // its windows past the first in d.wins, 0 if none
+	ci         uint16 // its compiled rule: d.infos[ci] (the one its windows were built for)
 	phase      uint8
-	hot        bool  // on the hot LRU list (throttled when linked)
-	multi      bool  // not a single address: track the addresses seen
-	flags      uint8 // checkpoint bookkeeping (flagDirty, ...)
+	flags      uint8 // flagHot, flagMulti and the checkpoint bits (flagDirty, ...)
 	seen       int64 // log time of the newest entry, charged or blocked, unix ns
 	requests   int64
 	cpu        float64
-	win0       window   // the rule's first limit
-	more       []window // the others
-	x          *extra   // ladder and earlier bans, made when needed
-	as         *addrSet // addresses seen, for keys that are not single addresses
+	win0       window // the rule's first limit
 }
 
-// extra is the part of a state that only keys over a limit or banned before
-// need.
+// Bits of state.flags beside the checkpoint's (snapshot.go).
+const (
+	flagHot   uint8 = 1 << 6 // on the hot LRU list (throttled when linked)
+	flagMulti uint8 = 1 << 7 // not a single address: track the addresses seen
+)
+
+func (s *state) hot() bool   { return s.flags&flagHot != 0 }
+func (s *state) multi() bool { return s.flags&flagMulti != 0 }
+
+func (s *state) setFlag(f uint8, on bool) {
+	if on {
+		s.flags |= f
+	} else {
+		s.flags &^= f
+	}
+}
+
+// aux is the part of a state that only some states need: the ladder of
+// keys over a limit or banned before, and the addresses seen on keys that
+// are not single addresses.
+type aux struct {
+	x      *extra
+	addrs  uint32 // the addresses seen, a run of d.addrs
+	na, ca uint8  // addresses in it, its length
+}
+
+// extra is the ladder of a state.
 type extra struct {
 	until      int64     // end of the throttle or ban, unix ns
 	untilT     time.Time // the same, as decided
@@ -52,21 +77,44 @@ type extra struct {
 	banAddrs   []netip.Addr // the addresses the current ban blocks
 }
 
-// addrSet is the addresses seen on a key that is not a single address (at
-// most maxAddrs, the least recent replaced first).
-type addrSet struct {
-	addrs []addrSeen
-}
-
 // zero reports whether x holds nothing.
 func (x *extra) zero() bool {
 	return x.until == 0 && x.untilT.IsZero() && x.delay == 0 && x.last == 0 && x.violations == 0 &&
 		x.firstOver == 0 && !x.banLogOnly && x.banSeq == 0 && len(x.bans) == 0 && len(x.banAddrs) == 0
 }
 
+// addrSeen is an address seen on a key and when, without a pointer: the
+// address as 16 bytes (an IPv4 address as IPv4-mapped IPv6, and read back
+// as IPv4; zones are not kept).
 type addrSeen struct {
-	addr netip.Addr
-	seen int64
+	hi, lo uint64
+	seen   int64
+}
+
+func makeAddrSeen(a netip.Addr, ns int64) addrSeen {
+	b := a.Unmap().As16()
+	return addrSeen{hi: beUint64(b[:8]), lo: beUint64(b[8:]), seen: ns}
+}
+
+func (a *addrSeen) addr() netip.Addr {
+	var b [16]byte
+	putBeUint64(b[:8], a.hi)
+	putBeUint64(b[8:], a.lo)
+	return netip.AddrFrom16(b).Unmap()
+}
+
+func beUint64(b []byte) uint64 {
+	_ = b[7]
+	return uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
+		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
+}
+
+func putBeUint64(b []byte, x uint64) {
+	_ = b[7]
+	for i := 7; i >= 0; i-- {
+		b[i] = byte(x)
+		x >>= 8
+	}
 }
 
 const (
@@ -74,133 +122,210 @@ const (
 	maxBans  = 64 // earlier bans remembered per key
 )
 
-func (s *state) ext() *extra {
-	if s.x == nil {
-		s.x = &extra{}
+// ri returns the compiled rule s's windows were built for.
+func (d *Detector) ri(s *state) *ruleInfo { return d.infos[s.ci] }
+
+// auxOf returns s's aux, or nil.
+func (d *Detector) auxOf(s *state) *aux {
+	if s.aux == 0 {
+		return nil
 	}
-	return s.x
+	return &d.auxs.get(s.aux, 1)[0]
+}
+
+// makeAux returns s's aux, made if s has none.
+func (d *Detector) makeAux(s *state) *aux {
+	if s.aux == 0 {
+		s.aux = d.auxs.alloc(1)
+	}
+	return &d.auxs.get(s.aux, 1)[0]
+}
+
+// xOf returns s's ladder, or nil.
+func (d *Detector) xOf(s *state) *extra {
+	if a := d.auxOf(s); a != nil {
+		return a.x
+	}
+	return nil
+}
+
+// ext returns s's ladder, made if s has none.
+func (d *Detector) ext(s *state) *extra {
+	a := d.makeAux(s)
+	if a.x == nil {
+		a.x = &extra{}
+		d.extras++
+	}
+	return a.x
 }
 
 // blocked returns the entries seen while banned.
-func (s *state) blocked() int64 {
-	if s.x == nil {
-		return 0
+func (d *Detector) blocked(s *state) int64 {
+	if x := d.xOf(s); x != nil {
+		return x.blocked
 	}
-	return s.x.blocked
+	return 0
 }
 
-func (s *state) win(j int) *window {
+// seenAddrs returns the addresses s saw (nil if none), valid until s
+// notes another.
+func (d *Detector) seenAddrs(s *state) []addrSeen {
+	a := d.auxOf(s)
+	if a == nil || a.ca == 0 {
+		return nil
+	}
+	return d.addrs.get(a.addrs, uint16(a.ca))[:a.na]
+}
+
+// win returns s's window of its rule's limit j.
+func (d *Detector) win(s *state, j int) *window {
 	if j == 0 {
 		return &s.win0
 	}
-	return &s.more[j-1]
+	return &d.wins.get(s.more, uint16(len(d.ri(s).lims)-1))[j-1]
 }
 
-func (s *state) initWindows() {
-	lims := s.ri.lims
+// initWindows gives s empty windows for its rule's limits.
+func (d *Detector) initWindows(s *state) {
+	lims := d.ri(s).lims
 	if len(lims) > 1 {
-		s.more = make([]window, len(lims)-1)
+		s.more = d.wins.alloc(uint16(len(lims) - 1))
 	}
 	for j := range lims {
-		s.win(j).init(&lims[j])
+		d.win(s, j).init(&lims[j])
 	}
 }
 
-// adopt moves a state to a new compiled rule of the same name (a reload),
+// freeWindows releases s's rings and windows past the first.
+func (d *Detector) freeWindows(s *state) {
+	lims := d.ri(s).lims
+	for j := range lims {
+		d.win(s, j).release(&d.rings)
+	}
+	if s.more != 0 {
+		d.wins.release(s.more, uint16(len(lims)-1))
+		s.more = 0
+	}
+	s.win0 = window{}
+}
+
+// bindRule points s, new, at the compiled rule ri.
+func (d *Detector) bindRule(s *state, ri *ruleInfo) {
+	s.ci = ri.ci
+	ri.refs++
+}
+
+// adopt moves s to a new compiled rule of the same name (a reload),
 // keeping its windows when the limits are the same.
-func (s *state) adopt(ri *ruleInfo) {
-	same := slices.Equal(s.ri.lims, ri.lims)
-	s.ri = ri
+func (d *Detector) adopt(s *state, ri *ruleInfo) {
+	old := d.ri(s)
+	same := slices.Equal(old.lims, ri.lims)
 	if !same {
-		s.win0, s.more = window{}, nil
-		s.initWindows()
+		d.freeWindows(s)
+	}
+	d.unref(old)
+	d.bindRule(s, ri)
+	if !same {
+		d.initWindows(s)
 	}
 }
 
 // allow ends a throttle or ban: violations and delay reset, earlier bans stay.
-func (s *state) allow() {
+func (d *Detector) allow(s *state) {
 	s.phase = phaseAllowed
-	if s.x != nil {
-		s.x.violations, s.x.delay, s.x.until, s.x.untilT = 0, 0, 0, time.Time{}
+	if x := d.xOf(s); x != nil {
+		x.violations, x.delay, x.until, x.untilT = 0, 0, 0, time.Time{}
 	}
 }
 
-// noteAddr records that addr was seen on s's key at ns.
-func (s *state) noteAddr(addr netip.Addr, ns int64) {
+// noteAddr records that addr was seen on s's key at ns: at most maxAddrs,
+// the least recent replaced first.
+func (d *Detector) noteAddr(s *state, addr netip.Addr, ns int64) {
 	if !addr.IsValid() {
 		return
 	}
-	if s.as == nil {
-		s.as = &addrSet{}
-	}
-	s.as.note(addr, ns)
-}
-
-// note records that addr was seen at ns.
-func (x *addrSet) note(addr netip.Addr, ns int64) {
-	if !addr.IsValid() {
-		return
-	}
+	a := d.makeAux(s)
+	seen := makeAddrSeen(addr, ns)
+	as := d.seenAddrs(s)
 	oldest := 0
-	for i := range x.addrs {
-		a := &x.addrs[i]
-		if a.addr == addr {
-			a.seen = max(a.seen, ns)
+	for i := range as {
+		p := &as[i]
+		if p.hi == seen.hi && p.lo == seen.lo {
+			p.seen = max(p.seen, ns)
 			return
 		}
-		if a.seen < x.addrs[oldest].seen {
+		if p.seen < as[oldest].seen {
 			oldest = i
 		}
 	}
-	if len(x.addrs) < maxAddrs {
-		x.addrs = append(x.addrs, addrSeen{addr, ns})
+	if int(a.na) < maxAddrs {
+		if a.na == a.ca {
+			d.growAddrs(a)
+		}
+		d.addrs.get(a.addrs, uint16(a.ca))[a.na] = seen
+		a.na++
 		return
 	}
-	x.addrs[oldest] = addrSeen{addr, ns}
+	as[oldest] = seen
 }
 
-// addresses returns the addresses seen after since, in address order.
-func (x *addrSet) addresses(since int64) []netip.Addr {
+// growAddrs doubles the run of a's addresses (up to maxAddrs).
+func (d *Detector) growAddrs(a *aux) {
+	c := uint8(min(max(2*int(a.ca), 1), maxAddrs))
+	ref := d.addrs.alloc(uint16(c))
+	if a.ca > 0 {
+		copy(d.addrs.get(ref, uint16(c)), d.addrs.get(a.addrs, uint16(a.ca)))
+		d.addrs.release(a.addrs, uint16(a.ca))
+	}
+	a.addrs, a.ca = ref, c
+}
+
+// setAddrs replaces the addresses s saw (a restore).
+func (d *Detector) setAddrs(s *state, as []addrSeen) {
+	if len(as) == 0 {
+		return
+	}
+	a := d.makeAux(s)
+	for a.ca < uint8(len(as)) {
+		d.growAddrs(a)
+	}
+	copy(d.addrs.get(a.addrs, uint16(a.ca)), as)
+	a.na = uint8(len(as))
+}
+
+// addressesSince returns the addresses s saw after since, in address order.
+func (d *Detector) addressesSince(s *state, since int64) []netip.Addr {
 	var as []netip.Addr
-	for _, a := range x.addrs {
+	for _, a := range d.seenAddrs(s) {
 		if a.seen > since {
-			as = append(as, a.addr)
+			as = append(as, a.addr())
 		}
 	}
 	slices.SortFunc(as, netip.Addr.Compare)
 	return as
 }
 
-// Sizes for the memory estimate (Memory): a window, an extra, an address
-// seen, and what a key costs in the index beyond its bytes (the string
-// header and value in the map, with its load factor).
+// freeAux releases s's ladder and addresses.
+func (d *Detector) freeAux(s *state) {
+	a := d.auxOf(s)
+	if a == nil {
+		return
+	}
+	if a.ca > 0 {
+		d.addrs.release(a.addrs, uint16(a.ca))
+	}
+	if a.x != nil {
+		d.extras--
+	}
+	d.auxs.release(s.aux, 1) // zeroes a, so the collector may take a.x
+	s.aux = 0
+}
+
+// Sizes for the memory estimate (Memory).
 const (
 	windowSize   = int64(unsafe.Sizeof(window{}))
 	extraSize    = int64(unsafe.Sizeof(extra{}))
+	auxSize      = int64(unsafe.Sizeof(aux{}))
 	addrSeenSize = int64(unsafe.Sizeof(addrSeen{}))
 	stateSize    = int64(unsafe.Sizeof(state{}))
-	keyOverhead  = 48
 )
-
-// heapBytes estimates what s holds beyond its slot: the windows past the
-// first, the rings, the ladder and the addresses seen (the earlier bans and
-// a ban's addresses, few and short, are left out).
-func (s *state) heapBytes() int64 {
-	if s.ri == nil {
-		return 0
-	}
-	n := int64(len(s.more)) * windowSize
-	for j := range s.ri.lims {
-		n += int64(cap(s.win(j).ring)) * 8
-	}
-	if s.x != nil {
-		n += extraSize
-	}
-	if s.as != nil {
-		n += 24 + int64(cap(s.as.addrs))*addrSeenSize
-	}
-	return n
-}
-
-// keyBytes is what a key costs in the index: its bytes and the entry.
-func keyBytes(key string) int64 { return int64(len(key)+7)&^7 + keyOverhead }

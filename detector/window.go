@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/logjail/logjail/rules"
 )
@@ -13,7 +14,9 @@ import (
 // ruleInfo is a rule compiled for the detector.
 type ruleInfo struct {
 	rule *rules.Rule
-	id   int32 // by name: states survive a reload of the same rule
+	id   int32  // by name: states survive a reload of the same rule
+	ci   uint16 // its place in Detector.infos, which states name it by
+	refs int    // states built for it
 	lims []limitInfo
 	all  bool   // combine: all
 	span int64  // longest window, ns: addresses seen within it are listed
@@ -60,7 +63,7 @@ func compileRule(r *rules.Rule, id int32) *ruleInfo {
 		case rules.LimitTokenBucket:
 			li.burst = max(l.Burst, 1)
 		case rules.LimitLastN:
-			li.lastN = max(int(l.N), 1)
+			li.lastN = min(max(int(l.N), 1), maxRing)
 		}
 		ri.span = max(ri.span, li.window)
 		ri.lims = append(ri.lims, li)
@@ -71,35 +74,70 @@ func compileRule(r *rules.Rule, id int32) *ruleInfo {
 
 // window is the state of one limit of one key.
 //
-//   - rate and shares: ring holds the non-empty buckets in the window, oldest
-//     first, each as bucket<<32 | value (count, or cost in units); acc is
-//     their sum.
-//   - last N: ring holds the times (unix ns) of the last N requests, oldest
-//     first.
-//   - token bucket: acc is the time of the last refill (unix ns), ring[0]
-//     the bits of the tokens left (a float64, negative when requests went on
-//     while it was empty: see tokens), n is 1 once the bucket is filled.
+//   - rate and shares: the ring holds the non-empty buckets in the window,
+//     oldest first, each as bucket<<32 | value (count, or cost in units);
+//     acc is their sum.
+//   - last N: the ring holds the times (unix ns) of the last N requests,
+//     oldest first.
+//   - token bucket: acc is the time of the last refill (unix ns), the ring's
+//     one element the bits of the tokens left (a float64, negative when
+//     requests went on while it was empty: see tokens), n is 1 once the
+//     bucket is filled.
+//
+// A ring of one element (most keys: one bucket, or a token bucket) is v
+// itself; a longer one is a run of the detector's ring pool, v its
+// reference. A window holds no pointer.
 type window struct {
-	ring    []uint64
-	head, n uint32
-	acc     uint64
-	peak    float64
+	v           uint64 // cp 1: the ring's element; cp > 1: the ring's run in the ring pool
+	acc         uint64
+	peak        float64
+	head, n, cp uint16 // the ring: its oldest element, elements, capacity
+}
+
+// maxRing is the longest ring: the buckets of a window (at most 61) or the
+// N of a last N (rules.MaxLastN).
+const maxRing = 1<<16 - 1
+
+// ring returns w's ring (its capacity long), valid until it grows.
+func (w *window) ring(a *pool[uint64]) []uint64 {
+	switch w.cp {
+	case 0:
+		return nil
+	case 1:
+		return unsafe.Slice(&w.v, 1)
+	}
+	return a.get(uint32(w.v), w.cp)
+}
+
+// release gives w's ring back to the pool.
+func (w *window) release(a *pool[uint64]) {
+	if w.cp > 1 {
+		a.release(uint32(w.v), w.cp)
+	}
+	w.v, w.cp, w.head, w.n = 0, 0, 0, 0
+}
+
+// setRing makes w's ring c long (c ≥ 1, empty).
+func (w *window) setRing(a *pool[uint64], c uint16) {
+	w.release(a)
+	w.cp = c
+	if c > 1 {
+		w.v = uint64(a.alloc(c))
+	}
 }
 
 // tokens returns a token bucket's tokens left (0 before it is filled).
 func (w *window) tokens() float64 {
-	if len(w.ring) == 0 {
+	if w.cp == 0 {
 		return 0
 	}
-	return math.Float64frombits(w.ring[0])
+	return math.Float64frombits(w.v)
 }
 
 // setTokens sets a token bucket's tokens left.
 func (w *window) setTokens(f float64) {
-	if len(w.ring) == 0 {
-		w.ring = make([]uint64, 1)
-	}
-	w.ring[0] = math.Float64bits(f)
+	w.cp = 1
+	w.v = math.Float64bits(f)
 }
 
 func (w *window) init(li *limitInfo) {
@@ -108,37 +146,58 @@ func (w *window) init(li *limitInfo) {
 	}
 }
 
-// at returns the i-th element from the oldest.
-func (w *window) at(i uint32) *uint64 {
-	j := w.head + i
-	if j >= uint32(len(w.ring)) {
-		j -= uint32(len(w.ring))
+// at returns the i-th element of ring r (w's) from the oldest.
+func (w *window) at(r []uint64, i uint16) *uint64 {
+	j := uint32(w.head) + uint32(i)
+	if j >= uint32(len(r)) {
+		j -= uint32(len(r))
 	}
-	return &w.ring[j]
+	return &r[j]
 }
 
-// push appends x as the newest element, growing the ring up to limit.
-func (w *window) push(x uint64, limit int) {
-	if int(w.n) == len(w.ring) {
-		c := min(max(2*len(w.ring), 1), limit)
-		if c <= len(w.ring) {
+// push appends x as the newest element, growing the ring up to limit, and
+// returns the ring.
+func (w *window) push(a *pool[uint64], x uint64, limit int) []uint64 {
+	r := w.ring(a)
+	if w.n == w.cp {
+		c := min(max(2*int(w.cp), 1), limit, maxRing)
+		if c <= int(w.cp) {
 			panic("detector: window ring over its limit")
 		}
-		r := make([]uint64, c)
-		for i := uint32(0); i < w.n; i++ {
-			r[i] = *w.at(i)
+		var old [1]uint64
+		from := r
+		if w.cp == 1 {
+			old[0] = w.v
+			from = old[:]
 		}
-		w.ring, w.head = r, 0
+		n := w.n
+		ref := uint32(0)
+		if c > 1 {
+			ref = a.alloc(uint16(c))
+			nr := a.get(ref, uint16(c))
+			for i := range n {
+				nr[i] = *w.at(from, i)
+			}
+		}
+		if w.cp > 1 {
+			a.release(uint32(w.v), w.cp)
+		}
+		w.cp, w.head = uint16(c), 0
+		if c > 1 {
+			w.v = uint64(ref)
+		}
+		r = w.ring(a)
 	}
 	w.n++
-	*w.at(w.n - 1) = x
+	*w.at(r, w.n-1) = x
+	return r
 }
 
-// popOldest drops the oldest element.
-func (w *window) popOldest() uint64 {
-	x := w.ring[w.head]
+// popOldest drops the oldest element of ring r (w's).
+func (w *window) popOldest(r []uint64) uint64 {
+	x := r[w.head]
 	w.head++
-	if w.head == uint32(len(w.ring)) {
+	if w.head == w.cp {
 		w.head = 0
 	}
 	w.n--
@@ -147,9 +206,9 @@ func (w *window) popOldest() uint64 {
 
 // sinkNewest moves the newest element back until the ring is in order by
 // key (the element's value for times, the bucket for buckets).
-func (w *window) sinkNewest(key func(uint64) uint64) {
+func (w *window) sinkNewest(r []uint64, key func(uint64) uint64) {
 	for i := w.n - 1; i > 0; i-- {
-		a, b := w.at(i-1), w.at(i)
+		a, b := w.at(r, i-1), w.at(r, i)
 		if key(*a) <= key(*b) {
 			return
 		}
@@ -163,26 +222,27 @@ func identity(x uint64) uint64 { return x }
 
 // addBucket counts v in bucket b and returns the window's sum, read at the
 // key's newest bucket. A bucket already out of the window is not counted.
-func (w *window) addBucket(b, v uint64, li *limitInfo) uint64 {
+func (w *window) addBucket(a *pool[uint64], b, v uint64, li *limitInfo) uint64 {
 	v = min(v, maxUint32)
 	if w.n == 0 {
-		w.push(b<<32|v, int(li.nb))
+		w.push(a, b<<32|v, int(li.nb))
 		w.acc = v
 		return w.acc
 	}
-	last := bucketOf(*w.at(w.n - 1))
+	r := w.ring(a)
+	last := bucketOf(*w.at(r, w.n-1))
 	switch {
 	case b > last:
-		for w.n > 0 && bucketOf(*w.at(0))+li.nb <= b {
-			w.acc -= valueOf(w.popOldest())
+		for w.n > 0 && bucketOf(*w.at(r, 0))+li.nb <= b {
+			w.acc -= valueOf(w.popOldest(r))
 		}
-		w.push(b<<32|v, int(li.nb))
+		w.push(a, b<<32|v, int(li.nb))
 		w.acc += v
 	case b+li.nb <= last:
 		// Older than the window: it would slide out at once.
 	default:
 		for i := w.n; i > 0; i-- {
-			p := w.at(i - 1)
+			p := w.at(r, i-1)
 			switch pb := bucketOf(*p); {
 			case pb == b:
 				nv := min(valueOf(*p)+v, maxUint32)
@@ -193,8 +253,8 @@ func (w *window) addBucket(b, v uint64, li *limitInfo) uint64 {
 				i = 1 // not there: insert
 			}
 		}
-		w.push(b<<32|v, int(li.nb))
-		w.sinkNewest(bucketOf)
+		r = w.push(a, b<<32|v, int(li.nb))
+		w.sinkNewest(r, bucketOf)
 		w.acc += v
 	}
 	return w.acc
@@ -202,21 +262,22 @@ func (w *window) addBucket(b, v uint64, li *limitInfo) uint64 {
 
 // addTime records a request at ns in a last-N ring and returns the span of
 // the last N requests, or -1 while there have been fewer.
-func (w *window) addTime(ns int64, li *limitInfo) int64 {
+func (w *window) addTime(a *pool[uint64], ns int64, li *limitInfo) int64 {
 	t := uint64(max(ns, 0))
+	r := w.ring(a)
 	switch {
 	case int(w.n) < li.lastN:
-		w.push(t, li.lastN)
-		w.sinkNewest(identity)
-	case t > *w.at(0):
-		w.popOldest()
-		w.push(t, li.lastN)
-		w.sinkNewest(identity)
+		r = w.push(a, t, li.lastN)
+		w.sinkNewest(r, identity)
+	case t > *w.at(r, 0):
+		w.popOldest(r)
+		r = w.push(a, t, li.lastN)
+		w.sinkNewest(r, identity)
 	}
 	if int(w.n) < li.lastN {
 		return -1
 	}
-	return int64(*w.at(w.n - 1) - *w.at(0))
+	return int64(*w.at(r, w.n-1) - *w.at(r, 0))
 }
 
 // take takes one token at ns and returns the bucket's level before it, in
@@ -246,25 +307,25 @@ func (d *Detector) measure(s *state, ri *ruleInfo, ns int64, c *rules.Charge) bo
 	over := ri.all
 	for j := range ri.lims {
 		li := &ri.lims[j]
-		w := s.win(j)
+		w := d.win(s, j)
 		var v float64
 		var o bool
 		switch li.kind {
 		case rules.LimitRate:
-			sum := w.addBucket(bucket(ns, li.width), 1, li)
+			sum := w.addBucket(&d.rings, bucket(ns, li.width), 1, li)
 			v, o = float64(sum), sum > li.thr
 		case rules.LimitCPUShare, rules.LimitDurationShare:
 			cost := c.CPU
 			if li.kind == rules.LimitDurationShare {
 				cost = c.Duration
 			}
-			sum := w.addBucket(bucket(ns, li.width), units(cost, li.unit), li)
+			sum := w.addBucket(&d.rings, bucket(ns, li.width), units(cost, li.unit), li)
 			v, o = float64(sum)*float64(li.unit)/float64(li.window), sum > li.thr
 		case rules.LimitTokenBucket:
 			v = w.take(ns, li)
 			o = v > li.burst+1e-9
 		case rules.LimitLastN:
-			span := w.addTime(ns, li)
+			span := w.addTime(&d.rings, ns, li)
 			if span >= 0 {
 				v, o = float64(span)/1e9, span < li.window
 				w.peak = min(w.peak, v)

@@ -77,6 +77,10 @@ func parseLimit(s string, cores int) (Limit, error) {
 		if err != nil || n < 2 {
 			return l, fmt.Errorf("count %q: want a whole number of at least 2", f[1])
 		}
+		if n > MaxLastN {
+			// Each key keeps the times of its last N requests (8 bytes each).
+			return l, fmt.Errorf("count %d: at most %d (each key keeps the times of its last N requests)", n, MaxLastN)
+		}
 		d, err := ParseDuration(f[3])
 		if err != nil {
 			return l, err

@@ -91,6 +91,7 @@ func TestParseLimitErrors(t *testing.T) {
 		{"10/s burst", "want"},
 		{"10/s bursts 3", "want"},
 		{"last 1 within 2s", "at least 2"},
+		{"last 10001 within 2s", "at most 10000"},
 		{"last ten within 2s", "at least 2"},
 		{"last 10 within 0s", "span must be positive"},
 		{"last 10 in 2s", "want"},

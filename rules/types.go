@@ -30,6 +30,9 @@ const (
 	LimitLastN                          // "last 10 within 2s": over when the last N requests span less than Window
 )
 
+// MaxLastN is the largest N of a "last N within D" limit.
+const MaxLastN = 10_000
+
 // Limit is one compiled limit of a rule.
 type Limit struct {
 	Text      string // as written in the config, for reasons and reports
