@@ -200,7 +200,7 @@ func Run(ctx context.Context, o Options) error {
 	defer db.Close()
 
 	var dc *decider // made below; the breaker trips only in its hands
-	det := pipeline.NewDetectorTripped(cfg, func(b detector.BreakerState) { dc.tripped(b) })
+	det := pipeline.NewLiveDetector(cfg, func(b detector.BreakerState) { dc.tripped(b) })
 	positions, st, err := checkpoint.Restore(db, cfg, det)
 	if err != nil {
 		return err

@@ -51,8 +51,13 @@ type Options struct {
 	MaxBansPerMinute int
 	// Evicted, if set, is called with the totals and peaks of a state just
 	// before it is evicted, so that a report can keep them. The KeyPeak's
-	// Peak slice is valid only during the call.
+	// Key and Peak are valid only during the call (strings.Clone the key
+	// to keep it).
 	Evicted func(KeyPeak)
+	// NoPeaks keeps no peaks: KeyPeak.Peak holds each limit's initial
+	// value (0, +Inf for a last N), and checkpoints save those. For a
+	// daemon, which reads no peaks (8 bytes a limit a key less).
+	NoPeaks bool
 	// BreakerTripped, if set, is called when the circuit breaker trips,
 	// with its state (the ban that tripped it, the count, the window),
 	// before that ban's decision is appended.
@@ -77,7 +82,7 @@ type Stats struct {
 // KeyPeak is the tuning summary of one tracked (rule, key).
 type KeyPeak struct {
 	Rule     *rules.Rule
-	Key      string
+	Key      string  // valid only during the call it is given to
 	Requests int64   // entries charged
 	Blocked  int64   // entries seen while banned, not charged
 	CPU      float64 // CPU seconds charged
@@ -124,12 +129,16 @@ type Detector struct {
 	wins   pool[window]
 	auxs   pool[aux]
 	addrs  pool[addrSeen]
-	extras int        // ladders made (each an allocation of extraSize)
-	used   int32      // slots handed out
-	free   []int32    // slots of evicted states
-	lruLen int        // states on the LRU lists
-	lru    [2]lruList // listCold: allowed states; listHot: throttled ones
-	banned int        // states banned (off the LRU lists)
+	extras int // ladders made (each an allocation of extraSize)
+	// peakRows hold the peaks of the states' limits, a row of peakW per
+	// slot, chunked as the slab is (peak); none with NoPeaks.
+	peakRows [][]float64
+	peakW    int
+	used     int32      // slots handed out
+	free     []int32    // slots of evicted states
+	lruLen   int        // states on the LRU lists
+	lru      [2]lruList // listCold: allowed states; listHot: throttled ones
+	banned   int        // states banned (off the LRU lists)
 
 	expiries expiryHeap
 	seq      uint64
@@ -148,6 +157,7 @@ type Detector struct {
 	// since the last Changes, the states dropped since, the static bans
 	// changed since, and the LRU stamp handed out last.
 	dirty       []int32
+	tracking    bool // dirty is kept: Changes was called, or Restore
 	gone        []goneKey
 	staticDirty map[string]struct{}
 	lruStamp    uint64
@@ -344,7 +354,7 @@ func (m Memory) PerState() int64 {
 func (d *Detector) Memory() Memory {
 	n := int64(len(d.chunks)) << chunkBits * stateSize
 	n += d.rings.capacity()*8 + d.wins.capacity()*windowSize + d.auxs.capacity()*auxSize +
-		d.addrs.capacity()*addrSeenSize + int64(d.extras)*extraSize
+		d.addrs.capacity()*addrSeenSize + int64(d.extras)*extraSize + int64(len(d.peakRows)*d.peakW)<<chunkBits*8
 	return Memory{
 		States: d.lruLen + d.banned,
 		Keys:   d.keys.n,
@@ -353,7 +363,9 @@ func (d *Detector) Memory() Memory {
 }
 
 // Peaks calls fn for every tracked (rule, key), in the order the states were
-// created or restored (slots of evicted states are reused).
+// created or restored (slots of evicted states are reused). The KeyPeak's
+// Key and Peak are valid only during the call: a million keys cost no
+// copy (strings.Clone the key to keep it).
 func (d *Detector) Peaks(fn func(KeyPeak)) {
 	for i := int32(0); i < d.used; i++ {
 		if s := d.at(i); s.kid != 0 {
@@ -366,9 +378,13 @@ func (d *Detector) keyPeak(s *state) KeyPeak {
 	d.peaks = d.peaks[:0]
 	ri := d.ri(s)
 	for j := range ri.lims {
-		d.peaks = append(d.peaks, d.win(s, j).peak)
+		if p := d.peak(s, j); p != nil {
+			d.peaks = append(d.peaks, *p)
+		} else {
+			d.peaks = append(d.peaks, initialPeak(&ri.lims[j]))
+		}
 	}
-	kp := KeyPeak{Rule: ri.rule, Key: d.keys.textOf(s.kid), Requests: s.requests, Blocked: d.blocked(s), CPU: s.cpu, Peak: d.peaks}
+	kp := KeyPeak{Rule: ri.rule, Key: d.keys.view(s.kid), Requests: s.requests, Blocked: d.blocked(s), CPU: s.cpu, Peak: d.peaks}
 	if x := d.xOf(s); x != nil && x.firstOver != 0 {
 		kp.FirstOver = time.Unix(0, x.firstOver).In(d.newestT.Location())
 	}
@@ -392,6 +408,9 @@ func (d *Detector) rule(r *rules.Rule) *ruleInfo {
 		}
 		ri = compileRule(r, id)
 		d.place(ri)
+		if n := len(ri.lims); n > d.peakW && !d.opt.NoPeaks {
+			d.widenPeaks(n)
+		}
 		d.rulesByPtr[r] = ri
 		if n := len(ri.lims); n > len(d.vals) {
 			d.vals = make([]float64, n)
@@ -536,6 +555,9 @@ func (d *Detector) alloc() int32 {
 	i := d.used
 	if int(i>>chunkBits) == len(d.chunks) {
 		d.chunks = append(d.chunks, make([]state, 1<<chunkBits))
+		if d.peakW > 0 {
+			d.peakRows = append(d.peakRows, make([]float64, d.peakW<<chunkBits))
+		}
 	}
 	d.used++
 	return i

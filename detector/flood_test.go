@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,7 +88,7 @@ func TestKeyFloodSparesViolators(t *testing.T) {
 func TestEvictionColdFirst(t *testing.T) {
 	r := floodRule(100, 0) // throttles over 2 per 10s; bans after 100 violations
 	var evicted []string
-	d := New(Options{MaxKeys: 2, Evicted: func(kp KeyPeak) { evicted = append(evicted, kp.Key) }})
+	d := New(Options{MaxKeys: 2, Evicted: func(kp KeyPeak) { evicted = append(evicted, strings.Clone(kp.Key)) }})
 	run(d, r, keys("x", 0, 0, 0)) // throttled
 	run(d, r, keys("a", 1))
 	run(d, r, keys("b", 2))       // evicts a, not x (less recent, but throttled)

@@ -8,10 +8,11 @@ import (
 // keyTable interns the detector's keys: each distinct key tracked has an id
 // (a reference into recs), its text once in a byte pool, and the first of
 // its states (one per rule, chained by state.sib). The index is an
-// open-addressing table of ids with linear probing. Nothing here holds a
-// pointer per key, so a million keys cost the collector nothing to scan and
-// about 40 bytes each (their text, rounded to 8 bytes, a 16-byte record and
-// 4 to 8 bytes of index).
+// open-addressing table of ids with linear probing, at most three quarters
+// full; the hash is not kept (a resize hashes the keys again). Nothing here
+// holds a pointer per key, so a million keys cost the collector nothing to
+// scan and about 35 bytes each (their text, a 12-byte record and 4 to 8
+// bytes of index).
 type keyTable struct {
 	seed  maphash.Seed
 	slots []uint32 // ids, 0 for an empty slot; a power of two long
@@ -19,14 +20,12 @@ type keyTable struct {
 	text  pool[byte]
 	long  map[uint32]string // text of keys too long for a pool run, by id
 	n     int               // keys
-	bytes int64             // text bytes held, rounded as the pool holds them
 }
 
-// keyRec is one key: where its text is, its hash and its first state.
+// keyRec is one key: where its text is and its first state.
 type keyRec struct {
 	ref  uint32 // its text in text (0: in long)
 	n    uint32 // its length
-	hash uint32 // the low bits of its hash
 	head int32  // its first state
 }
 
@@ -42,6 +41,9 @@ func newKeyTable() keyTable {
 // hash returns the hash of key the table uses.
 func (t *keyTable) hash(key string) uint32 { return uint32(maphash.String(t.seed, key)) }
 
+// hashOf returns the hash of id's text (the same as hash's).
+func (t *keyTable) hashOf(id uint32) uint32 { return uint32(maphash.Bytes(t.seed, t.bytesOf(id))) }
+
 func (t *keyTable) rec(id uint32) *keyRec { return &t.recs.get(id, 1)[0] }
 
 // bytesOf returns id's text, valid until id is removed.
@@ -54,7 +56,14 @@ func (t *keyTable) bytesOf(id uint32) []byte {
 	return t.text.get(r.ref, uint16(r.n))
 }
 
-// text returns a copy of id's text.
+// view returns id's text without a copy: valid until id is removed, and
+// only to be read (KeyPeak.Key).
+func (t *keyTable) view(id uint32) string {
+	b := t.bytesOf(id)
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// textOf returns a copy of id's text.
 func (t *keyTable) textOf(id uint32) string { return string(t.bytesOf(id)) }
 
 // equal reports whether id's text is key.
@@ -68,7 +77,7 @@ func (t *keyTable) find(key string, h uint32) uint32 {
 		if id == 0 {
 			return 0
 		}
-		if r := t.rec(id); r.hash == h && int(r.n) == len(key) && t.equal(id, key) {
+		if r := t.rec(id); int(r.n) == len(key) && t.equal(id, key) {
 			return id
 		}
 	}
@@ -82,24 +91,20 @@ func (t *keyTable) insert(key string, h uint32, head int32) uint32 {
 	}
 	id := t.recs.alloc(1)
 	r := t.rec(id)
-	*r = keyRec{n: uint32(len(key)), hash: h, head: head}
+	*r = keyRec{n: uint32(len(key)), head: head}
 	if len(key) > keyMaxRun {
 		if t.long == nil {
 			t.long = map[uint32]string{}
 		}
 		t.long[id] = string([]byte(key))
 	} else if len(key) > 0 {
-		n := roundKey(len(key))
-		r.ref = t.text.alloc(n)
-		copy(t.text.get(r.ref, n), key)
-		t.bytes += int64(n)
+		r.ref = t.text.alloc(uint16(len(key)))
+		copy(t.text.get(r.ref, uint16(len(key))), key)
 	}
 	t.place(id, h)
 	t.n++
 	return id
 }
-
-func roundKey(n int) uint16 { return uint16((n + 7) &^ 7) }
 
 // place puts id in the first empty slot from its home.
 func (t *keyTable) place(id, h uint32) {
@@ -116,7 +121,7 @@ func (t *keyTable) resize(n int) {
 	t.slots = make([]uint32, n)
 	for _, id := range old {
 		if id != 0 {
-			t.place(id, t.rec(id).hash)
+			t.place(id, t.hashOf(id))
 		}
 	}
 }
@@ -125,7 +130,7 @@ func (t *keyTable) resize(n int) {
 func (t *keyTable) remove(id uint32) {
 	r := t.rec(id)
 	mask := uint32(len(t.slots) - 1)
-	i := r.hash & mask
+	i := t.hashOf(id) & mask
 	for t.slots[i] != id {
 		i = (i + 1) & mask
 	}
@@ -136,7 +141,7 @@ func (t *keyTable) remove(id uint32) {
 		if e == 0 {
 			break
 		}
-		k := t.rec(e).hash & mask
+		k := t.hashOf(e) & mask
 		if (j > i && (k <= i || k > j)) || (j < i && k <= i && k > j) {
 			t.slots[i] = e
 			i = j
@@ -144,9 +149,7 @@ func (t *keyTable) remove(id uint32) {
 	}
 	t.slots[i] = 0
 	if r.ref != 0 {
-		n := roundKey(int(r.n))
-		t.text.release(r.ref, n)
-		t.bytes -= int64(n)
+		t.text.release(r.ref, uint16(r.n))
 	} else if r.n > 0 {
 		delete(t.long, id)
 	}

@@ -89,18 +89,36 @@ type goneKey struct{ rule, key string }
 
 // markDirty marks s changed for the next Changes.
 func (d *Detector) markDirty(s *state) {
-	if s.flags&flagListed == 0 {
+	if s.flags&flagListed == 0 && d.tracking {
 		d.dirty = append(d.dirty, s.slot)
+		s.flags |= flagListed
 	}
-	s.flags |= flagListed | flagDirty
+	s.flags |= flagDirty
 }
 
 // markMoved marks s changed and moved to the LRU front.
 func (d *Detector) markMoved(s *state) {
-	if s.flags&flagListed == 0 {
+	if s.flags&flagListed == 0 && d.tracking {
 		d.dirty = append(d.dirty, s.slot)
+		s.flags |= flagListed
 	}
-	s.flags |= flagListed | flagDirty | flagMoved
+	s.flags |= flagDirty | flagMoved
+}
+
+// track starts listing the changed states (the first Changes): until
+// then a detector whose state nobody saves (a replay without a database)
+// keeps no list, and the states changed so far are found in the slab.
+func (d *Detector) track() {
+	if d.tracking {
+		return
+	}
+	d.tracking = true
+	for i := range d.used {
+		if s := d.at(i); s.kid != 0 && s.flags&flagDirty != 0 {
+			d.dirty = append(d.dirty, i)
+			s.flags |= flagListed
+		}
+	}
 }
 
 // forget notes that s, about to be dropped, must be deleted from the store.
@@ -122,6 +140,7 @@ func (d *Detector) forget(s *state) {
 // Each state's Data carries its place in the LRU order (a stamp handed out
 // here, in list order), so that Restore rebuilds the same order.
 func (d *Detector) Changes(fn func(ks *KeyState)) {
+	d.track()
 	ks := &d.ks
 	for i, g := range d.gone {
 		*ks = KeyState{Rule: g.rule, Key: g.key}
@@ -377,6 +396,7 @@ func (d *Detector) Restore(cfg *rules.Config, global []byte, states iter.Seq[*Ke
 		d.evict()
 	}
 	d.lastKey, d.lastHead = "", -1
+	d.tracking = true
 	return st, nil
 }
 
@@ -411,7 +431,11 @@ func (d *Detector) appendState(b []byte, s *state, stamp uint64) []byte {
 	lims := ri.lims
 	b = binary.AppendUvarint(b, uint64(len(lims)))
 	for j := range lims {
-		b = appendWindow(b, d.win(s, j), &lims[j], &d.rings)
+		peak := initialPeak(&lims[j])
+		if p := d.peak(s, j); p != nil {
+			peak = *p
+		}
+		b = appendWindow(b, d.win(s, j), &lims[j], &d.rings, peak)
 	}
 	if x == nil {
 		return b
@@ -444,7 +468,7 @@ func (d *Detector) appendState(b []byte, s *state, stamp uint64) []byte {
 // appendWindow encodes a window: its ring's capacity and elements oldest
 // first (buckets as delta and value, times as deltas), or its token bucket,
 // and its peak.
-func appendWindow(b []byte, w *window, li *limitInfo, a *pool[uint64]) []byte {
+func appendWindow(b []byte, w *window, li *limitInfo, a *pool[uint64], peak float64) []byte {
 	r := w.ring(a)
 	switch li.kind {
 	case rules.LimitTokenBucket:
@@ -474,7 +498,7 @@ func appendWindow(b []byte, w *window, li *limitInfo, a *pool[uint64]) []byte {
 			prev = bucketOf(x)
 		}
 	}
-	return appendFloat(b, w.peak)
+	return appendFloat(b, peak)
 }
 
 func appendStatic(b []byte, sb rules.StaticBan) []byte {
@@ -760,7 +784,10 @@ func (d *Detector) ruleState(r *decoder, s *state, ri *ruleInfo) (stamp uint64, 
 	d.initWindows(s)
 	for j := 0; j < nw && r.err == nil; j++ {
 		if same {
-			r.window(d.win(s, j), &ri.lims[j], &d.rings)
+			p := r.window(d.win(s, j), &ri.lims[j], &d.rings)
+			if pp := d.peak(s, j); pp != nil {
+				*pp = p
+			}
 		} else {
 			r.window(nil, nil, nil)
 		}
@@ -788,9 +815,9 @@ func (d *Detector) ruleState(r *decoder, s *state, ri *ruleInfo) (stamp uint64, 
 	return stamp, !same
 }
 
-// window reads a window into w, checked against li; with w nil it only
-// skips it.
-func (r *decoder) window(w *window, li *limitInfo, a *pool[uint64]) {
+// window reads a window into w, checked against li, and returns its peak;
+// with w nil it only skips it.
+func (r *decoder) window(w *window, li *limitInfo, a *pool[uint64]) (peak float64) {
 	tag := r.u8()
 	if li != nil {
 		want := winBuckets
@@ -874,9 +901,7 @@ func (r *decoder) window(w *window, li *limitInfo, a *pool[uint64]) {
 	default:
 		r.fail("bad window")
 	}
-	if p := r.float(); w != nil {
-		w.peak = p
-	}
+	return r.float()
 }
 
 // extra reads a state's extra block into x and returns the addresses seen

@@ -387,7 +387,7 @@ func dump(d *Detector) detectorDump {
 			Requests: s.requests, Blocked: d.blocked(s), CPU: s.cpu}
 		for j := range ri.lims {
 			w := d.win(s, j)
-			wd := winDump{Cap: int(w.cp), N: uint32(w.n), Acc: w.acc, Peak: w.peak}
+			wd := winDump{Cap: int(w.cp), N: uint32(w.n), Acc: w.acc, Peak: *d.peak(s, j)}
 			if ri.lims[j].kind == rules.LimitTokenBucket {
 				wd.Tokens = w.tokens()
 			} else {
@@ -438,7 +438,7 @@ type peakDump struct {
 func peaks(d *Detector) []peakDump {
 	var ps []peakDump
 	d.Peaks(func(kp KeyPeak) {
-		ps = append(ps, peakDump{kp.Rule.Name, kp.Key, kp.Requests, kp.Blocked, kp.CPU, slices.Clone(kp.Peak), kp.FirstOver})
+		ps = append(ps, peakDump{kp.Rule.Name, strings.Clone(kp.Key), kp.Requests, kp.Blocked, kp.CPU, slices.Clone(kp.Peak), kp.FirstOver})
 	})
 	slices.SortFunc(ps, func(a, b peakDump) int { return cmp.Or(strings.Compare(a.Rule, b.Rule), strings.Compare(a.Key, b.Key)) })
 	return ps
@@ -943,7 +943,7 @@ func TestRestoreCorrupt(t *testing.T) {
 func exercise(d *Detector, cfg *rules.Config) {
 	var keys []*rules.Charge
 	d.Peaks(func(kp KeyPeak) {
-		keys = append(keys, &rules.Charge{Rule: kp.Rule, Key: kp.Key, CPU: 0.5, Duration: 1})
+		keys = append(keys, &rules.Charge{Rule: kp.Rule, Key: strings.Clone(kp.Key), CPU: 0.5, Duration: 1})
 	})
 	for _, r := range cfg.Rules {
 		keys = append(keys, &rules.Charge{Rule: r, Key: "2001:db8::/64", Addr: netip.MustParseAddr("2001:db8::1")})

@@ -1,10 +1,13 @@
 package detector
 
 import (
+	"math"
 	"net/netip"
 	"slices"
 	"time"
 	"unsafe"
+
+	"github.com/logjail/logjail/rules"
 )
 
 // Ladder phases of a state.
@@ -192,8 +195,45 @@ func (d *Detector) initWindows(s *state) {
 		s.more = d.wins.alloc(uint16(len(lims) - 1))
 	}
 	for j := range lims {
-		d.win(s, j).init(&lims[j])
+		if p := d.peak(s, j); p != nil {
+			*p = initialPeak(&lims[j])
+		}
 	}
+}
+
+// initialPeak is the peak of a window that saw nothing: +Inf for a last N
+// (the shortest span: none yet), 0 for the others.
+func initialPeak(li *limitInfo) float64 {
+	if li.kind == rules.LimitLastN {
+		return math.Inf(1)
+	}
+	return 0
+}
+
+// peak returns where s's peak of limit j is kept, or nil when the
+// detector keeps no peaks (Options.NoPeaks). Peaks are kept beside the
+// slab, a row of peakW per slot, so that a detector that does not need
+// them (a daemon) does not pay for them.
+func (d *Detector) peak(s *state, j int) *float64 {
+	if d.peakW == 0 {
+		return nil
+	}
+	return &d.peakRows[s.slot>>chunkBits][int(s.slot&(1<<chunkBits-1))*d.peakW+j]
+}
+
+// widenPeaks makes the rows of peaks w wide (a rule with more limits than
+// any before), keeping what they hold.
+func (d *Detector) widenPeaks(w int) {
+	rows := make([][]float64, len(d.chunks))
+	for c := range rows {
+		rows[c] = make([]float64, w<<chunkBits)
+		if c < len(d.peakRows) && d.peakW > 0 {
+			for i := range 1 << chunkBits {
+				copy(rows[c][i*w:], d.peakRows[c][i*d.peakW:(i+1)*d.peakW])
+			}
+		}
+	}
+	d.peakRows, d.peakW = rows, w
 }
 
 // freeWindows releases s's rings and windows past the first.

@@ -3,6 +3,7 @@ package detector
 import (
 	"math"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -21,7 +22,7 @@ func peakKeys(d *Detector) []string {
 func TestEviction(t *testing.T) {
 	r := banRule("r", rate(2, 10*time.Second))
 	var evicted []string
-	d := New(Options{MaxKeys: 3, Evicted: func(kp KeyPeak) { evicted = append(evicted, kp.Key) }})
+	d := New(Options{MaxKeys: 3, Evicted: func(kp KeyPeak) { evicted = append(evicted, strings.Clone(kp.Key)) }})
 	run(d, r, keys("a", 0))
 	run(d, r, keys("b", 1))
 	run(d, r, keys("c", 2))
@@ -235,7 +236,7 @@ func TestPeaks(t *testing.T) {
 	}
 	var got []peak
 	d.Peaks(func(kp KeyPeak) {
-		got = append(got, peak{kp.Key, kp.Requests, kp.CPU, append([]float64(nil), kp.Peak...)})
+		got = append(got, peak{strings.Clone(kp.Key), kp.Requests, kp.CPU, append([]float64(nil), kp.Peak...)})
 	})
 	want := []peak{
 		{"a", 4, 3.75, []float64{3, 0.35, 0.3, 1.5, 1.5}},

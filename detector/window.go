@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/logjail/logjail/rules"
 )
@@ -84,15 +83,19 @@ func compileRule(r *rules.Rule, id int32) *ruleInfo {
 //     requests went on while it was empty: see tokens), n is 1 once the
 //     bucket is filled.
 //
-// A ring of one element (most keys: one bucket, or a token bucket) is v
-// itself; a longer one is a run of the detector's ring pool, v its
-// reference. A window holds no pointer.
+// A ring of one or two elements (most keys: a bucket or two, or a token
+// bucket) is v itself; a longer one is a run of the detector's ring pool,
+// v[0] its reference. A window holds no pointer. Its peak (the highest
+// value its limit reached, for the replay report) is kept beside the
+// states, in Detector.peakRows.
 type window struct {
-	v           uint64 // cp 1: the ring's element; cp > 1: the ring's run in the ring pool
+	v           [2]uint64 // cp ≤ 2: the ring; cp > 2: v[0] is the ring's run in the ring pool
 	acc         uint64
-	peak        float64
 	head, n, cp uint16 // the ring: its oldest element, elements, capacity
 }
+
+// inlineRing is the longest ring a window holds itself.
+const inlineRing = 2
 
 // maxRing is the longest ring: the buckets of a window (at most 61) or the
 // N of a last N (rules.MaxLastN).
@@ -100,29 +103,26 @@ const maxRing = 1<<16 - 1
 
 // ring returns w's ring (its capacity long), valid until it grows.
 func (w *window) ring(a *pool[uint64]) []uint64 {
-	switch w.cp {
-	case 0:
-		return nil
-	case 1:
-		return unsafe.Slice(&w.v, 1)
+	if w.cp <= inlineRing {
+		return w.v[:w.cp]
 	}
-	return a.get(uint32(w.v), w.cp)
+	return a.get(uint32(w.v[0]), w.cp)
 }
 
 // release gives w's ring back to the pool.
 func (w *window) release(a *pool[uint64]) {
-	if w.cp > 1 {
-		a.release(uint32(w.v), w.cp)
+	if w.cp > inlineRing {
+		a.release(uint32(w.v[0]), w.cp)
 	}
-	w.v, w.cp, w.head, w.n = 0, 0, 0, 0
+	*w = window{}
 }
 
 // setRing makes w's ring c long (c ≥ 1, empty).
 func (w *window) setRing(a *pool[uint64], c uint16) {
 	w.release(a)
 	w.cp = c
-	if c > 1 {
-		w.v = uint64(a.alloc(c))
+	if c > inlineRing {
+		w.v[0] = uint64(a.alloc(c))
 	}
 }
 
@@ -131,19 +131,13 @@ func (w *window) tokens() float64 {
 	if w.cp == 0 {
 		return 0
 	}
-	return math.Float64frombits(w.v)
+	return math.Float64frombits(w.v[0])
 }
 
 // setTokens sets a token bucket's tokens left.
 func (w *window) setTokens(f float64) {
 	w.cp = 1
-	w.v = math.Float64bits(f)
-}
-
-func (w *window) init(li *limitInfo) {
-	if li.kind == rules.LimitLastN {
-		w.peak = math.Inf(1)
-	}
+	w.v[0] = math.Float64bits(f)
 }
 
 // at returns the i-th element of ring r (w's) from the oldest.
@@ -164,29 +158,33 @@ func (w *window) push(a *pool[uint64], x uint64, limit int) []uint64 {
 		if c <= int(w.cp) {
 			panic("detector: window ring over its limit")
 		}
-		var old [1]uint64
+		// The elements, oldest first, out of the way of the new ring
+		// (which may be v itself).
+		var inl [inlineRing]uint64
 		from := r
-		if w.cp == 1 {
-			old[0] = w.v
-			from = old[:]
+		if w.cp <= inlineRing {
+			inl = w.v
+			from = inl[:w.cp]
 		}
-		n := w.n
+		var nr []uint64
 		ref := uint32(0)
-		if c > 1 {
+		if c > inlineRing {
 			ref = a.alloc(uint16(c))
-			nr := a.get(ref, uint16(c))
-			for i := range n {
-				nr[i] = *w.at(from, i)
-			}
+			nr = a.get(ref, uint16(c))
+		} else {
+			nr = w.v[:c]
 		}
-		if w.cp > 1 {
-			a.release(uint32(w.v), w.cp)
+		for i := range w.n {
+			nr[i] = *w.at(from, i)
+		}
+		if w.cp > inlineRing {
+			a.release(uint32(w.v[0]), w.cp)
+		}
+		if c > inlineRing {
+			w.v = [inlineRing]uint64{uint64(ref)}
 		}
 		w.cp, w.head = uint16(c), 0
-		if c > 1 {
-			w.v = uint64(ref)
-		}
-		r = w.ring(a)
+		r = nr
 	}
 	w.n++
 	*w.at(r, w.n-1) = x
@@ -328,13 +326,15 @@ func (d *Detector) measure(s *state, ri *ruleInfo, ns int64, c *rules.Charge) bo
 			span := w.addTime(&d.rings, ns, li)
 			if span >= 0 {
 				v, o = float64(span)/1e9, span < li.window
-				w.peak = min(w.peak, v)
+				if p := d.peak(s, j); p != nil {
+					*p = min(*p, v)
+				}
 			} else {
 				v = math.Inf(1)
 			}
 		}
-		if li.kind != rules.LimitLastN {
-			w.peak = max(w.peak, v)
+		if p := d.peak(s, j); p != nil && li.kind != rules.LimitLastN {
+			*p = max(*p, v)
 		}
 		d.vals[j], d.overs[j] = v, o
 		if ri.all {

@@ -84,17 +84,21 @@ func New(cfg *rules.Config) *Pipeline {
 
 // NewDetector returns an empty detector configured as cfg says (skew,
 // max_keys, max_bans_per_minute), for a pipeline restored from a checkpoint.
-func NewDetector(cfg *rules.Config) *detector.Detector { return NewDetectorTripped(cfg, nil) }
+func NewDetector(cfg *rules.Config) *detector.Detector { return detector.New(detectorOptions(cfg)) }
 
-// NewDetectorTripped is NewDetector with tripped, if not nil, called when
-// the circuit breaker trips (detector.Options.BreakerTripped).
-func NewDetectorTripped(cfg *rules.Config, tripped func(detector.BreakerState)) *detector.Detector {
-	return detector.New(detector.Options{
-		Skew:             cfg.Skew,
-		MaxKeys:          cfg.MaxKeys,
-		MaxBansPerMinute: cfg.MaxBansPerMinute,
-		BreakerTripped:   tripped,
-	})
+// NewLiveDetector is NewDetector for a daemon: tripped, if not nil, is
+// called when the circuit breaker trips (detector.Options.BreakerTripped),
+// and it keeps no peaks (detector.Options.NoPeaks: a daemon reads none,
+// and a million keys take 8 bytes a limit less).
+func NewLiveDetector(cfg *rules.Config, tripped func(detector.BreakerState)) *detector.Detector {
+	o := detectorOptions(cfg)
+	o.BreakerTripped = tripped
+	o.NoPeaks = true
+	return detector.New(o)
+}
+
+func detectorOptions(cfg *rules.Config) detector.Options {
+	return detector.Options{Skew: cfg.Skew, MaxKeys: cfg.MaxKeys, MaxBansPerMinute: cfg.MaxBansPerMinute}
 }
 
 // NewWithDetector returns a pipeline for cfg that feeds det, e.g. a detector

@@ -385,6 +385,7 @@ func offerTop(top []keyPeak, k keyPeak, byCPU bool, n int) []keyPeak {
 	}
 	i := sort.Search(len(top), func(i int) bool { return k.before(&top[i], byCPU) })
 	k.peak = slices.Clone(k.peak)
+	k.key = strings.Clone(k.key) // a view into the detector (KeyPeak.Key)
 	if len(top) < n {
 		top = append(top, keyPeak{})
 	}

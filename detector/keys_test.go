@@ -1,0 +1,128 @@
+package detector
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// TestKeyTableAgainstMap drives the key table with random inserts and
+// removes (through growth, shrinking and the backward shift of removes)
+// and checks it against a map after every step: each key found with its
+// head, each removed key gone, texts intact.
+func TestKeyTableAgainstMap(t *testing.T) {
+	kt := newKeyTable()
+	model := map[string]int32{} // key -> head
+	ids := map[string]uint32{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	long := strings.Repeat("x", keyMaxRun+10)
+	key := func(i int) string {
+		switch i % 97 {
+		case 0:
+			return long + fmt.Sprint(i) // kept apart, in long
+		case 1:
+			return ""
+		}
+		return fmt.Sprintf("2001:db8:%x::%x", i%5000, i)
+	}
+	check := func(step int) {
+		t.Helper()
+		if kt.n != len(model) {
+			t.Fatalf("step %d: %d keys, want %d", step, kt.n, len(model))
+		}
+		for k, head := range model {
+			id := kt.find(k, kt.hash(k))
+			if id == 0 || id != ids[k] {
+				t.Fatalf("step %d: %q: id %d, want %d", step, k, id, ids[k])
+			}
+			if r := kt.rec(id); r.head != head || kt.textOf(id) != k {
+				t.Fatalf("step %d: %q: head %d text %q", step, k, r.head, kt.textOf(id))
+			}
+		}
+	}
+	for step := range 60_000 {
+		k := key(rng.IntN(20_000))
+		if _, ok := model[k]; ok && rng.IntN(3) > 0 {
+			kt.remove(ids[k])
+			delete(model, k)
+			delete(ids, k)
+			if kt.find(k, kt.hash(k)) != 0 {
+				t.Fatalf("step %d: %q found after its removal", step, k)
+			}
+		} else if !ok {
+			head := int32(step)
+			ids[k] = kt.insert(k, kt.hash(k), head)
+			model[k] = head
+		}
+		if step%5000 == 0 {
+			check(step)
+		}
+	}
+	check(-1)
+	for k, id := range ids {
+		kt.remove(id)
+		delete(model, k)
+	}
+	check(-2)
+	if len(kt.slots) != keyMinSlots || kt.text.inUse != 0 || kt.recs.inUse != 0 || len(kt.long) != 0 {
+		t.Errorf("empty table: %d slots, %d text bytes, %d records, %d long keys in use", len(kt.slots), kt.text.inUse, kt.recs.inUse, len(kt.long))
+	}
+}
+
+// TestPoolReusesRuns: a released run is handed out again, zeroed, for the
+// same length, and runs never overlap.
+func TestPoolReusesRuns(t *testing.T) {
+	var p pool[uint64]
+	type run struct {
+		ref uint32
+		n   uint16
+	}
+	var live []run
+	owner := map[[2]uint32]int{} // (page, offset) -> run index
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 20_000 {
+		if len(live) > 0 && rng.IntN(2) == 0 {
+			j := rng.IntN(len(live))
+			r := live[j]
+			p.release(r.ref, r.n)
+			live[j] = live[len(live)-1]
+			live = live[:len(live)-1]
+			continue
+		}
+		n := uint16(1 + rng.IntN(70))
+		if i%1000 == 0 {
+			n = poolPage - 1
+		}
+		ref := p.alloc(n)
+		if ref == 0 {
+			t.Fatal("reference 0 handed out")
+		}
+		for k, x := range p.get(ref, n) {
+			if x != 0 {
+				t.Fatalf("run %d of %d not zeroed at %d", ref, n, k)
+			}
+		}
+		for k := range p.get(ref, n) {
+			p.get(ref, n)[k] = uint64(i + 1)
+		}
+		live = append(live, run{ref, n})
+	}
+	clear(owner)
+	for i, r := range live {
+		for k := range uint32(r.n) {
+			at := [2]uint32{r.ref >> poolBits, r.ref&(poolPage-1) + k}
+			if j, dup := owner[at]; dup {
+				t.Fatalf("runs %d and %d overlap", i, j)
+			}
+			owner[at] = i
+		}
+	}
+	var want int64
+	for _, r := range live {
+		want += int64(r.n)
+	}
+	if p.inUse != want {
+		t.Errorf("in use %d, want %d", p.inUse, want)
+	}
+}
