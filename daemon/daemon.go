@@ -555,6 +555,14 @@ func (d *decider) guard(src *rules.Source, path string) *fileGuard {
 // within this, however long the checkpoint interval.
 const decisionFlush = 10 * time.Millisecond
 
+// checkpointRows bounds a checkpoint: once this many key states changed
+// since the last one, a batch of lines is followed by a checkpoint, however
+// soon the interval would end. A catch-up over a million new keys then
+// writes its states a slice at a time (about 15 MB of rows each, one being
+// written while the next is taken) instead of holding a row for every
+// key until the interval ends.
+const checkpointRows = 1 << 16
+
 func (d *decider) run(ctx context.Context, ordered <-chan *parsed, reload <-chan struct{}) error {
 	tick := time.NewTicker(d.cfg.Checkpoint)
 	defer tick.Stop()
@@ -710,6 +718,9 @@ func (d *decider) batch(p *parsed) {
 	}
 	if decided {
 		d.decided()
+	}
+	if d.det.Pending() >= checkpointRows {
+		d.flush()
 	}
 }
 

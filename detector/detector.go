@@ -211,34 +211,34 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 		t = d.newestT.Add(-d.opt.Skew)
 	}
 	ri := d.rule(c.Rule)
-	s := d.lookup(ri, c.Key)
+	i, s := d.lookup(ri, c.Key)
 	s.seen = max(s.seen, ns)
 	if s.phase == phaseBanned {
 		d.stats.Blocked++
 		d.xOf(s).blocked++ // a banned state has its extra
-		d.markDirty(s)
+		d.markDirty(i)
 		return out
 	}
-	d.touch(s)
+	d.touch(i)
 	if s.ci != ri.ci {
-		d.adopt(s, ri)
+		d.adopt(i, s, ri)
 	}
 	d.stats.Charges++
-	s.requests++
+	d.countRequest(s)
 	s.cpu += c.CPU
 	if s.multi() {
 		d.noteAddr(s, c.Addr, ns)
 	}
-	over := d.measure(s, ri, ns, c)
+	over := d.measure(i, s, ri, ns, c)
 	if over {
 		x := d.ext(s)
 		if x.firstOver == 0 {
 			x.firstOver = ns
 		}
 	}
-	out = d.ladder(s, ri, t, ns, over, out)
+	out = d.ladder(i, s, ri, t, ns, over, out)
 	if s.phase != phaseBanned && s.hot() != (s.phase == phaseThrottled) {
-		d.touch(s) // throttled or allowed again: to the front of its list
+		d.touch(i) // throttled or allowed again: to the front of its list
 	}
 	// A ban decided on a late entry may already be over.
 	return d.expire(d.newest, out)
@@ -267,7 +267,7 @@ func (d *Detector) Newest() time.Time {
 // Status reports the ladder state of (r, key) at log time t: Ban or Throttle
 // with its until, or "" when the key is allowed or not tracked.
 func (d *Detector) Status(r *rules.Rule, key string, t time.Time) (Kind, time.Time) {
-	s := d.find(r, key)
+	_, s := d.find(r, key)
 	if s == nil {
 		return "", time.Time{}
 	}
@@ -295,16 +295,16 @@ func (d *Detector) Banned(t time.Time, c *rules.Charge) bool {
 // was banned. Earlier bans stay remembered for escalation. Either way the
 // key becomes the most recently charged, as a charge would make it.
 func (d *Detector) Lift(t time.Time, r *rules.Rule, key string, out []Decision) []Decision {
-	s := d.find(r, key)
+	i, s := d.find(r, key)
 	if s == nil {
 		return out
 	}
 	switch s.phase {
 	case phaseBanned:
-		out = d.unban(s, t, "lifted", out)
+		out = d.unban(i, s, t, "lifted", out)
 	case phaseThrottled:
 		d.allow(s)
-		d.touch(s)
+		d.touch(i)
 	}
 	return out
 }
@@ -369,22 +369,22 @@ func (d *Detector) Memory() Memory {
 func (d *Detector) Peaks(fn func(KeyPeak)) {
 	for i := int32(0); i < d.used; i++ {
 		if s := d.at(i); s.kid != 0 {
-			fn(d.keyPeak(s))
+			fn(d.keyPeak(i, s))
 		}
 	}
 }
 
-func (d *Detector) keyPeak(s *state) KeyPeak {
+func (d *Detector) keyPeak(i int32, s *state) KeyPeak {
 	d.peaks = d.peaks[:0]
 	ri := d.ri(s)
 	for j := range ri.lims {
-		if p := d.peak(s, j); p != nil {
+		if p := d.peak(i, j); p != nil {
 			d.peaks = append(d.peaks, *p)
 		} else {
 			d.peaks = append(d.peaks, initialPeak(&ri.lims[j]))
 		}
 	}
-	kp := KeyPeak{Rule: ri.rule, Key: d.keys.view(s.kid), Requests: s.requests, Blocked: d.blocked(s), CPU: s.cpu, Peak: d.peaks}
+	kp := KeyPeak{Rule: ri.rule, Key: d.keys.view(s.kid), Requests: d.requests(s), Blocked: d.blocked(s), CPU: s.cpu, Peak: d.peaks}
 	if x := d.xOf(s); x != nil && x.firstOver != 0 {
 		kp.FirstOver = time.Unix(0, x.firstOver).In(d.newestT.Location())
 	}
@@ -471,20 +471,20 @@ func (d *Detector) retire(ri *ruleInfo) {
 	}
 }
 
-// find returns the state of (r, key), or nil.
-func (d *Detector) find(r *rules.Rule, key string) *state {
+// find returns the state of (r, key) and its slot, or nil.
+func (d *Detector) find(r *rules.Rule, key string) (int32, *state) {
 	id, ok := d.ruleIDs[r.Name]
 	if !ok {
-		return nil
+		return -1, nil
 	}
 	for i := d.chain(key); i >= 0; {
 		s := d.at(i)
 		if d.ri(s).id == id {
-			return s
+			return i, s
 		}
 		i = s.sib
 	}
-	return nil
+	return -1, nil
 }
 
 // chain returns the first state of key's chain, or -1.
@@ -503,11 +503,11 @@ func (d *Detector) chain(key string) int32 {
 
 // lookup returns the state of (ri, key), making it (and evicting the least
 // recently charged state if the cap is reached) if there is none.
-func (d *Detector) lookup(ri *ruleInfo, key string) *state {
+func (d *Detector) lookup(ri *ruleInfo, key string) (int32, *state) {
 	for i := d.chain(key); i >= 0; {
 		s := d.at(i)
 		if d.ri(s).id == ri.id {
-			return s
+			return i, s
 		}
 		i = s.sib
 	}
@@ -523,7 +523,6 @@ func (d *Detector) lookup(ri *ruleInfo, key string) *state {
 		i = d.alloc()
 	}
 	s := d.at(i)
-	s.slot = i
 	if head >= 0 {
 		s.kid = d.at(head).kid
 		d.keys.rec(s.kid).head = i
@@ -533,10 +532,10 @@ func (d *Detector) lookup(ri *ruleInfo, key string) *state {
 	s.sib = head
 	d.bindRule(s, ri)
 	s.setFlag(flagMulti, isMulti(ri.rule.Key, key))
-	d.initWindows(s)
+	d.initWindows(i, s)
 	d.lastKey, d.lastHead = key, i
-	d.pushFront(s)
-	return s
+	d.pushFront(i)
+	return i, s
 }
 
 // isMulti reports whether a key is not a single address, so that its
@@ -600,26 +599,28 @@ func (d *Detector) victim() int32 {
 	return d.lru[listHot].tail
 }
 
-func (d *Detector) pushFront(s *state) {
-	d.link(s)
-	d.markMoved(s)
+func (d *Detector) pushFront(i int32) {
+	d.link(i)
+	d.markMoved(i)
 }
 
 // link puts s at the front of the list its phase says.
-func (d *Detector) link(s *state) {
+func (d *Detector) link(i int32) {
+	s := d.at(i)
 	s.setFlag(flagHot, s.phase == phaseThrottled)
 	l := d.listOf(s.hot())
 	s.prev, s.next = -1, l.head
 	if l.head >= 0 {
-		d.at(l.head).prev = s.slot
+		d.at(l.head).prev = i
 	} else {
-		l.tail = s.slot
+		l.tail = i
 	}
-	l.head = s.slot
+	l.head = i
 	d.lruLen++
 }
 
-func (d *Detector) unlink(s *state) {
+func (d *Detector) unlink(i int32) {
+	s := d.at(i)
 	l := d.listOf(s.hot())
 	if s.prev >= 0 {
 		d.at(s.prev).next = s.next
@@ -636,11 +637,12 @@ func (d *Detector) unlink(s *state) {
 }
 
 // touch moves s to the front of the list its phase says.
-func (d *Detector) touch(s *state) {
-	if hot := s.phase == phaseThrottled; hot == s.hot() && d.listOf(hot).head == s.slot {
-		d.markMoved(s)
+func (d *Detector) touch(i int32) {
+	s := d.at(i)
+	if hot := s.phase == phaseThrottled; hot == s.hot() && d.listOf(hot).head == i {
+		d.markMoved(i)
 		return
 	}
-	d.unlink(s)
-	d.pushFront(s)
+	d.unlink(i)
+	d.pushFront(i)
 }

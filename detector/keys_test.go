@@ -1,10 +1,14 @@
 package detector
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/logjail/logjail/rules"
 )
 
 // TestKeyTableAgainstMap drives the key table with random inserts and
@@ -124,5 +128,35 @@ func TestPoolReusesRuns(t *testing.T) {
 	}
 	if p.inUse != want {
 		t.Errorf("in use %d, want %d", p.inUse, want)
+	}
+}
+
+// TestRequestsPast32Bits: a state's requests go on past 4 billion (the
+// high bits live in its ladder) and survive a checkpoint.
+func TestRequestsPast32Bits(t *testing.T) {
+	cfg := parseConfig(t, memConfig)
+	d := New(Options{})
+	c := rules.Charge{Rule: cfg.Rules[2], Key: "198.51.100.7", CPU: 0.001}
+	d.Charge(at(0), &c, nil)
+	_, s := d.find(c.Rule, c.Key)
+	d.setRequests(s, 1<<32-1)
+	d.Charge(at(1), &c, nil)
+	d.Charge(at(2), &c, nil)
+	if got, want := d.requests(s), int64(1<<32+1); got != want {
+		t.Fatalf("requests %d, want %d", got, want)
+	}
+	var saved []*KeyState
+	d.Changes(func(ks *KeyState) {
+		k := *ks
+		k.Data = bytes.Clone(ks.Data)
+		saved = append(saved, &k)
+	})
+	r := New(Options{})
+	if _, err := r.Restore(cfg, d.SaveGlobal(), slices.Values(saved)); err != nil {
+		t.Fatal(err)
+	}
+	ri, rs := r.find(c.Rule, c.Key)
+	if got := r.keyPeak(ri, rs).Requests; got != 1<<32+1 {
+		t.Errorf("restored: requests %d, want %d", got, int64(1<<32+1))
 	}
 }

@@ -19,7 +19,7 @@ const (
 
 // ladder moves s along the ban ladder for an entry at t (ns) whose limits
 // were over or not.
-func (d *Detector) ladder(s *state, ri *ruleInfo, t time.Time, ns int64, over bool, out []Decision) []Decision {
+func (d *Detector) ladder(i int32, s *state, ri *ruleInfo, t time.Time, ns int64, over bool, out []Decision) []Decision {
 	r := ri.rule
 	if s.phase == phaseThrottled {
 		x := d.xOf(s)
@@ -32,7 +32,7 @@ func (d *Detector) ladder(s *state, ri *ruleInfo, t time.Time, ns int64, over bo
 			x.last = max(x.last, ns)
 			if r.Ban.For > 0 && x.violations > r.Ban.After {
 				reason := fmt.Sprintf("%d violations > after %d (rule %s)", x.violations, r.Ban.After, r.Name)
-				return d.ban(s, ri, t, ns, x.violations, reason, out)
+				return d.ban(i, s, ri, t, ns, x.violations, reason, out)
 			}
 			delay := x.delay * 2
 			if delay < x.delay || (th.MaxDelay > 0 && delay > th.MaxDelay) {
@@ -70,7 +70,7 @@ func (d *Detector) ladder(s *state, ri *ruleInfo, t time.Time, ns int64, over bo
 		return d.throttle(s, ri, t, ns, d.overReason(ri), out)
 	}
 	if r.Ban.For > 0 {
-		return d.ban(s, ri, t, ns, 0, d.overReason(ri), out)
+		return d.ban(i, s, ri, t, ns, 0, d.overReason(ri), out)
 	}
 	return out
 }
@@ -101,7 +101,7 @@ func (d *Detector) addresses(s *state, ri *ruleInfo, ns int64) []netip.Addr {
 }
 
 // ban bans s at t for the rule's ban length, escalated by earlier bans.
-func (d *Detector) ban(s *state, ri *ruleInfo, t time.Time, ns int64, violations int, reason string, out []Decision) []Decision {
+func (d *Detector) ban(i int32, s *state, ri *ruleInfo, t time.Time, ns int64, violations int, reason string, out []Decision) []Decision {
 	r := ri.rule
 	x := d.ext(s)
 	remember := r.Ban.Remember
@@ -137,11 +137,11 @@ func (d *Detector) ban(s *state, ri *ruleInfo, t time.Time, ns int64, violations
 	x.until, x.untilT = ns+int64(length), t.Add(length)
 	x.banLogOnly = logOnly
 	x.banAddrs = d.addresses(s, ri, ns)
-	d.unlink(s)
+	d.unlink(i)
 	d.banned++
 	d.seq++
 	x.banSeq = d.seq
-	heap.Push(&d.expiries, expiry{until: x.until, seq: d.seq, slot: s.slot})
+	heap.Push(&d.expiries, expiry{until: x.until, seq: d.seq, slot: i})
 	d.stats.Bans++
 	return append(out, Decision{
 		Rule:       r.Name,
@@ -175,7 +175,7 @@ func banLength(b rules.Ban, earlier int) time.Duration {
 }
 
 // unban lifts the ban of s (banned) at t.
-func (d *Detector) unban(s *state, t time.Time, reason string, out []Decision) []Decision {
+func (d *Detector) unban(i int32, s *state, t time.Time, reason string, out []Decision) []Decision {
 	x := d.xOf(s)
 	dec := Decision{
 		Rule:      d.ri(s).rule.Name,
@@ -190,12 +190,12 @@ func (d *Detector) unban(s *state, t time.Time, reason string, out []Decision) [
 	x.banAddrs = nil
 	d.allow(s)
 	d.banned--
-	d.pushFront(s)
+	d.pushFront(i)
 	d.stats.Unbans++
 	out = append(out, dec)
 	// Back on the LRU list, s may put it over the cap.
 	for d.lruLen+d.banned > d.maxKeys {
-		if v := d.victim(); v < 0 || v == s.slot {
+		if v := d.victim(); v < 0 || v == i {
 			break
 		}
 		d.evict()
@@ -207,9 +207,9 @@ func (d *Detector) evict() int32 {
 	i := d.victim()
 	old := d.at(i)
 	if d.opt.Evicted != nil {
-		d.opt.Evicted(d.keyPeak(old))
+		d.opt.Evicted(d.keyPeak(i, old))
 	}
-	d.unlink(old)
+	d.unlink(i)
 	d.stats.Evictions++
 	d.drop(i)
 	return i
@@ -238,7 +238,7 @@ func (d *Detector) drop(i int32) {
 	d.freeWindows(old)
 	d.freeAux(old)
 	d.unref(d.ri(old))
-	*old = state{slot: i, prev: -1, next: -1, sib: -1, flags: old.flags & flagListed}
+	*old = state{prev: -1, next: -1, sib: -1, flags: old.flags & flagListed}
 	d.free = append(d.free, i)
 }
 
@@ -252,7 +252,7 @@ func (d *Detector) expire(now int64, out []Decision) []Decision {
 		if s.kid == 0 || s.phase != phaseBanned || d.xOf(s).banSeq != e.seq {
 			continue
 		}
-		out = d.unban(s, d.xOf(s).untilT, "ban expired", out)
+		out = d.unban(e.slot, s, d.xOf(s).untilT, "ban expired", out)
 	}
 	return out
 }

@@ -23,14 +23,14 @@ import (
 // an address within the rule's longest window, as for a ban of the rule.
 func (d *Detector) Impose(t time.Time, r *rules.Rule, key string, until time.Time, reason string) Decision {
 	ri := d.rule(r)
-	s := d.lookup(ri, key)
+	i, s := d.lookup(ri, key)
 	if s.ci != ri.ci {
-		d.adopt(s, ri)
+		d.adopt(i, s, ri)
 	}
 	x := d.ext(s)
 	ns := t.UnixNano()
 	if s.phase != phaseBanned {
-		d.unlink(s)
+		d.unlink(i)
 		d.banned++
 	}
 	s.phase = phaseBanned
@@ -41,8 +41,8 @@ func (d *Detector) Impose(t time.Time, r *rules.Rule, key string, until time.Tim
 	x.banAddrs = d.addresses(s, ri, ns)
 	d.seq++
 	x.banSeq = d.seq
-	heap.Push(&d.expiries, expiry{until: x.until, seq: d.seq, slot: s.slot})
-	d.markDirty(s)
+	heap.Push(&d.expiries, expiry{until: x.until, seq: d.seq, slot: i})
+	d.markDirty(i)
 	return Decision{
 		Rule: r.Name, Key: d.keys.textOf(s.kid), Kind: Ban, Time: t, Until: until,
 		Addresses: slices.Clone(x.banAddrs), Reason: reason, Origin: "operator",
@@ -55,12 +55,12 @@ func (d *Detector) Impose(t time.Time, r *rules.Rule, key string, until time.Tim
 // there was a state to drop. A banned key is not forgotten (false): Lift
 // it first.
 func (d *Detector) Forget(r *rules.Rule, key string) bool {
-	s := d.find(r, key)
+	i, s := d.find(r, key)
 	if s == nil || s.phase == phaseBanned {
 		return false
 	}
-	d.unlink(s)
-	d.drop(s.slot)
+	d.unlink(i)
+	d.drop(i)
 	return true
 }
 
@@ -101,7 +101,7 @@ func (d *Detector) Current(t time.Time, fn func(*KeyNow)) {
 			continue
 		}
 		ri := d.ri(s)
-		k = KeyNow{Rule: ri.rule, Key: d.keys.textOf(s.kid), Requests: s.requests, CPU: s.cpu,
+		k = KeyNow{Rule: ri.rule, Key: d.keys.textOf(s.kid), Requests: d.requests(s), CPU: s.cpu,
 			LastSeen: time.Unix(0, s.seen).In(loc), Limits: k.Limits[:0]}
 		if x := d.xOf(s); x != nil && ns < x.until {
 			switch s.phase {

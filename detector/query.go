@@ -35,7 +35,7 @@ type KeyQuery struct {
 // another goroutine waits to charge. ok is false when the key is not
 // tracked (allowed, every window empty).
 func (d *Detector) Query(r *rules.Rule, key string, t time.Time) (q KeyQuery, ok bool) {
-	s := d.find(r, key)
+	_, s := d.find(r, key)
 	if s == nil {
 		return q, false
 	}

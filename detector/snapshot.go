@@ -88,21 +88,33 @@ const (
 type goneKey struct{ rule, key string }
 
 // markDirty marks s changed for the next Changes.
-func (d *Detector) markDirty(s *state) {
+func (d *Detector) markDirty(i int32) {
+	s := d.at(i)
 	if s.flags&flagListed == 0 && d.tracking {
-		d.dirty = append(d.dirty, s.slot)
+		d.dirty = append(d.dirty, i)
 		s.flags |= flagListed
 	}
 	s.flags |= flagDirty
 }
 
 // markMoved marks s changed and moved to the LRU front.
-func (d *Detector) markMoved(s *state) {
+func (d *Detector) markMoved(i int32) {
+	s := d.at(i)
 	if s.flags&flagListed == 0 && d.tracking {
-		d.dirty = append(d.dirty, s.slot)
+		d.dirty = append(d.dirty, i)
 		s.flags |= flagListed
 	}
 	s.flags |= flagDirty | flagMoved
+}
+
+// Pending returns how many key states the next Changes would report, at
+// most: those changed or dropped since the last call (every state before
+// the first). A caller bounds its checkpoints with it.
+func (d *Detector) Pending() int {
+	if !d.tracking {
+		return d.lruLen + d.banned + len(d.gone) + len(d.staticDirty)
+	}
+	return len(d.dirty) + len(d.gone) + len(d.staticDirty)
 }
 
 // track starts listing the changed states (the first Changes): until
@@ -165,7 +177,7 @@ func (d *Detector) Changes(fn func(ks *KeyState)) {
 		for i := last; i >= 0; {
 			s := d.at(i)
 			d.lruStamp++
-			d.report(s, d.lruStamp, fn)
+			d.report(i, s, d.lruStamp, fn)
 			i = s.prev
 		}
 	}
@@ -174,7 +186,7 @@ func (d *Detector) Changes(fn func(ks *KeyState)) {
 		s := d.at(i)
 		s.flags &^= flagListed
 		if s.kid != 0 && s.flags&flagDirty != 0 {
-			d.report(s, 0, fn)
+			d.report(i, s, 0, fn)
 		}
 	}
 	d.dirty = d.dirty[:0]
@@ -195,16 +207,16 @@ func (d *Detector) Changes(fn func(ks *KeyState)) {
 }
 
 // report encodes s for fn and marks it clean and stored.
-func (d *Detector) report(s *state, stamp uint64, fn func(*KeyState)) {
+func (d *Detector) report(i int32, s *state, stamp uint64, fn func(*KeyState)) {
 	s.flags = s.flags&^(flagDirty|flagMoved) | flagStored
-	d.buf = d.appendState(d.buf[:0], s, stamp)
+	d.buf = d.appendState(d.buf[:0], i, s, stamp)
 	ks := &d.ks
 	*ks = KeyState{
 		Rule:     d.ri(s).rule.Name,
 		Key:      d.keys.textOf(s.kid),
 		Data:     d.buf,
 		LastSeen: time.Unix(0, s.seen).In(d.newestT.Location()),
-		Requests: s.requests,
+		Requests: d.requests(s),
 		Blocked:  d.blocked(s),
 		CPU:      s.cpu,
 	}
@@ -347,9 +359,9 @@ func (d *Detector) Restore(cfg *rules.Config, global []byte, states iter.Seq[*Ke
 			}
 			i := d.alloc()
 			s := d.at(i)
-			*s = state{slot: i, prev: -1, next: -1, sib: -1, flags: flagStored}
+			*s = state{prev: -1, next: -1, sib: -1, flags: flagStored}
 			d.bindRule(s, ri)
-			stamp, reset := d.ruleState(&r, s, ri)
+			stamp, reset := d.ruleState(&r, i, s, ri)
 			if r.err == nil && len(r.b) != 0 {
 				r.fail("trailing bytes")
 			}
@@ -386,7 +398,7 @@ func (d *Detector) Restore(cfg *rules.Config, global []byte, states iter.Seq[*Ke
 		return cmp.Or(cmp.Compare(a.stamp, b.stamp), cmp.Compare(a.slot, b.slot))
 	})
 	for _, p := range order {
-		d.link(d.at(p.slot))
+		d.link(p.slot)
 		d.lruStamp = max(d.lruStamp, p.stamp)
 	}
 	heap.Init(&d.expiries)
@@ -401,7 +413,7 @@ func (d *Detector) Restore(cfg *rules.Config, global []byte, states iter.Seq[*Ke
 }
 
 // appendState encodes a rule's state s with its LRU stamp.
-func (d *Detector) appendState(b []byte, s *state, stamp uint64) []byte {
+func (d *Detector) appendState(b []byte, i int32, s *state, stamp uint64) []byte {
 	var fl byte
 	if s.multi() {
 		fl |= encMulti
@@ -425,14 +437,14 @@ func (d *Detector) appendState(b []byte, s *state, stamp uint64) []byte {
 	b = binary.LittleEndian.AppendUint64(b, ri.fp)
 	b = binary.AppendUvarint(b, stamp)
 	b = binary.AppendVarint(b, s.seen)
-	b = binary.AppendVarint(b, s.requests)
+	b = binary.AppendVarint(b, d.requests(s))
 	b = binary.AppendVarint(b, d.blocked(s))
 	b = appendFloat(b, s.cpu)
 	lims := ri.lims
 	b = binary.AppendUvarint(b, uint64(len(lims)))
 	for j := range lims {
 		peak := initialPeak(&lims[j])
-		if p := d.peak(s, j); p != nil {
+		if p := d.peak(i, j); p != nil {
 			peak = *p
 		}
 		b = appendWindow(b, d.win(s, j), &lims[j], &d.rings, peak)
@@ -761,7 +773,7 @@ func (d *Detector) decodeGlobal(r *decoder) {
 // ruleState reads a rule's state into s (ri set, everything else zero) and
 // returns its LRU stamp and whether its windows were reset because the
 // limits they were built for are not ri's.
-func (d *Detector) ruleState(r *decoder, s *state, ri *ruleInfo) (stamp uint64, reset bool) {
+func (d *Detector) ruleState(r *decoder, i int32, s *state, ri *ruleInfo) (stamp uint64, reset bool) {
 	phase := r.u8()
 	fl := r.u8()
 	if phase > phaseBanned || fl&^(encMulti|encExtra|encBanLogOnly|encNoLadder) != 0 || fl&(encExtra|encNoLadder) == encNoLadder {
@@ -770,7 +782,7 @@ func (d *Detector) ruleState(r *decoder, s *state, ri *ruleInfo) (stamp uint64, 
 	fp := r.u64()
 	stamp = r.uvarint()
 	s.seen = r.varint()
-	s.requests = r.varint()
+	requests := r.varint()
 	blocked := r.varint()
 	s.cpu = r.float()
 	s.phase = phase
@@ -781,11 +793,11 @@ func (d *Detector) ruleState(r *decoder, s *state, ri *ruleInfo) (stamp uint64, 
 		r.fail("windows do not match the limits")
 		return 0, false
 	}
-	d.initWindows(s)
+	d.initWindows(i, s)
 	for j := 0; j < nw && r.err == nil; j++ {
 		if same {
 			p := r.window(d.win(s, j), &ri.lims[j], &d.rings)
-			if pp := d.peak(s, j); pp != nil {
+			if pp := d.peak(i, j); pp != nil {
 				*pp = p
 			}
 		} else {
@@ -812,6 +824,10 @@ func (d *Detector) ruleState(r *decoder, s *state, ri *ruleInfo) (stamp uint64, 
 		// Only a state banned once has blocked entries, and its extra.
 		d.ext(s).blocked = blocked
 	}
+	if requests < 0 {
+		r.fail("bad requests")
+	}
+	d.setRequests(s, requests)
 	return stamp, !same
 }
 

@@ -384,10 +384,10 @@ func dump(d *Detector) detectorDump {
 		}
 		ri := d.ri(s)
 		sd := stateDump{Rule: ri.rule.Name, Key: d.keys.textOf(s.kid), Phase: s.phase, Multi: s.multi(), Seen: s.seen,
-			Requests: s.requests, Blocked: d.blocked(s), CPU: s.cpu}
+			Requests: d.requests(s), Blocked: d.blocked(s), CPU: s.cpu}
 		for j := range ri.lims {
 			w := d.win(s, j)
-			wd := winDump{Cap: int(w.cp), N: uint32(w.n), Acc: w.acc, Peak: *d.peak(s, j)}
+			wd := winDump{Cap: int(w.cp), N: uint32(w.n), Acc: w.acc, Peak: *d.peak(i, j)}
 			if ri.lims[j].kind == rules.LimitTokenBucket {
 				wd.Tokens = w.tokens()
 			} else {

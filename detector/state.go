@@ -18,23 +18,23 @@ const (
 )
 
 // state is one tracked (rule, key): its windows, totals and ladder. It lives
-// in the detector's slab and links into the LRU list by slot number. It
-// holds no pointer: its key, its compiled rule, its ladder, the addresses it
-// saw and its windows' rings are references into the detector's tables and
-// pools, so that a million states are 88 bytes each, a few large pages the
-// garbage collector does not scan.
+// in the detector's slab and links into the LRU list by slot number (the
+// functions that need its slot are given it). It holds no pointer: its key,
+// its compiled rule, its ladder, the addresses it saw and its windows' rings
+// are references into the detector's tables and pools, so that a million
+// states are 80 bytes each, a few large pages the garbage collector does
+// not scan.
 type state struct {
 	kid        uint32 // its key in d.keys
-	slot       int32
 	prev, next int32  // LRU list
 	sib        int32  // next state of the same key (another rule), -1 if none
 	aux        uint32 // its ladder and addresses in d.auxs, 0 if none
 	more       uint32 // its windows past the first in d.wins, 0 if none
 	ci         uint16 // its compiled rule: d.infos[ci] (the one its windows were built for)
 	phase      uint8
-	flags      uint8 // flagHot, flagMulti and the checkpoint bits (flagDirty, ...)
-	seen       int64 // log time of the newest entry, charged or blocked, unix ns
-	requests   int64
+	flags      uint8  // flagHot, flagMulti and the checkpoint bits (flagDirty, ...)
+	reqs       uint32 // entries charged, the low 32 bits (the rest in extra.reqsHi: requests)
+	seen       int64  // log time of the newest entry, charged or blocked, unix ns
 	cpu        float64
 	win0       window // the rule's first limit
 }
@@ -76,6 +76,7 @@ type extra struct {
 	banLogOnly bool
 	banSeq     uint64       // the expiry heap's seq of the current ban
 	blocked    int64        // entries seen while banned (only a state banned once has them)
+	reqsHi     uint32       // entries charged, above the state's 32 bits (4 billion)
 	bans       []int64      // start of earlier bans within remember, oldest first
 	banAddrs   []netip.Addr // the addresses the current ban blocks
 }
@@ -162,6 +163,31 @@ func (d *Detector) ext(s *state) *extra {
 	return a.x
 }
 
+// requests returns the entries charged to s.
+func (d *Detector) requests(s *state) int64 {
+	n := int64(s.reqs)
+	if x := d.xOf(s); x != nil {
+		n += int64(x.reqsHi) << 32
+	}
+	return n
+}
+
+// countRequest counts one entry charged to s.
+func (d *Detector) countRequest(s *state) {
+	s.reqs++
+	if s.reqs == 0 {
+		d.ext(s).reqsHi++
+	}
+}
+
+// setRequests sets the entries charged to s (a restore).
+func (d *Detector) setRequests(s *state, n int64) {
+	s.reqs = uint32(n)
+	if hi := uint32(uint64(n) >> 32); hi != 0 {
+		d.ext(s).reqsHi = hi
+	}
+}
+
 // blocked returns the entries seen while banned.
 func (d *Detector) blocked(s *state) int64 {
 	if x := d.xOf(s); x != nil {
@@ -189,13 +215,13 @@ func (d *Detector) win(s *state, j int) *window {
 }
 
 // initWindows gives s empty windows for its rule's limits.
-func (d *Detector) initWindows(s *state) {
+func (d *Detector) initWindows(i int32, s *state) {
 	lims := d.ri(s).lims
 	if len(lims) > 1 {
 		s.more = d.wins.alloc(uint16(len(lims) - 1))
 	}
 	for j := range lims {
-		if p := d.peak(s, j); p != nil {
+		if p := d.peak(i, j); p != nil {
 			*p = initialPeak(&lims[j])
 		}
 	}
@@ -210,15 +236,15 @@ func initialPeak(li *limitInfo) float64 {
 	return 0
 }
 
-// peak returns where s's peak of limit j is kept, or nil when the
+// peak returns where the peak of limit j of the state in slot i is kept, or nil when the
 // detector keeps no peaks (Options.NoPeaks). Peaks are kept beside the
 // slab, a row of peakW per slot, so that a detector that does not need
 // them (a daemon) does not pay for them.
-func (d *Detector) peak(s *state, j int) *float64 {
+func (d *Detector) peak(i int32, j int) *float64 {
 	if d.peakW == 0 {
 		return nil
 	}
-	return &d.peakRows[s.slot>>chunkBits][int(s.slot&(1<<chunkBits-1))*d.peakW+j]
+	return &d.peakRows[i>>chunkBits][int(i&(1<<chunkBits-1))*d.peakW+j]
 }
 
 // widenPeaks makes the rows of peaks w wide (a rule with more limits than
@@ -257,7 +283,7 @@ func (d *Detector) bindRule(s *state, ri *ruleInfo) {
 
 // adopt moves s to a new compiled rule of the same name (a reload),
 // keeping its windows when the limits are the same.
-func (d *Detector) adopt(s *state, ri *ruleInfo) {
+func (d *Detector) adopt(i int32, s *state, ri *ruleInfo) {
 	old := d.ri(s)
 	same := slices.Equal(old.lims, ri.lims)
 	if !same {
@@ -266,7 +292,7 @@ func (d *Detector) adopt(s *state, ri *ruleInfo) {
 	d.unref(old)
 	d.bindRule(s, ri)
 	if !same {
-		d.initWindows(s)
+		d.initWindows(i, s)
 	}
 }
 

@@ -298,7 +298,7 @@ func (w *window) take(ns int64, li *limitInfo) float64 {
 
 // measure charges c at ns to every window of s and reports whether the rule's
 // limits are over. d.vals and d.overs hold each limit's value and verdict.
-func (d *Detector) measure(s *state, ri *ruleInfo, ns int64, c *rules.Charge) bool {
+func (d *Detector) measure(i int32, s *state, ri *ruleInfo, ns int64, c *rules.Charge) bool {
 	if len(ri.lims) == 0 {
 		return false
 	}
@@ -326,14 +326,14 @@ func (d *Detector) measure(s *state, ri *ruleInfo, ns int64, c *rules.Charge) bo
 			span := w.addTime(&d.rings, ns, li)
 			if span >= 0 {
 				v, o = float64(span)/1e9, span < li.window
-				if p := d.peak(s, j); p != nil {
+				if p := d.peak(i, j); p != nil {
 					*p = min(*p, v)
 				}
 			} else {
 				v = math.Inf(1)
 			}
 		}
-		if p := d.peak(s, j); p != nil && li.kind != rules.LimitLastN {
+		if p := d.peak(i, j); p != nil && li.kind != rules.LimitLastN {
 			*p = max(*p, v)
 		}
 		d.vals[j], d.overs[j] = v, o

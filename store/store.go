@@ -38,8 +38,10 @@ const (
 	// stay grown.
 	walLimit = 64 << 20
 	// cacheKiB is the writer's page cache (PRAGMA cache_size): the
-	// B-tree interior pages of a million keys fit.
-	cacheKiB = 64 << 10
+	// B-tree interior pages of several million key states fit (about 2 MB
+	// for 3 million); leaves come from the OS's page cache, which is not
+	// the daemon's memory.
+	cacheKiB = 16 << 10
 
 	// sqliteFcntlPersistWAL is SQLITE_FCNTL_PERSIST_WAL: the last writer
 	// connection to close leaves an empty -wal and the -shm in place, so

@@ -5,14 +5,17 @@
 //
 // The collector starts a cycle when the heap reaches live × (1 + GOGC/100).
 // With GOGC 400 (replay: its garbage, parsed lines, is large and its live
-// heap small) a 700 MB detector would take 3.5 GB; with the default 100,
-// 1.4 GB. Start sets GOGC to percent and, after every collection, lowers it
-// for the next cycle so that the heap may grow by at most
-// max(spare, live/4) over the live heap: percent applies in full while the
-// live heap is small (the common case, where it costs nothing), and a large
-// live heap grows by a quarter at most. A lower GOGC means more
-// collections; it costs little CPU when the large part of the heap holds
-// no pointers (the collector does not scan it) and the garbage is small.
+// heap small) a 300 MB detector would take 1.5 GB; with the default 100,
+// 600 MB. Start sets GOGC to percent and, after every collection, lowers it
+// for the next cycle so that the heap may grow by at most Room(live,
+// spare) over the live heap: spare while the live heap is small (percent
+// then applies in full in the common case, where it costs nothing),
+// tapering to spare/2 as the live heap grows to twice spare, and spare/2
+// from there on, however large it is. A lower GOGC means more collections;
+// they cost little CPU because the large part of such a heap, the
+// detector's slab and pools, holds no pointers (the collector does not
+// scan it) and the garbage between two collections is the same few tens
+// of megabytes as with a small heap.
 //
 // The state of a Start is its own (no package-level variables); the GC
 // percent it sets is the process's, as GOGC is. Start is for main.
@@ -25,18 +28,26 @@ import (
 	"sync/atomic"
 )
 
+// Room is how much the heap may grow over a live heap of live bytes:
+// spare − live/4, and at least spare/2.
+func Room(live, spare uint64) uint64 {
+	if live/4 >= spare/2 {
+		return spare / 2
+	}
+	return spare - live/4
+}
+
 // Percent returns the GOGC for a live heap of live bytes: percent, or less
-// so that the heap grows by at most max(spare, live/4) (so never less than
-// 25, unless percent is).
+// so that the heap grows by at most Room(live, spare) (at least 1).
 func Percent(live uint64, percent int, spare uint64) int {
 	if live == 0 || percent <= 0 {
 		return percent
 	}
-	room := max(spare, live/4)
+	room := Room(live, spare)
 	if uint64(percent)*live/100 <= room {
 		return percent
 	}
-	return int(room * 100 / live)
+	return max(1, int(room*100/live))
 }
 
 // tuner is one Start: its settings and whether it was stopped.
