@@ -433,11 +433,15 @@ func TestBanListJSON(t *testing.T) {
 	}
 }
 
-// TestStatusDiskFull: when the daemon cannot write its database for lack
-// of room, status does not answer a bare 500: the client gets the daemon's
-// words (the database, the disk full, what to do) and an error that
-// errors.Is store.ErrFull; the server answered 507 Insufficient Storage.
-func TestStatusDiskFull(t *testing.T) {
+// TestDiskFullAnswers507: a call that fails because the daemon cannot
+// write its database for lack of room (a ban or an unban: the write is the
+// answer) is no bare 500: the client gets the daemon's words (the database,
+// the disk full, what to do) and an error that errors.Is store.ErrFull; the
+// server answered 507 Insufficient Storage. (The daemon's status does not
+// fail so: it reports the error in its database section, see
+// cmd/logjail's TestStatusDiskFull; this fake's status fails to exercise
+// the mapping.)
+func TestDiskFullAnswers507(t *testing.T) {
 	full := fmt.Errorf("checkpoint: store: /var/lib/logjail/logjail.db: checkpoint: database or disk is full: %w", store.ErrFull)
 	srv, c := serve(t, &fakeDaemon{cfg: testCfg(t), statusErr: full})
 	_, err := c.Status(context.Background())

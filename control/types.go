@@ -212,6 +212,12 @@ type Database struct {
 	Bytes int64  `json:"bytes"` // the file and its write-ahead log
 	// Checkpoint is the log time of the last checkpoint; null: none yet.
 	Checkpoint *time.Time `json:"checkpoint"`
+	// Error is why the daemon cannot write the database now (a full disk:
+	// "... database or disk is full ..."), or read it; "" when healthy.
+	// The daemon keeps deciding and acting; the rest of the status is its
+	// memory and the database as of its last write that succeeded.
+	// `logjail status` says it first and exits 1.
+	Error string `json:"error"`
 }
 
 // Source is a source in a status.

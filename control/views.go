@@ -3,6 +3,7 @@ package control
 import (
 	"cmp"
 	"context"
+	"errors"
 	"iter"
 	"math"
 	"net/netip"
@@ -356,20 +357,15 @@ func RestoreDetector(db *store.DB, cfg *rules.Config, det *detector.Detector, ke
 }
 
 // StatusOf fills what a status reads from the database and the files:
-// the database, the sources' positions and the active bans by rule.
+// the database, the sources' positions and the active bans by rule. A
+// read that fails is its error; the rest is filled all the same (the
+// sources and rules from the configuration).
 func StatusOf(st *Status, db *store.DB, cfg *rules.Config, dbPath string) error {
 	st.Config = cfg.File
 	st.Database.Path = dbPath
 	st.Database.Bytes = fileSize(dbPath) + max(0, fileSize(dbPath+"-wal"))
-	if _, at, err := db.Global(); err != nil {
-		return err
-	} else if !at.IsZero() {
-		st.Database.Checkpoint = &at
-	}
-	ps, err := db.Positions()
-	if err != nil {
-		return err
-	}
+	// What the configuration says comes first, so that a database that
+	// cannot be read still leaves the sources and rules in the status.
 	bySource := map[string]*Source{}
 	st.Sources = []Source{}
 	for _, s := range cfg.Sources {
@@ -377,6 +373,25 @@ func StatusOf(st *Status, db *store.DB, cfg *rules.Config, dbPath string) error 
 	}
 	for i := range st.Sources {
 		bySource[st.Sources[i].Name] = &st.Sources[i]
+	}
+	st.Rules = []RuleStatus{}
+	idx := map[string]int{}
+	for _, r := range cfg.Rules {
+		idx[r.Name] = len(st.Rules)
+		st.Rules = append(st.Rules, RuleStatus{Name: r.Name, LogOnly: r.LogOnly})
+	}
+	if st.Actions == nil {
+		st.Actions = []ActionState{}
+	}
+	var errs []error
+	if _, at, err := db.Global(); err != nil {
+		errs = append(errs, err)
+	} else if !at.IsZero() {
+		st.Database.Checkpoint = &at
+	}
+	ps, err := db.Positions()
+	if err != nil {
+		errs = append(errs, err)
 	}
 	for _, p := range ps {
 		src := cfg.SourceFor(p.Path)
@@ -395,13 +410,7 @@ func StatusOf(st *Status, db *store.DB, cfg *rules.Config, dbPath string) error 
 	}
 	counts, err := db.BanCounts()
 	if err != nil {
-		return err
-	}
-	st.Rules = []RuleStatus{}
-	idx := map[string]int{}
-	for _, r := range cfg.Rules {
-		idx[r.Name] = len(st.Rules)
-		st.Rules = append(st.Rules, RuleStatus{Name: r.Name, LogOnly: r.LogOnly})
+		errs = append(errs, err)
 	}
 	for _, c := range counts {
 		i, ok := idx[c.Rule]
@@ -416,10 +425,7 @@ func StatusOf(st *Status, db *store.DB, cfg *rules.Config, dbPath string) error 
 			st.Rules[i].Bans += c.N
 		}
 	}
-	if st.Actions == nil {
-		st.Actions = []ActionState{}
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func fileSize(path string) int64 {

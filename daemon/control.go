@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -187,11 +188,12 @@ func (c *Control) Status(ctx context.Context) (*control.Status, error) {
 	var now time.Time
 	lastLine := map[string]time.Time{}
 	clocks := map[string]clockCounts{}
+	var dbErr error
 	err := c.run(ctx, func(d *decider) error {
-		// The positions and bans read below are those of now.
-		if err := d.sync(); err != nil {
-			return err
-		}
+		// The positions and bans read below are those of now, or, when
+		// the database cannot be written (a full disk), those of the last
+		// write that succeeded: the status says so rather than failing.
+		dbErr = d.sync()
 		db, cfg, now = d.db, d.cfg, d.now()
 		started := d.started
 		st.Started = &started
@@ -199,7 +201,7 @@ func (c *Control) Status(ctx context.Context) (*control.Status, error) {
 		ds := d.det.Stats()
 		var err error
 		if st.Breaker, err = control.BreakerOf(d.det.Breaker(), d.cfg, d.db); err != nil {
-			return err
+			dbErr = cmp.Or(dbErr, err)
 		}
 		st.TrackedKeys, st.Evictions = ds.Keys, ds.Evictions
 		mem := d.det.Memory()
@@ -229,7 +231,10 @@ func (c *Control) Status(ctx context.Context) (*control.Status, error) {
 		return nil, err
 	}
 	if err := control.StatusOf(st, db, cfg, DBPath(cfg)); err != nil {
-		return nil, err
+		dbErr = cmp.Or(dbErr, err)
+	}
+	if dbErr != nil {
+		st.Database.Error = dbErr.Error()
 	}
 	st.Endpoints = c.endpoints.Load().states()
 	for i := range st.Sources {

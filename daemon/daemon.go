@@ -209,9 +209,15 @@ func Run(ctx context.Context, o Options) error {
 	dl := ops.NewDecisionLog(log, ops.DecisionLogOptions{})
 	breakerAtStart(det, cfg, dl, o.Metrics)
 	w := checkpoint.NewAsyncWriter(db)
-	if err := w.Resume(cfg, det, now()); err != nil {
+	resumed, err := db.ActiveBans()
+	if err != nil {
 		return err
 	}
+	t0 := now()
+	if err := w.Resume(cfg, det, t0); err != nil {
+		return err
+	}
+	dl.Decisions(ops.SourceResume, ops.ResumeLifts(resumed, cfg, t0))
 	acts, allowed, err := startActions(cfg, db, log, now, eps.views)
 	if err != nil {
 		return err

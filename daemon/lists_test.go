@@ -145,6 +145,10 @@ func TestListFilesTakeEffect(t *testing.T) {
 	t.Logf("allow file written -> unbanned in every action: %v", took)
 	state("198.51.100.20", true, 0) // ban --force wins over allow
 	state("203.0.113.50", true, 0)
+	// The decision log said it before the actions did it.
+	if want := `msg=unban rule=flood key=203.0.113.9 kind=unban until="" reason="allow list" source=allow`; !strings.Contains(logs.String(), want) {
+		t.Errorf("the daemon log lacks the lift's decision line %s", want)
+	}
 
 	db, err := store.Open(filepath.Join(dir, "state", "logjail.db"), store.Options{ReadOnly: true})
 	if err != nil {
@@ -193,7 +197,8 @@ func TestListFilesTakeEffect(t *testing.T) {
 
 // TestAllowedWhileDownLiftedAtStart: a rule's ban of an address that the
 // allow file lists when the daemon starts again is lifted at start, its
-// block file and nginx line removed, with an unban "allow list".
+// block file and nginx line removed, with an unban "allow list" in the
+// history and in the decision log (source allow).
 func TestAllowedWhileDownLiftedAtStart(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.Mkdir(filepath.Join(dir, "blocked"), 0o755); err != nil {
@@ -245,7 +250,9 @@ func TestAllowedWhileDownLiftedAtStart(t *testing.T) {
 	exists := func() bool { _, err := os.Stat(blockFile); return err == nil }
 	run(exists, "the rule's ban")
 	write("allow.txt", "203.0.113.9\n")
-	run(func() bool { return !exists() && strings.Contains(logs.String(), `msg="unban: allowed"`) }, "the lift at start")
+	// The decision log's line of the lift (ops.SourceAllow).
+	lifted := `msg=unban rule=flood key=203.0.113.9 kind=unban until="" reason="allow list" source=allow`
+	run(func() bool { return !exists() && strings.Contains(logs.String(), lifted) }, "the lift at start")
 	db, err := store.Open(filepath.Join(dir, "state", "logjail.db"), store.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)

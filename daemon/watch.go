@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/logjail/logjail/detector"
+	"github.com/logjail/logjail/ops"
 	"github.com/logjail/logjail/store"
 )
 
@@ -165,11 +166,11 @@ func (d *decider) liftAllowed(bans []store.Ban) {
 		for i := n; i < len(out); i++ {
 			out[i].Reason = allowReason
 		}
-		d.log.Info("unban: allowed", "rule", b.Rule, "key", b.Key, "reason", allowReason)
 	}
 	if len(out) == 0 {
 		return
 	}
+	d.dl.Decisions(ops.SourceAllow, out)
 	d.w.Decisions(out)
 	d.acts.Decisions(out)
 	d.dirty = true

@@ -29,6 +29,8 @@ const (
 	SourceDeny     = "deny"     // the deny list (at start and at a reload)
 	SourceRange    = "range"    // a range with `limits: banned`
 	SourceCleaner  = "cleaner"  // a ban ended on the wall clock by the cleaner
+	SourceAllow    = "allow"    // a rule's ban lifted: the allow list covers its key (at start, at a reload)
+	SourceResume   = "resume"   // a ban lifted as the state is resumed: its rule is gone, or it ended while logjail was not running (ResumeLifts)
 )
 
 // DefaultDecisionRate is how many lines of one message (and one class:

@@ -44,7 +44,11 @@
 //
 //	ban          INFO   a rule's ban (also a log-only one), or an operator's
 //	unban        INFO   a ban's end: its log-time until reached (source: the log source), its
-//	                    wall-clock until passed (source "cleaner"), an operator's unban
+//	                    wall-clock until passed (source "cleaner"), an operator's unban, a
+//	                    rule's ban whose key the allow list now covers (source "allow", at a
+//	                    reload or at start), a ban lifted as the state is resumed (source
+//	                    "resume": its rule is gone, or it ended while logjail was down;
+//	                    ResumeLifts, since checkpoint.Writer.Resume logs nothing)
 //	deny         INFO   a deny-list entry or a banned range banned (at start, at a reload)
 //	allow-lift   INFO   such a ban lifted: the entry left the list (a reload)
 //	forget       INFO   an operator's `unban --forget` dropped a key's windows and escalation memory
@@ -57,15 +61,17 @@
 // Every decision line carries rule, key, kind (the history's kind: ban,
 // unban, throttle, forget), until (RFC 3339 to the second, the wall-clock
 // end as applied; "" for none: a deny-list ban, an unban), reason, source
-// (the log source's name, or "operator", "deny", "range", "cleaner";
-// "checkpoint" for a breaker restored open at start); and
-// when they apply who (an operator), log_only (true: recorded, acted on by
+// (the log source's name, or "operator", "deny", "range", "cleaner",
+// "allow", "resume"; "checkpoint" for a breaker restored open at start);
+// and when they apply who (an operator), log_only (true: recorded, acted on by
 // nothing: a log_only rule, an open breaker, a decision on backlog already
 // over when read), delay (a throttle's), violations, addresses (those a
 // key that is no single address blocks), log_time (the log time of the
 // line that decided it). A forced operator ban adds forced and allowed.
 // The same attributes in every line, so that a log stack indexes them
-// once.
+// once. With no daemon, `logjail ban`, `unban` and `breaker reset` write
+// the same lines on their stderr once the change is in the database
+// (cmd/logjail, offline_log.go).
 //
 // Storms. At most PerSecond lines (DefaultDecisionRate, 50) of one message
 // are written in one second, an operator's lines counted apart from the

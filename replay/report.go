@@ -115,10 +115,17 @@ type BanRecord struct {
 
 // LimitReport gives, over every key the rule tracked, percentiles of the
 // peak value each key reached against one limit: where a threshold would cut.
-// For `last N within`, where the peak is the shortest span of N requests and
-// a smaller span is the more severe, the ranking is reversed: p90 is the span
-// that 90% of keys stay above, and Max is the shortest span of all. Keys with
-// fewer than N requests have no span and are not counted. A banned key's
+// Every column runs towards the limit: p99 is the peak 99% of keys stay on
+// the safe side of, and Max the most severe peak of all. For a rate, a
+// share or a bucket a larger value is worse, so p99 is the 99th percentile
+// of the peaks and Max the largest. For `last N within D`, where the peak
+// is a key's shortest span of N requests and a key is over when its span
+// is below D, a smaller span is worse: the ranking is reversed, p90 is the
+// span 90% of keys stay above (the 10th percentile of spans), p99 the 1st
+// percentile, and Max (JSON "max"; the text's header says MIN) the
+// shortest span of all. So a p99 close to the limit means, for either kind,
+// that a threshold there would catch about 1% of keys. Keys with fewer than
+// N requests have no span and are not counted. A banned key's
 // requests are not charged while it is banned, so its peak reads just over
 // the limit it crossed: percentiles show where a threshold would cut, and
 // --sweep what another threshold would do. Values are in the limit's terms
@@ -499,11 +506,26 @@ func (r *Report) WriteText(w io.Writer) error {
 			continue
 		}
 		if len(rr.Limits) > 0 {
+			// One table, a header for each kind: the last-N limits' peaks
+			// are spans, where the shorter is the more severe (LimitReport).
 			tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-			fmt.Fprintln(tw, "  LIMIT\tKEYS\tp50\tp90\tp99\tMAX (peak per key)")
-			for i, lr := range rr.Limits {
-				lim := rule.Limits[i]
-				fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", lr.Limit, lr.Keys, fmtPeak(lim, lr.P50), fmtPeak(lim, lr.P90), fmtPeak(lim, lr.P99), fmtPeak(lim, lr.Max))
+			for _, lastN := range []bool{false, true} {
+				header := false
+				for i, lr := range rr.Limits {
+					lim := rule.Limits[i]
+					if (lim.Kind == rules.LimitLastN) != lastN {
+						continue
+					}
+					if !header {
+						if lastN {
+							fmt.Fprintln(tw, "  LIMIT\tKEYS\tp50\tp90\tp99\tMIN (shortest span of N per key: pNN is the span NN% of keys stay above)")
+						} else {
+							fmt.Fprintln(tw, "  LIMIT\tKEYS\tp50\tp90\tp99\tMAX (peak per key)")
+						}
+						header = true
+					}
+					fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", lr.Limit, lr.Keys, fmtPeak(lim, lr.P50), fmtPeak(lim, lr.P90), fmtPeak(lim, lr.P99), fmtPeak(lim, lr.Max))
+				}
 			}
 			tw.Flush()
 		}

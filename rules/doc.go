@@ -30,7 +30,10 @@
 //
 // Dangerous configurations are refused: an allow, deny or trusted_proxies
 // entry of a whole address family (0.0.0.0/0, ::/0: it would exempt or ban
-// every client); trusted_proxies on a source whose format has no
+// every client), and such a CIDR in a `banned` range (a deny by another
+// name) or a `none` range (an allow by another name; a range of it with
+// limits stays valid: a catch-all range checked against its own limits
+// is a choice, not an accident); trusted_proxies on a source whose format has no
 // X-Forwarded-For field (every line a proxy logs would carry the proxy's
 // own, allowed, address); a `match:` field that no source of the rule can
 // carry (parser.Parser.Carries; a source of format `auto` may carry

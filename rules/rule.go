@@ -312,6 +312,11 @@ func (b *builder) rangeList(top field) {
 		ri := len(c.rangeDefs)
 		c.rangeDefs = append(c.rangeDefs, def)
 		for _, p := range cidrs {
+			switch {
+			case def.mode == rangeBanned && b.wholeFamily(p, "a banned range of it bans every client"),
+				def.mode == rangeNone && b.wholeFamily(p, "a none range of it exempts every client from every rule"):
+				continue
+			}
 			k := p.Prefix.String()
 			if other, dup := owner[k]; dup {
 				b.errs = append(b.errs, &Error{File: p.file, Line: p.line, Path: path + ".cidrs",

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/logjail/logjail/control"
+	"github.com/logjail/logjail/ops"
 	"github.com/spf13/cobra"
 )
 
@@ -74,8 +76,11 @@ func runBan(ctx context.Context, o *banOptions, s streams) error {
 	}
 	res, cfg, err := change(ctx, &o.cfg, s,
 		func(ctx context.Context, c *control.Client) (*control.BanResult, error) { return c.Ban(ctx, o.req) },
-		func(e *control.Engine, who string) (*control.BanResult, error) {
-			res, _, err := e.Ban(o.req, who)
+		func(e *control.Engine, who string, dl *ops.DecisionLog) (*control.BanResult, error) {
+			res, ds, err := e.Ban(o.req, who)
+			if err == nil {
+				dl.Decisions(ops.SourceOperator, ds, forcedAttrs(res)...)
+			}
 			return res, err
 		})
 	if err != nil {
@@ -117,4 +122,13 @@ func printBan(w io.Writer, r *control.BanResult, socket string) {
 func keyIsAddress(key string) (control.Target, bool) {
 	t, err := control.ParseTarget(key)
 	return t, err == nil && t.Prefix.IsValid() && !strings.Contains(key, "|")
+}
+
+// forcedAttrs are the decision log's attributes of a forced ban of an
+// allowed key, as the daemon writes them.
+func forcedAttrs(r *control.BanResult) []slog.Attr {
+	if r.Allowed == "" {
+		return nil
+	}
+	return []slog.Attr{slog.Bool("forced", true), slog.String("allowed", r.Allowed)}
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/logjail/logjail/control"
+	"github.com/logjail/logjail/ops"
 	"github.com/logjail/logjail/pipeline"
 	"github.com/spf13/cobra"
 )
@@ -148,8 +150,13 @@ func runBreakerReset(ctx context.Context, o *breakerOptions, s streams) error {
 		func(ctx context.Context, c *control.Client) (*control.BreakerResetResult, error) {
 			return c.ResetBreaker(ctx)
 		},
-		func(e *control.Engine, who string) (*control.BreakerResetResult, error) {
+		func(e *control.Engine, who string, dl *ops.DecisionLog) (*control.BreakerResetResult, error) {
 			res, _ := e.ResetBreaker(who)
+			if res.WasOpen {
+				// As the daemon writes it (daemon.Control.ResetBreaker).
+				dl.Breaker(ops.BreakerEvent{Level: slog.LevelInfo, Event: "reset", Reason: "reset by an operator: rules act again",
+					Source: ops.SourceOperator, Who: who, Attrs: []slog.Attr{slog.Int64("trips", res.Breaker.Trips)}})
+			}
 			return res, nil
 		})
 	if err != nil {

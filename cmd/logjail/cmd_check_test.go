@@ -46,3 +46,38 @@ func TestCheckWarnsAndRefuses(t *testing.T) {
 		t.Errorf("check of deny 0.0.0.0/0: exit %d, want 1; stderr:\n%s", code, stderr)
 	}
 }
+
+// TestBannedRangeOfEveryAddressRefused: a `banned` range of a whole
+// address family, inline or from a file, is refused by check (exit 1) and
+// by the daemon's start-up (exit 2, a config that cannot be loaded), as a
+// deny of it is.
+func TestBannedRangeOfEveryAddressRefused(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const base = "sources: [{name: web, paths: [/var/log/nginx/access.log]}]\nstate_dir: %s\n"
+	write("everything.txt", "# all of IPv6 by mistake\n::/0\n")
+	for _, c := range []struct{ name, cidrs, want string }{
+		{"inline", "[203.0.113.0/24, 0.0.0.0/0]", "ranges.bad.cidrs[1]: 0.0.0.0/0: every IPv4 address: a banned range of it bans every client"},
+		{"file", `["file:everything.txt"]`, "everything.txt:2: ranges.bad.cidrs[0]: ::/0: every IPv6 address: a banned range of it bans every client"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := write(c.name+".yaml", strings.ReplaceAll(base, "%s", filepath.Join(dir, "state"))+
+				"ranges:\n  bad:\n    cidrs: "+c.cidrs+"\n    limits: banned\n")
+			if code, out, stderr := run(t, "", "check", "--config", cfg); code != exitNegative || !strings.Contains(stderr, c.want) {
+				t.Errorf("check: exit %d, want 1 and %q\n%s%s", code, c.want, out, stderr)
+			}
+			if code, out, stderr := run(t, "", "run", "--config", cfg); code != exitUsage || !strings.Contains(stderr, c.want) {
+				t.Errorf("run: exit %d, want 2 and %q\n%s%s", code, c.want, out, stderr)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "state")); err == nil {
+				t.Errorf("run made its state directory before refusing the configuration")
+			}
+		})
+	}
+}

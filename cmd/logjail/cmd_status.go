@@ -30,6 +30,11 @@ action's entries, pending changes and last error; the circuit breaker; the
 database's size. With no daemon, it says so and reads what the database
 holds (positions, bans, breaker as of the last checkpoint).
 
+When the daemon cannot write its database (a full disk), status says so
+first, with the error ("database": {"error": ...} in JSON), shows the rest
+all the same, and exits 1: the daemon runs degraded (it keeps deciding and
+acting, and writes again once there is room).
+
 ` + operatorExits,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -62,10 +67,15 @@ func runStatus(ctx context.Context, o *statusOptions, s streams) error {
 		return apiError(err)
 	}
 	if o.out.json() {
-		return writeJSON(s.out, st)
+		err = writeJSON(s.out, st)
+	} else {
+		printStatus(s.out, st, cfg.ControlSocket)
 	}
-	printStatus(s.out, st, cfg.ControlSocket)
-	return nil
+	if err == nil && st.Database.Error != "" {
+		// Degraded: a negative answer, said above already.
+		return &exitError{code: exitNegative}
+	}
+	return err
 }
 
 func offlineStatus(op *opener) (*control.Status, error) {
@@ -98,6 +108,10 @@ func offlineStatus(op *opener) (*control.Status, error) {
 }
 
 func printStatus(w io.Writer, st *control.Status, socket string) {
+	if st.Database.Error != "" {
+		fmt.Fprintf(w, "DATABASE ERROR: %s\n", parser.Printable(st.Database.Error))
+		fmt.Fprintln(w, "  the daemon keeps deciding and acting; what changed since its last checkpoint is in memory only")
+	}
 	if st.Live {
 		fmt.Fprintf(w, "daemon:    running (pid %d), logjail %s, up %s since %s\n", st.PID, st.Logjail, fmtLeft(time.Duration(st.UptimeSeconds*float64(time.Second))), fmtTimePtr(st.Started))
 	} else {

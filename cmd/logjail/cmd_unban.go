@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/logjail/logjail/control"
+	"github.com/logjail/logjail/ops"
 	"github.com/spf13/cobra"
 )
 
@@ -81,8 +82,11 @@ func runUnban(ctx context.Context, o *unbanOptions, s streams) error {
 	}
 	res, cfg, err := change(ctx, &o.cfg, s,
 		func(ctx context.Context, c *control.Client) (*control.UnbanResult, error) { return c.Unban(ctx, o.req) },
-		func(e *control.Engine, who string) (*control.UnbanResult, error) {
-			res, _, err := e.Unban(o.req, who)
+		func(e *control.Engine, who string, dl *ops.DecisionLog) (*control.UnbanResult, error) {
+			res, ds, err := e.Unban(o.req, who)
+			if err == nil {
+				dl.Decisions(ops.SourceOperator, ds)
+			}
 			return res, err
 		})
 	if err != nil {

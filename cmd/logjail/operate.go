@@ -21,6 +21,7 @@ import (
 	"github.com/logjail/logjail/checkpoint"
 	"github.com/logjail/logjail/control"
 	"github.com/logjail/logjail/daemon"
+	"github.com/logjail/logjail/ops"
 	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/pipeline"
 	"github.com/logjail/logjail/rules"
@@ -234,7 +235,7 @@ func dbError(err error) error {
 // of ban and unban.
 func change[R any](ctx context.Context, cf *configFlag, s streams,
 	live func(context.Context, *control.Client) (R, error),
-	offline func(*control.Engine, string) (R, error)) (R, *rules.Config, error) {
+	offline func(*control.Engine, string, *ops.DecisionLog) (R, error)) (R, *rules.Config, error) {
 	var res R
 	op, err := open(cf, s)
 	if err != nil {
@@ -246,16 +247,16 @@ func change[R any](ctx context.Context, cf *configFlag, s streams,
 	defer cancel()
 	res, err = live(cctx, c)
 	if errors.Is(err, control.ErrNoDaemon) {
-		err = op.offlineChange(func(e *control.Engine) error {
+		err = op.offlineChange(func(e *control.Engine, dl *ops.DecisionLog) error {
 			var err error
-			res, err = offline(e, currentUser())
+			res, err = offline(e, currentUser(), dl)
 			return err
 		})
 	}
 	return res, op.cfg, apiError(err)
 }
 
-func (o *opener) offlineChange(fn func(e *control.Engine) error) error {
+func (o *opener) offlineChange(fn func(e *control.Engine, dl *ops.DecisionLog) error) error {
 	db, err := o.writer()
 	if err != nil {
 		return err
@@ -269,16 +270,22 @@ func (o *opener) offlineChange(fn func(e *control.Engine) error) error {
 	if err != nil {
 		return err
 	}
+	resumed, err := db.ActiveBans()
+	if err != nil {
+		return err
+	}
+	dl := newHeldLog(o.s.err) // offline_log.go
 	w := checkpoint.NewWriter(db)
 	if err := w.Resume(o.cfg, det, time.Time{}); err != nil {
 		return err
 	}
+	dl.Decisions(ops.SourceResume, ops.ResumeLifts(resumed, o.cfg, time.Time{}))
 	bans, err := db.ActiveBans()
 	if err != nil {
 		return err
 	}
 	e := &control.Engine{Cfg: o.cfg, Det: det, W: w, Bans: bans, Now: time.Now(), LogTime: at}
-	if err := fn(e); err != nil {
+	if err := fn(e, dl.DecisionLog); err != nil {
 		return err
 	}
 	if err := w.Flush(det, at); err != nil {
@@ -287,7 +294,11 @@ func (o *opener) offlineChange(fn func(e *control.Engine) error) error {
 	if err := w.Close(); err != nil {
 		return err
 	}
-	return db.Close()
+	if err := db.Close(); err != nil {
+		return err
+	}
+	dl.release()
+	return nil
 }
 
 // apiError maps an error of the API to its exit code.
