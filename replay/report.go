@@ -255,37 +255,61 @@ func (r *Report) finish(p *pipeline.Pipeline, top int) {
 	}
 	r.Lists = p.Counts()
 	r.Detector = p.Detector().Stats()
-	// Per rule: each limit's finite peaks (for the percentiles) and the top
-	// keys by requests and by CPU, kept as the states are visited, so that
-	// a million keys cost 8 bytes a limit here, not a copy of each.
+	// Per rule: each limit's percentiles of the finite peaks, and the top
+	// keys by requests and by CPU, kept as the states are visited. The
+	// percentiles are selected over a few walks of the states (pctSelect),
+	// so that a million keys cost nothing here but those walks.
 	type acc struct {
-		vals [][]float64
-		top  [2][]keyPeak // by requests, by cpu: the best first
+		sel []*pctSelect
+		top [2][]keyPeak // by requests, by cpu: the best first
 	}
 	perRule := map[*rules.Rule]*acc{}
 	var peak []float64
-	p.Detector().Peaks(func(kp detector.KeyPeak) {
-		a := perRule[kp.Rule]
-		if a == nil {
-			a = &acc{vals: make([][]float64, len(kp.Rule.Limits))}
-			perRule[kp.Rule] = a
-		}
+	peaks := func(kp *detector.KeyPeak) []float64 {
 		peak = append(peak[:0], kp.Peak...)
 		for li, l := range kp.Rule.Limits {
 			if l.OfMachine && li < len(peak) && r.cfg.Cores > 0 {
 				peak[li] /= float64(r.cfg.Cores) // a share of all the cores, as written
 			}
 		}
-		for li := range a.vals {
+		return peak
+	}
+	feed := func(a *acc, peak []float64) {
+		for li, sel := range a.sel {
 			if li < len(peak) && !math.IsNaN(peak[li]) && !math.IsInf(peak[li], 0) {
-				a.vals[li] = append(a.vals[li], peak[li])
+				sel.add(peak[li])
 			}
 		}
+	}
+	p.Detector().Peaks(func(kp detector.KeyPeak) {
+		a := perRule[kp.Rule]
+		if a == nil {
+			a = &acc{}
+			for _, l := range kp.Rule.Limits {
+				// A smaller span is the more severe: rank from the top.
+				a.sel = append(a.sel, newPctSelect(l.Kind == rules.LimitLastN, 50, 90, 99))
+			}
+			perRule[kp.Rule] = a
+		}
+		peak := peaks(&kp)
+		feed(a, peak)
 		k := keyPeak{kp.Key, kp.Requests + kp.Blocked, kp.Blocked, kp.CPU, peak}
 		for by := range a.top {
 			a.top[by] = offerTop(a.top[by], k, by == 1, top)
 		}
 	})
+	for {
+		more := false
+		for _, a := range perRule {
+			for _, sel := range a.sel {
+				more = sel.next() || more
+			}
+		}
+		if !more {
+			break
+		}
+		p.Detector().Peaks(func(kp detector.KeyPeak) { feed(perRule[kp.Rule], peaks(&kp)) })
+	}
 	for i := range r.Rules {
 		rr := &r.Rules[i]
 		rule := r.cfg.Rule(rr.Name)
@@ -302,22 +326,14 @@ func (r *Report) finish(p *pipeline.Pipeline, top int) {
 		}
 		a := perRule[rule]
 		if a == nil {
-			a = &acc{vals: make([][]float64, len(rule.Limits))}
+			a = &acc{}
 		}
 		for li, l := range rule.Limits {
-			var vals []float64
-			if li < len(a.vals) {
-				vals = a.vals[li]
-				a.vals[li] = nil
-			}
-			sort.Float64s(vals)
-			if l.Kind == rules.LimitLastN {
-				// A smaller span is the more severe: rank from the top.
-				slices.Reverse(vals)
-			}
-			lr := LimitReport{Limit: l.Text, Unit: unit(l), Keys: len(vals)}
-			if len(vals) > 0 {
-				lr.P50, lr.P90, lr.P99, lr.Max = pct(vals, 50), pct(vals, 90), pct(vals, 99), vals[len(vals)-1]
+			lr := LimitReport{Limit: l.Text, Unit: unit(l)}
+			if li < len(a.sel) && a.sel[li].n > 0 {
+				sel := a.sel[li]
+				ps, most := sel.values()
+				lr.Keys, lr.P50, lr.P90, lr.P99, lr.Max = sel.n, ps[0], ps[1], ps[2], most
 			}
 			rr.Limits = append(rr.Limits, lr)
 		}
@@ -399,12 +415,6 @@ func offerTop(top []keyPeak, k keyPeak, byCPU bool, n int) []keyPeak {
 	copy(top[i+1:], top[i:len(top)-1])
 	top[i] = k
 	return top
-}
-
-// pct is the nearest-rank percentile of sorted values.
-func pct(sorted []float64, p float64) float64 {
-	i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
 }
 
 func round(v float64, digits int) float64 {
