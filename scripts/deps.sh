@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 
 missing=()
 need() { # need COMMAND DEBIAN-PACKAGE
-  command -v "$1" >/dev/null 2>&1 || missing+=("$2")
+  # /usr/sbin and /sbin too: a normal user's PATH on Debian lacks them, and
+  # the tests look there (internal/testenv.LookPath).
+  command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ] || missing+=("$2")
 }
 need python3 python3          # runs ../shared/tools/genlog.py in the detection tests
 need sqlite3 sqlite3          # the store tests read the database with it, as an operator would

@@ -130,14 +130,49 @@ func TestExampleConfigIsValid(t *testing.T) {
 	}
 }
 
-// TestReplaySample is the README's first command with the example config.
+// TestReplaySample replays the bundled real log with the example config:
+// the report opens with its summary, then each rule.
 func TestReplaySample(t *testing.T) {
 	cfg := exampleConfig(t)
 	code, out, stderr := run(t, "", "replay", "--config", cfg, "--source", "web", "../../testdata/logs/sample/bots.log.gz")
 	if code != exitOK {
 		t.Fatalf("exit %d; stderr: %s", code, stderr)
 	}
-	for _, want := range []string{"input: 16912 lines, 16912 parsed, 0 rejected", "rule flood", "rule scanners", "LIMIT", "p99", "keys banned", "(rule scanners)"} {
+	for _, want := range []string{"SUMMARY\n", "16912 read, 16912 parsed, 0 rejected", "rule flood", "rule scanners", "LIMIT", "p99", "keys banned", "(rule scanners)",
+		"decisions:  20 throttles, 15 bans, 15 unbans", "BUSIEST KEYS", "COSTLIEST KEYS: none (no line carried CPU seconds)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("replay report lacks %q:\n%s", want, out)
+		}
+	}
+	if i, j := strings.Index(out, "BUSIEST KEYS"), strings.Index(out, "rule flood"); i < 0 || j < i {
+		t.Errorf("the summary does not come before the rules:\n%s", out)
+	}
+	for _, bad := range []string{"{", "}", "Charges:"} { // no Go struct formatting
+		if strings.Contains(out, bad) {
+			t.Errorf("replay report holds %q:\n%s", bad, out)
+		}
+	}
+}
+
+// TestReplayTry is what the README's first command (`make try`) replays:
+// both bundled samples with testdata/logs/sample/try.yaml. The PHP-FPM
+// sample's CPU hog (internal/samplelog) is banned by the CPU rule alone,
+// twice (the ban ladder doubles the second), and its CPU seconds lead the
+// summary's costliest keys.
+func TestReplayTry(t *testing.T) {
+	const dir = "../../testdata/logs/sample/"
+	code, out, stderr := run(t, "", "replay", "--config", dir+"try.yaml", dir+"bots.log.gz", dir+"shop.fpm.log")
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"20909 read, 20909 parsed, 0 rejected",
+		"\n  heavy     0               1            0          2\n",
+		"rule heavy: 0 keys throttled, 1 key banned",
+		"cpu 26.4% over 1m > 25% (rule heavy)",
+		"\n  COSTLIEST KEYS    REQUESTS  CPU s  BANNED BY\n  203.0.113.50      240       377.5  heavy\n",
+		"2001:db8:bad::/64  2022-09-05T10:30:07Z  0          1", // the scanner
+	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("replay report lacks %q:\n%s", want, out)
 		}
