@@ -12,6 +12,8 @@ need() { # need COMMAND DEBIAN-PACKAGE
   command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ] || missing+=("$2")
 }
 need python3 python3          # runs ../shared/tools/genlog.py in the detection tests
+need git git                  # scripts/newcomer.sh (TestNewcomer) clones the repository
+need make make                # ... and runs the README's first command, make try
 need sqlite3 sqlite3          # the store tests read the database with it, as an operator would
 need gcc gcc                  # cgo, for github.com/mattn/go-sqlite3
 need unshare util-linux       # the firewall tests run in network namespaces of their own
