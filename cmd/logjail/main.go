@@ -5,8 +5,8 @@
 // Exit codes, the same for every command (DESIGN.md, "Operation"):
 //
 //	0  done; every line parsed; the config is valid
-//	1  done, with a negative answer: some lines rejected (parse), the config
-//	   is invalid (check), nothing matched
+//	1  done, with a negative answer: some lines rejected (parse, replay),
+//	   the config is invalid (check), nothing matched
 //	2  usage error, or a config that cannot be loaded
 //	3  the daemon is needed and unreachable
 package main

@@ -318,3 +318,51 @@ func TestReplayDB(t *testing.T) {
 		t.Errorf("a second replay into the same database: exit %d, stderr %q; want 2 and a reason", code, stderr)
 	}
 }
+
+// TestReplayFormatFlagsAndHint: a Caddy log under the example config (whose
+// source reads combined) is rejected line by line: replay exits 1, as the
+// README's exit-code table says of rejected lines, and a hint names the
+// preset that reads it; with --format caddy (parse's flag, shared) or
+// --format auto every line is read and the exit is 0. parse gives the same
+// hint.
+func TestReplayFormatFlagsAndHint(t *testing.T) {
+	cfg := exampleConfig(t)
+	const caddy = "../../testdata/logs/caddy/input.log"
+	code, out, stderr := run(t, "", "replay", "--config", cfg, caddy)
+	if code != exitNegative {
+		t.Errorf("replay of a Caddy log as combined: exit %d, want %d", code, exitNegative)
+	}
+	const hint = "hint: 10 of 10 lines of " + caddy + " were rejected under format combined; of its first 10 lines, caddy reads 10: try --format caddy (or --format auto)"
+	if !strings.Contains(stderr, hint) {
+		t.Errorf("replay's stderr lacks the hint %q:\n%s", hint, stderr)
+	}
+	if !strings.Contains(out, "10 read, 0 parsed, 10 rejected") {
+		t.Errorf("replay's report lacks the rejected count:\n%s", out)
+	}
+	for _, format := range []string{"caddy", "auto"} {
+		code, out, stderr = run(t, "", "replay", "--config", cfg, "--format", format, caddy)
+		if code != exitOK || !strings.Contains(out, "10 read, 10 parsed, 0 rejected") || !strings.Contains(out, "format caddy") || strings.Contains(stderr, "hint:") {
+			t.Errorf("replay --format %s: exit %d, want 0 with every line parsed as caddy and no hint:\n%s%s", format, code, out, stderr)
+		}
+	}
+	code, _, stderr = run(t, "", "parse", "--config", cfg, caddy)
+	if code != exitNegative || !strings.Contains(stderr, hint) {
+		t.Errorf("parse of a Caddy log as combined: exit %d, want %d with the hint %q:\n%s", code, exitNegative, hint, stderr)
+	}
+	// Lines no preset reads get a hint on how to describe the format.
+	junk := filepath.Join(t.TempDir(), "dpkg.log")
+	os.WriteFile(junk, []byte("2025-06-24 10:00:01 status installed libc6:amd64 2.36-9\n2025-06-24 10:00:02 startup archives unpack\n"), 0o600)
+	code, _, stderr = run(t, "", "replay", "--config", cfg, junk)
+	if code != exitNegative || !strings.Contains(stderr, "no preset reads any of its first 2 lines: describe the format with --log-format") {
+		t.Errorf("replay of a non-access log: exit %d, want %d with a hint to describe the format:\n%s", code, exitNegative, stderr)
+	}
+}
+
+// TestReplayWithoutArgsShowsUsage: replay with no file says what it wants,
+// with the usage, and exits 2.
+func TestReplayWithoutArgsShowsUsage(t *testing.T) {
+	code, _, stderr := run(t, "", "replay")
+	if code != exitUsage || !strings.Contains(stderr, "give the logs to replay") || !strings.Contains(stderr, "Usage:\n  logjail replay [flags] FILE...|-") || !strings.Contains(stderr, "--format") {
+		t.Errorf("replay without args: exit %d, want %d with the usage:\n%s", code, exitUsage, stderr)
+	}
+}
