@@ -5,7 +5,8 @@
 # machine; the module cache is reused, so it needs no network once the
 # modules are downloaded), prints its whole output, and checks it for the
 # report's summary, at least one ban with its reason and a non-zero CPU
-# column. newcomer_test.go runs it (CI does).
+# column, and that `./logjail version` names the commit. newcomer_test.go
+# runs it (CI does).
 #
 # Exit codes: 0 as promised; 1 the output lacks something (said on stderr);
 # 2 the command failed; 77 the modules are not cached and cannot be
@@ -55,4 +56,10 @@ check "a ban with its reason" ' until [0-9T:Z-]+ +.*\(rule [^)]+\)$'
 cpu=$(awk '/^  COSTLIEST KEYS /{ getline; print $3; exit }' <<<"$out")
 awk -v c="${cpu:-0}" 'BEGIN { exit !(c + 0 > 0) }' ||
   { echo "newcomer: the CPU column is not above zero (costliest key: '${cpu:-none}')" >&2; fail=1; }
+# The binary the first command built says which commit it is.
+head=$(git rev-parse HEAD)
+version=$(./logjail version 2>&1) || true
+printf '%s\n' "$version"
+grep -q "^commit $head " <<<"$version" ||
+  { echo "newcomer: './logjail version' does not name the commit $head" >&2; fail=1; }
 exit $fail

@@ -93,7 +93,10 @@ config that cannot be loaded; 3 the daemon is needed and unreachable.`,
 		newHistoryCmd(s),
 		newStatusCmd(s),
 		newBreakerCmd(s),
+		newVersionCmd(s),
 	)
+	root.Version = versionText()
+	root.SetVersionTemplate("{{.Version}}\n")
 	return root
 }
 
