@@ -89,6 +89,15 @@ func sayEmpty(s streams, table bool, msg string) {
 	}
 }
 
+// plural writes n and the noun for it: "1 source", "2 sources", "1 entry",
+// "3 entries".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
 // isTerminal reports whether w is a terminal: then tables get a header and
 // aligned columns.
 func isTerminal(w io.Writer) bool {
