@@ -26,6 +26,7 @@ need caddy caddy              # ... and a real Caddy (forward_auth)
 need haproxy haproxy          # the HAProxy list file is checked by a real haproxy
 need setpriv util-linux       # the permission tests run commands as nobody
 need systemd-analyze systemd  # the unit and drop-in tests verify them with systemd-analyze
+need systemd-sysusers systemd # ... and apply logjail.sysusers to an empty root
 need bzip2 bzip2              # the rotation tests write logrotate's bz2 archives
 need logrotate logrotate      # the rotation matrix runs the real logrotate
 need xz xz-utils              # ... compressing with xz
