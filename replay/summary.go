@@ -38,7 +38,8 @@ func (r *Report) writeSummary(w io.Writer) {
 		fmt.Fprintf(tw, "  file:\t%s (source %s, format %s, %s, %d rejected)\n", parser.Printable(f.Name), f.Source, f.Format, plural(int(f.Lines), "line"), f.Rejected)
 	}
 	for _, s := range in.Samples {
-		fmt.Fprintf(tw, "  rejected:\t%s:%d: %s\n", parser.Printable(s.File), s.Line, parser.Printable(s.Error))
+		msg := strings.TrimPrefix(s.Error, fmt.Sprintf("line %d: ", s.Line)) // the line is named once
+		fmt.Fprintf(tw, "  rejected:\t%s:%d: %s\n", parser.Printable(s.File), s.Line, parser.Printable(msg))
 	}
 	l, d := r.Lists, r.Detector
 	fmt.Fprintf(tw, "  requests:\t%d charged to rules, %d seen while banned (not charged); %d allowed, %d exempt, %d denied by the lists\n",
