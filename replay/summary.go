@@ -44,7 +44,7 @@ func (r *Report) writeSummary(w io.Writer) {
 	l, d := r.Lists, r.Detector
 	fmt.Fprintf(tw, "  requests:\t%d charged to rules, %d seen while banned (not charged); %d allowed, %d exempt, %d denied by the lists\n",
 		l.Charged, d.Blocked, l.Allowed, l.Exempt, l.Denied)
-	fmt.Fprintf(tw, "  keys:\t%d tracked (per rule), %d evicted\n", d.Keys, d.Evictions)
+	fmt.Fprintf(tw, "  keys:\t%d tracked (a key once for each rule that charged it), %d evicted\n", d.Keys, d.Evictions)
 	fmt.Fprintf(tw, "  decisions:\t%s, %s, %s", plural(int(d.Throttles), "throttle"), plural(int(d.Bans), "ban"), plural(int(d.Unbans), "unban"))
 	if d.BreakerTrips > 0 {
 		fmt.Fprintf(tw, "; the circuit breaker tripped %s", plural(int(d.BreakerTrips), "time"))
