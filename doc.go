@@ -35,4 +35,8 @@
 //   - internal/nstest: network namespaces for the firewall tests.
 //   - internal/testenv: how a test that cannot run here skips (and fails
 //     under CI=true).
+//   - internal/samplelog: the generated PHP-FPM sample log (with a known
+//     CPU hog) that `make try`, the README's first command, replays.
+//   - scripts/try.sh (`make try`) and scripts/newcomer.sh: the first
+//     command, and its check from a fresh clone (TestNewcomer here).
 package logjail

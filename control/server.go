@@ -83,6 +83,8 @@ func Listen(o ServerOptions) (*Server, error) {
 		if gid, err := strconv.Atoi(g.Gid); err == nil {
 			s.gid = gid
 		}
+	} else {
+		o.Logger.Info("control socket: no such group: only root may use the socket (contrib/systemd/logjail.sysusers creates the group)", "group", o.Group)
 	}
 	dir := filepath.Dir(o.Path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -198,6 +198,9 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer db.Close()
+	if o.Metrics != nil {
+		o.Metrics.SetActiveBans(db.CountActiveBansByKind) // what list shows, operators' bans included
+	}
 
 	var dc *decider // made below; the breaker trips only in its hands
 	det := pipeline.NewLiveDetector(cfg, func(b detector.BreakerState) { dc.tripped(b) })
@@ -905,7 +908,6 @@ func (d *decider) flush() {
 		mem := d.det.Memory()
 		m.TrackedKeyBytes.Set(float64(mem.Bytes))
 		m.BytesPerKey.Set(float64(mem.PerState()))
-		m.ActiveBans.WithLabelValues("ban").Set(float64(st.Banned))
 		if st.BreakerOpen {
 			m.BreakerOpen.Set(1)
 		} else {

@@ -268,6 +268,8 @@ type follower struct {
 	order    []string // keys of tracked, sorted
 	buf      []byte   // the read buffer
 	now      func() time.Time
+	// unwatchable are the paths inotify refused, said once each.
+	unwatchable map[string]bool
 }
 
 // tracked is one path: the file at it, and rotated files still being
@@ -363,7 +365,20 @@ func (f *follower) watch(path string) {
 		return
 	}
 	if err := watch.WatchCreate(path); err != nil {
-		f.log.Warn("inotify unavailable for this path: polling it", "path", path, "err", err)
+		// Said once a path. A missing directory is no fault (the example
+		// config names Apache's logs beside nginx's): the file is polled
+		// for, and watched once its directory exists.
+		if f.unwatchable == nil {
+			f.unwatchable = map[string]bool{}
+		}
+		if !f.unwatchable[path] {
+			f.unwatchable[path] = true
+			if errors.Is(err, fs.ErrNotExist) {
+				f.log.Debug("no such directory yet: polling for the file", "path", path)
+			} else {
+				f.log.Warn("inotify unavailable for this path: polling it", "path", path, "err", err)
+			}
+		}
 		return
 	}
 	f.watched[path] = true

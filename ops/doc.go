@@ -21,7 +21,7 @@
 //	logjail_lines_future_total{source}            counter: lines more than `future` ahead of the wall clock (not charged)
 //	logjail_lines_outliers_total{source}          counter: lines far ahead of their neighbours in their file (not charged)
 //	logjail_decisions_total{rule,kind}            counter: decisions (kind throttle, ban, unban)
-//	logjail_active_bans{kind}                     gauge: active throttles and bans
+//	logjail_active_bans{kind}                     gauge: active throttles and bans, as `logjail list` shows them (read from the database at each scrape)
 //	logjail_tracked_keys                          gauge: (rule, key) states in memory
 //	logjail_evictions_total                       counter: keys evicted at max_keys
 //	logjail_lag_bytes{source}                     gauge: bytes written to the source's files not read yet

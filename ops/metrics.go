@@ -26,7 +26,7 @@ type Metrics struct {
 	LinesFuture        *prometheus.CounterVec // {source}
 	LinesOutliers      *prometheus.CounterVec // {source}
 	Decisions          *prometheus.CounterVec // {rule, kind}
-	ActiveBans         *prometheus.GaugeVec   // {kind}
+	ActiveBans         *prometheus.GaugeVec   // {kind}; read at each scrape when SetActiveBans gave a count
 	TrackedKeys        prometheus.Gauge
 	TrackedKeyBytes    prometheus.Gauge // the detector's estimated heap
 	BytesPerKey        prometheus.Gauge // that over TrackedKeys
@@ -44,8 +44,9 @@ type Metrics struct {
 	ActionPending      *prometheus.GaugeVec   // {action}: changes not applied yet
 	ActionUp           *prometheus.GaugeVec   // {action}: 1 when its last call succeeded, else 0
 
-	mu     sync.RWMutex
-	health func() error
+	mu         sync.RWMutex
+	health     func() error
+	activeBans func() (map[string]int, error)
 }
 
 // NewMetrics builds the collectors and their registry, with the Go runtime
@@ -80,7 +81,8 @@ func NewMetrics() *Metrics {
 	m.LinesFuture = counterVec("lines_future_total", "Log lines more than `future` ahead of the wall clock, not charged, by source.", "source")
 	m.LinesOutliers = counterVec("lines_outliers_total", "Log lines far ahead of their neighbours in their file, not charged, by source.", "source")
 	m.Decisions = counterVec("decisions_total", "Decisions made, by rule and kind (throttle, ban, unban).", "rule", "kind")
-	m.ActiveBans = gaugeVec("active_bans", "Active throttles and bans, by kind.", "kind")
+	m.ActiveBans = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "logjail_active_bans", Help: "Active throttles and bans, by kind: what `logjail list` shows."}, []string{"kind"})
+	f(activeBansCollector{m})
 	m.TrackedKeys = gauge("tracked_keys", "(rule, key) states held in memory.")
 	m.TrackedKeyBytes = gauge("tracked_key_bytes", "Estimated heap the (rule, key) states and the key index hold.")
 	m.BytesPerKey = gauge("bytes_per_key", "Estimated heap per tracked (rule, key) state, the key index included.")
@@ -113,6 +115,37 @@ func (m *Metrics) SetHealth(fn func() error) {
 	m.mu.Lock()
 	m.health = fn
 	m.mu.Unlock()
+}
+
+// SetActiveBans sets how logjail_active_bans is counted: fn is called at
+// each scrape and gives the active throttles and bans by kind (the
+// database's, as `logjail list` reads them), so that the metric and list
+// always agree. Until it is set, the gauge holds what was Set on it.
+func (m *Metrics) SetActiveBans(fn func() (map[string]int, error)) {
+	m.mu.Lock()
+	m.activeBans = fn
+	m.mu.Unlock()
+}
+
+// activeBansCollector is ActiveBans, brought up to date from the count
+// SetActiveBans gave before each scrape. A count that fails leaves the
+// last values.
+type activeBansCollector struct{ m *Metrics }
+
+func (c activeBansCollector) Describe(ch chan<- *prometheus.Desc) { c.m.ActiveBans.Describe(ch) }
+
+func (c activeBansCollector) Collect(ch chan<- prometheus.Metric) {
+	c.m.mu.RLock()
+	fn := c.m.activeBans
+	c.m.mu.RUnlock()
+	if fn != nil {
+		if n, err := fn(); err == nil {
+			for _, kind := range []string{"throttle", "ban"} {
+				c.m.ActiveBans.WithLabelValues(kind).Set(float64(n[kind]))
+			}
+		}
+	}
+	c.m.ActiveBans.Collect(ch)
 }
 
 // Healthy runs the health check.

@@ -12,6 +12,16 @@
 //
 // A replay is deterministic: the same input and configuration give the same
 // report, whatever the machine's clock or zone.
+//
+// The text report (Report.WriteText) reads top-down: a summary first (lines
+// read, parsed and rejected with the first rejected lines, requests charged
+// and seen while banned, keys tracked, throttles, bans and unbans; a table
+// of keys throttled and banned and of throttle and ban decisions per rule;
+// the five busiest keys by requests and the five costliest by CPU seconds,
+// each with the rules that banned it), then each rule, then sweeps. A key's
+// totals differ by rule (each rule charges the entries it matches): the
+// summary shows the most any rule saw, taken from the rules' own top lists.
+// No Go value is printed with %v: every line is written field by field.
 package replay
 
 import (

@@ -455,40 +455,21 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
-// WriteText writes the report for a person: input, decisions per rule, top
-// keys, percentiles and sweeps. Text from the logs (keys, file names, the
-// rejected lines' errors) is written through parser.Printable: a control
-// character is shown as its escape, never sent raw to the terminal.
+// WriteText writes the report for a person, to be read top-down: a summary
+// first (input, decisions by rule, the busiest and costliest keys), then
+// each rule (its keys, percentiles, top keys), then sweeps. Text from the
+// logs (keys, file names, the rejected lines' errors) is written through
+// parser.Printable: a control character is shown as its escape, never sent
+// raw to the terminal.
 func (r *Report) WriteText(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	in := r.Input
-	fmt.Fprintf(tw, "input: %d lines, %d parsed, %d rejected", in.Lines, in.Parsed, in.Rejected)
-	if in.Skipped > 0 {
-		fmt.Fprintf(tw, ", %d outside --from/--to", in.Skipped)
-	}
-	if in.Outliers > 0 {
-		fmt.Fprintf(tw, ", %d outliers (far ahead of their neighbours: not charged)", in.Outliers)
-	}
-	fmt.Fprintln(tw)
-	if in.First != nil {
-		fmt.Fprintf(tw, "time:  %s .. %s (%s)\n", in.First.Format(time.RFC3339), in.Last.Format(time.RFC3339), span(in.Last.Sub(*in.First)))
-	}
-	for _, f := range r.Files {
-		fmt.Fprintf(tw, "file:  %s\tsource %s\tformat %s\t%d lines\t%d rejected\n", parser.Printable(f.Name), f.Source, f.Format, f.Lines, f.Rejected)
-	}
-	for _, s := range in.Samples {
-		fmt.Fprintf(tw, "  rejected %s:%d: %s\n", parser.Printable(s.File), s.Line, parser.Printable(s.Error))
-	}
-	l := r.Lists
-	fmt.Fprintf(tw, "lists: %d charged, %d allowed, %d exempt, %d denied; detector: %+v\n", l.Charged, l.Allowed, l.Exempt, l.Denied, r.Detector)
-	tw.Flush()
+	r.writeSummary(w)
 	for _, rr := range r.Rules {
 		rule := r.cfg.Rule(rr.Name)
 		mode := ""
 		if rr.LogOnly {
 			mode = " (log_only)"
 		}
-		fmt.Fprintf(w, "\nrule %s%s: %d keys throttled, %d keys banned\n", rr.Name, mode, rr.Throttled, rr.Banned)
+		fmt.Fprintf(w, "\nrule %s%s: %s throttled, %s banned\n", rr.Name, mode, plural(rr.Throttled, "key"), plural(rr.Banned, "key"))
 		if len(rr.Keys) > 0 {
 			tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 			fmt.Fprintln(tw, "  KEY\tFIRST OVER\tTHROTTLES\tBANS\tLAST BAN\tREASON (of the last ban, else of the first throttle)")

@@ -7,9 +7,13 @@ cd "$(dirname "$0")/.."
 
 missing=()
 need() { # need COMMAND DEBIAN-PACKAGE
-  command -v "$1" >/dev/null 2>&1 || missing+=("$2")
+  # /usr/sbin and /sbin too: a normal user's PATH on Debian lacks them, and
+  # the tests look there (internal/testenv.LookPath).
+  command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ] || missing+=("$2")
 }
 need python3 python3          # runs ../shared/tools/genlog.py in the detection tests
+need git git                  # scripts/newcomer.sh (TestNewcomer) clones the repository
+need make make                # ... and runs the README's first command, make try
 need sqlite3 sqlite3          # the store tests read the database with it, as an operator would
 need gcc gcc                  # cgo, for github.com/mattn/go-sqlite3
 need unshare util-linux       # the firewall tests run in network namespaces of their own
@@ -22,6 +26,7 @@ need caddy caddy              # ... and a real Caddy (forward_auth)
 need haproxy haproxy          # the HAProxy list file is checked by a real haproxy
 need setpriv util-linux       # the permission tests run commands as nobody
 need systemd-analyze systemd  # the unit and drop-in tests verify them with systemd-analyze
+need systemd-sysusers systemd # ... and apply logjail.sysusers to an empty root
 need bzip2 bzip2              # the rotation tests write logrotate's bz2 archives
 need logrotate logrotate      # the rotation matrix runs the real logrotate
 need xz xz-utils              # ... compressing with xz

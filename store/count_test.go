@@ -64,4 +64,7 @@ func TestEachActiveBan(t *testing.T) {
 	if n, err := db.CountActiveBans(); err != nil || n != 2 {
 		t.Errorf("CountActiveBans = %d, %v", n, err)
 	}
+	if n, err := db.CountActiveBansByKind(); err != nil || !cmp.Equal(n, map[string]int{"ban": 1, "throttle": 1}) {
+		t.Errorf("CountActiveBansByKind = %v, %v; want 1 ban, 1 throttle", n, err)
+	}
 }

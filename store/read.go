@@ -398,6 +398,30 @@ func (db *DB) EachActiveBan(fn func(*Ban) error) error {
 	return nil
 }
 
+// CountActiveBansByKind returns how many throttles and bans are active, by
+// kind ("throttle", "ban"): the rows `logjail list` shows, those of rules,
+// operators, the deny list and banned ranges alike.
+func (db *DB) CountActiveBansByKind() (map[string]int, error) {
+	rows, err := db.r.QueryContext(context.Background(), `SELECT kind, count(*) FROM bans GROUP BY kind`)
+	if err != nil {
+		return nil, db.errf("count bans", "%w", err)
+	}
+	defer rows.Close()
+	n := map[string]int{}
+	for rows.Next() {
+		var kind string
+		var c int
+		if err := rows.Scan(&kind, &c); err != nil {
+			return nil, db.errf("count bans", "%w", err)
+		}
+		n[kind] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, db.errf("count bans", "%w", err)
+	}
+	return n, nil
+}
+
 // CountActiveBans returns how many throttles and bans are active.
 func (db *DB) CountActiveBans() (int, error) {
 	var n int

@@ -424,6 +424,35 @@ func setMode(path string, gid int, mayBeAbsent bool) error {
 	return err
 }
 
+// Held returns a *LockedError naming the process that holds the writer
+// lock of the database at path, or nil when none does (or its lock file
+// cannot be read: Open then says why). It takes the lock only to test it
+// and lets it go at once: `logjail run` asks before it binds any address,
+// so that a second daemon says who runs rather than "address already in
+// use".
+func Held(path string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil
+	}
+	f, err := os.Open(abs + ".lock")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if err := flock(f, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			b := make([]byte, 32)
+			n, _ := f.ReadAt(b, 0)
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
+			return &LockedError{Path: abs, PID: pid}
+		}
+		return nil
+	}
+	flock(f, syscall.LOCK_UN)
+	return nil
+}
+
 // lock takes the writer lock: an exclusive flock on abs+".lock", which
 // then holds the PID. The kernel releases it when the process dies,
 // however it dies.

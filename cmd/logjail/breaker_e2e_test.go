@@ -139,7 +139,7 @@ func TestBreakerLive(t *testing.T) {
 		t.Errorf("breaker events: %+v", b.Events)
 	}
 	out := e.must(0, "breaker", "status")
-	for _, want := range []string{"breaker:   OPEN since ", "rules flood, slow are log-only until `logjail breaker reset` (tripped 1 times)",
+	for _, want := range []string{"breaker:   OPEN since ", "rules flood, slow are log-only until `logjail breaker reset` (tripped 1 time)",
 		"3 bans within 1m0s > max_bans_per_minute 2; the last: 198.51.100.3, rule flood", "reset:     never", "breaker-trip: 3 bans"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("breaker status lacks %q:\n%s", want, out)

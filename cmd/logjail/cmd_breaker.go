@@ -179,14 +179,14 @@ func runBreakerReset(ctx context.Context, o *breakerOptions, s streams) error {
 // breakerLine is the breaker in one line, for status.
 func breakerLine(b *control.Breaker) string {
 	if !b.Open {
-		return fmt.Sprintf("closed (tripped %d times)", b.Trips)
+		return fmt.Sprintf("closed (tripped %s)", plural(int(b.Trips), "time", "times"))
 	}
 	line := "OPEN"
 	if b.Tripped != nil {
 		line += " since " + fmtTime(*b.Tripped)
 	}
-	return fmt.Sprintf("%s: rules %s are log-only until `logjail breaker reset` (tripped %d times)",
-		line, strings.Join(b.LogOnlyRules, ", "), b.Trips)
+	return fmt.Sprintf("%s: rules %s are log-only until `logjail breaker reset` (tripped %s)",
+		line, strings.Join(b.LogOnlyRules, ", "), plural(int(b.Trips), "time", "times"))
 }
 
 func printBreakerStatus(w io.Writer, st *control.BreakerStatus, socket string) {

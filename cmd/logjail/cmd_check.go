@@ -55,11 +55,11 @@ Exit codes: 0 valid; 1 invalid; 2 no configuration file.`,
 				fmt.Fprintf(s.err, "warning: %v\n", w)
 			}
 			if systemd {
-				fmt.Fprintf(s.err, "%s: valid: %d sources, %d rules, %d actions\n", path, len(cfg.Sources), len(cfg.Rules), len(cfg.Actions))
+				fmt.Fprintf(s.err, "%s: valid: %s\n", path, checkCounts(cfg))
 				_, err := io.WriteString(s.out, actions.SystemdDropIn(cfg))
 				return err
 			}
-			fmt.Fprintf(s.out, "%s: valid: %d sources, %d rules, %d actions\n", path, len(cfg.Sources), len(cfg.Rules), len(cfg.Actions))
+			fmt.Fprintf(s.out, "%s: valid: %s\n", path, checkCounts(cfg))
 			return nil
 		},
 	}
@@ -78,4 +78,10 @@ func newExampleConfigCmd(s streams) *cobra.Command {
 			return err
 		},
 	}
+}
+
+// checkCounts says what a valid configuration holds: "1 source, 2 rules,
+// 1 action".
+func checkCounts(cfg *rules.Config) string {
+	return plural(len(cfg.Sources), "source", "sources") + ", " + plural(len(cfg.Rules), "rule", "rules") + ", " + plural(len(cfg.Actions), "action", "actions")
 }

@@ -168,8 +168,9 @@ func flushActions(cfg *rules.Config, path string, s streams) error {
 }
 
 func printClean(w io.Writer, r cleanReport, st ops.CleanStats) {
-	fmt.Fprintf(w, "%s: %d bans expired, %d throttles ended; pruned %d key states and %d history events; %d pages given back, %d free\n",
-		r.Database, r.Expired, r.Throttles, r.Keys, r.History, r.VacuumedPages, r.FreePages)
+	fmt.Fprintf(w, "%s: %s expired, %s ended; pruned %s and %s; %s given back, %d free\n",
+		r.Database, plural(r.Expired, "ban", "bans"), plural(r.Throttles, "throttle", "throttles"), plural(int(r.Keys), "key state", "key states"),
+		plural(int(r.History), "history event", "history events"), plural(int(r.VacuumedPages), "page", "pages"), r.FreePages)
 	for _, d := range st.Unbans {
 		fmt.Fprintf(w, "  unban %s %s (ended %s)\n", d.Rule, d.Key, d.Time.Local().Format(time.DateTime))
 	}

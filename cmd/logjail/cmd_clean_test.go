@@ -81,7 +81,7 @@ func TestClean(t *testing.T) {
 	}
 	// 203.0.113.1's ban ended on the wall clock, not yet on log time (the
 	// log ends before it): its state is kept, as the detector still holds it.
-	for _, want := range []string{"1 bans expired", "pruned 0 key states", "unban short 203.0.113.1"} {
+	for _, want := range []string{"1 ban expired", "pruned 0 key states", "unban short 203.0.113.1"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

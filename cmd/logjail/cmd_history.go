@@ -11,8 +11,9 @@ import (
 )
 
 type historyOptions struct {
-	cfg configFlag
-	out outputFlag
+	cfg     configFlag
+	out     outputFlag
+	headers headersFlag
 }
 
 func newHistoryCmd(s streams) *cobra.Command {
@@ -37,6 +38,7 @@ a group range, a user seen from it); a CIDR for every key overlapping it.
 	}
 	o.cfg.addFlag(cmd)
 	o.out.addFlag(cmd)
+	o.headers.addFlag(cmd)
 	return cmd
 }
 
@@ -65,7 +67,9 @@ func runHistory(o *historyOptions, s streams, key string) error {
 	if o.out.json() {
 		err = writeJSON(w, h)
 	} else {
-		err = printHistory(w, h, isTerminal(s.out))
+		if len(h.Events) > 0 { // else the exit error says so
+			err = printHistory(w, h, o.headers.table(s.out))
+		}
 	}
 	if ferr := w.Flush(); err == nil {
 		err = ferr

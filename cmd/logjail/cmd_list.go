@@ -13,10 +13,11 @@ import (
 )
 
 type listOptions struct {
-	cfg    configFlag
-	out    outputFlag
-	q      control.ListQuery
-	header bool // a header and aligned columns even when not on a terminal
+	cfg     configFlag
+	out     outputFlag
+	headers headersFlag
+	q       control.ListQuery
+	header  bool // a header and aligned columns even when not on a terminal
 }
 
 func newListCmd(s streams) *cobra.Command {
@@ -36,8 +37,10 @@ or a key (user:bob). --expired lists the bans that have ended (from the
 history, within history_retention), with when and why. --sort until (the
 soonest end first, the default), since (newest first) or rule.
 
-On a terminal: a header and aligned columns; else one ban a line, fields
-separated by tabs; --output json: the document of docs/control.md.
+On a terminal: a header and aligned columns, and a line saying so when
+there is nothing to list; else (or with --no-headers) one ban a line, fields
+separated by tabs, and the empty line on stderr; --output json: the document
+of docs/control.md.
 
 ` + operatorExits,
 		Args: cobra.NoArgs,
@@ -50,6 +53,7 @@ separated by tabs; --output json: the document of docs/control.md.
 	}
 	o.cfg.addFlag(cmd)
 	o.out.addFlag(cmd)
+	o.headers.addFlag(cmd)
 	f := cmd.Flags()
 	f.StringVar(&o.q.Rule, "rule", "", "only this rule's")
 	f.StringVar(&o.q.Key, "key", "", "only the keys an address, CIDR or key names")
@@ -80,10 +84,20 @@ func runList(o *listOptions, s streams, now time.Time) error {
 		}
 	}
 	w := bufio.NewWriterSize(s.out, 64<<10)
+	table := o.header || o.headers.table(s.out)
 	if o.out.json() {
 		err = l.WriteJSON(w) // compact: 100,000 bans are 26 MB already
+	} else if len(l.Bans) == 0 {
+		what := "no active throttles or bans"
+		if l.Expired {
+			what = "no ended throttles or bans"
+		}
+		if o.q.Key == "" || table { // else the exit error says it
+			w.Flush()
+			sayEmpty(s, table, what)
+		}
 	} else {
-		err = printList(w, l, o.header || isTerminal(s.out))
+		err = printList(w, l, table)
 	}
 	if ferr := w.Flush(); err == nil {
 		err = ferr
@@ -102,16 +116,6 @@ func runList(o *listOptions, s streams, now time.Time) error {
 }
 
 func printList(w io.Writer, l *control.BanList, terminal bool) error {
-	if len(l.Bans) == 0 {
-		if terminal {
-			if l.Expired {
-				fmt.Fprintln(w, "no ended throttles or bans")
-			} else {
-				fmt.Fprintln(w, "no active throttles or bans")
-			}
-		}
-		return nil
-	}
 	header := []string{"KEY", "RULE", "KIND", "SINCE", "UNTIL", "LEFT", "VIOLATIONS", "ADDRESSES", "REASON"}
 	if l.Expired {
 		header = []string{"KEY", "RULE", "KIND", "SINCE", "UNTIL", "ENDED", "VIOLATIONS", "ADDRESSES", "REASON", "END"}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -16,98 +17,32 @@ import (
 	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/source"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 )
 
 // parseOptions are the flags of `logjail parse`.
 type parseOptions struct {
-	cfg          configFlag
-	source       string
-	format       string
-	logFormat    string
-	apacheFormat string
-	fpmFormat    string
-	jsonFields   []string
-	cpuField     string
-	timezone     string
-	trusted      []string
-	output       string
+	cfg    configFlag
+	source string
+	format formatFlags
+	output string
 }
 
 func (o *parseOptions) addFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	o.cfg.addFlag(cmd)
 	f.StringVar(&o.source, "source", "", "read with the format of this config source (default: the source whose paths match, else the only one)")
-	f.StringVar(&o.format, "format", "", "preset: "+strings.Join(parser.Presets(), ", ")+", or auto")
-	f.StringVar(&o.logFormat, "log-format", "", "an nginx log_format string")
-	f.StringVar(&o.apacheFormat, "apache-format", "", "an Apache LogFormat string")
-	f.StringVar(&o.fpmFormat, "fpm-format", "", "a PHP-FPM access.format string")
-	f.StringArrayVar(&o.jsonFields, "json-field", nil, "JSON lines: `NAME=PATH` maps an Entry field to a dotted JSON path (repeatable)")
-	f.StringVar(&o.cpuField, "cpu-field", "", "the named field that holds CPU seconds")
-	f.StringVar(&o.timezone, "timezone", "", "zone for times without one (default: the source's, else Local)")
-	f.StringArrayVar(&o.trusted, "trusted-proxy", nil, "`CIDR` of a proxy whose X-Forwarded-For is believed (repeatable)")
+	o.format.addFlags(f)
 	f.StringVarP(&o.output, "output", "o", "table", "table or json (one object a line)")
 }
 
 // formatGiven reports whether a format came from the command line.
-func (o *parseOptions) formatGiven() bool {
-	return o.format != "" || o.logFormat != "" || o.apacheFormat != "" || o.fpmFormat != "" || len(o.jsonFields) > 0
-}
+func (o *parseOptions) formatGiven() bool { return o.format.given() }
 
 // parserOptions builds the parser options: the command line's format when
 // given, else the config source's; the other flags override the source's.
 func (o *parseOptions) parserOptions(src *rules.Source) (parser.Options, error) {
-	var po parser.Options
-	if src != nil {
-		po = src.Parser
-	}
-	if o.formatGiven() {
-		n := 0
-		for _, s := range []string{o.format, o.logFormat, o.apacheFormat, o.fpmFormat} {
-			if s != "" {
-				n++
-			}
-		}
-		if len(o.jsonFields) > 0 {
-			n++
-		}
-		if n > 1 {
-			return po, errors.New("give one of --format, --log-format, --apache-format, --fpm-format, --json-field")
-		}
-		po.Format, po.LogFormat, po.ApacheFormat, po.FPMFormat, po.JSONFields = o.format, o.logFormat, o.apacheFormat, o.fpmFormat, nil
-		if len(o.jsonFields) > 0 {
-			po.JSONFields = map[string]string{}
-			for _, kv := range o.jsonFields {
-				name, path, ok := strings.Cut(kv, "=")
-				if !ok || name == "" || path == "" {
-					return po, fmt.Errorf("--json-field %q: want NAME=PATH", kv)
-				}
-				po.JSONFields[name] = path
-			}
-		}
-		if src == nil || o.cpuField != "" {
-			po.CPUField = o.cpuField
-		}
-	} else if o.cpuField != "" {
-		po.CPUField = o.cpuField
-	}
-	if o.timezone != "" {
-		loc, err := time.LoadLocation(o.timezone)
-		if err != nil {
-			return po, fmt.Errorf("--timezone: %w", err)
-		}
-		po.Location = loc
-	}
-	if len(o.trusted) > 0 {
-		po.TrustedProxies = nil
-		for _, s := range o.trusted {
-			p, err := parsePrefix(s)
-			if err != nil {
-				return po, fmt.Errorf("--trusted-proxy: %w", err)
-			}
-			po.TrustedProxies = append(po.TrustedProxies, p)
-		}
-	}
-	return po, nil
+	return o.format.parserOptions(src)
 }
 
 // parsePrefix reads a CIDR or a single address (as a /32 or /128).
@@ -148,6 +83,9 @@ Exit codes: 0 every line parsed; 1 some lines rejected; 2 usage error.`,
 			}
 			if len(args) == 0 {
 				args = []string{source.Stdin}
+				if f, ok := s.in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+					fmt.Fprintln(s.err, "parse: reading log lines from the terminal: paste some and end with Ctrl-D, or give FILE... or - (logjail parse --help)")
+				}
 			}
 			files, err := source.Expand(args)
 			if err != nil {
@@ -166,6 +104,9 @@ Exit codes: 0 every line parsed; 1 some lines rejected; 2 usage error.`,
 				}
 			}
 			sum.print(s.err)
+			for _, h := range sum.hints {
+				fmt.Fprintln(s.err, h)
+			}
 			if sum.lines > sum.parsed {
 				return &exitError{code: exitNegative}
 			}
@@ -181,6 +122,7 @@ type parseSummary struct {
 	lines, parsed int
 	rejected      map[string]int // by field and reason
 	formats       []string
+	hints         []string // formatHint's, per file
 }
 
 func (p *parseSummary) print(w io.Writer) {
@@ -237,6 +179,13 @@ func runParse(o *parseOptions, cfg *rules.Config, name string, s streams, sum *p
 	defer lg.Close()
 	p, lr := lg.Parser, lg.Lines
 	sum.formats = append(sum.formats, fmt.Sprintf("%s (%s)", p.Name(), name))
+	lines0, parsed0 := sum.lines, sum.parsed
+	defer func() {
+		n, ok := int64(sum.lines-lines0), int64(sum.parsed-parsed0)
+		if h := formatHint(name, po, p.Name(), n, n-ok); h != "" {
+			sum.hints = append(sum.hints, h)
+		}
+	}()
 
 	bw := bufio.NewWriterSize(s.out, 64<<10)
 	defer bw.Flush()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/logjail/logjail/checkpoint"
 	"github.com/logjail/logjail/internal/gcgoal"
+	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/replay"
 	"github.com/logjail/logjail/source"
 	"github.com/logjail/logjail/store"
@@ -25,6 +26,7 @@ type replayOptions struct {
 	sweeps []string
 	output string
 	db     string
+	format formatFlags
 }
 
 func (o *replayOptions) addFlags(cmd *cobra.Command) {
@@ -36,6 +38,7 @@ func (o *replayOptions) addFlags(cmd *cobra.Command) {
 	f.StringArrayVar(&o.sweeps, "sweep", nil, "`RULE[I]=A..B:STEPS`: vary the first number of limit I of RULE over STEPS values from A to B (repeatable)")
 	f.StringVarP(&o.output, "output", "o", "text", "text or json")
 	f.StringVar(&o.db, "db", "", "write the decisions and the final state into this new database, to inspect like a live one")
+	o.format.addFlags(f)
 }
 
 func newReplayCmd(s streams) *cobra.Command {
@@ -51,12 +54,23 @@ keys by requests and CPU with their peak window values, and percentiles of
 each limit's peak value over all keys. --sweep shows how many keys other
 thresholds would catch, in the same pass.
 
-A file is read with the format of --source, else of the source whose paths
-(rotated siblings included) match it, else of the only source. The config is
---config, else ` + defaultConfigPath + `, else the embedded example.
+A file belongs to --source, else to the source whose paths (rotated siblings
+included) match it, else to the only source: the rules' sources: see it as
+that source. It is read with that source's format, unless a format flag
+(--format, --log-format, --apache-format, --fpm-format, --json-field, the
+same as parse's) says otherwise. When most lines of a file are rejected, a
+hint on stderr names the presets that read it. The config is --config, else
+` + defaultConfigPath + `, else the embedded example.
 
-Exit codes: 0 done; 2 usage error or a config that cannot be loaded.`,
-		Args: cobra.MinimumNArgs(1),
+Exit codes: 0 done, every line parsed; 1 done, some lines rejected (the
+report says how many and why); 2 usage error or a config that cannot be
+loaded.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageError(fmt.Errorf("replay: give the logs to replay (FILE..., globs, or - for stdin)\n\n%s", cmd.UsageString()))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// A replay's live heap is small (the windows) while its garbage
 			// (parsed lines) is large: collecting at 4x the live heap instead
@@ -120,6 +134,15 @@ func runReplay(cmd *cobra.Command, o *replayOptions, args []string, s streams) e
 		if err != nil {
 			return err
 		}
+		if o.format.overrides() {
+			po, err := o.format.parserOptions(src)
+			if err != nil {
+				return usageError(err)
+			}
+			own := *src // the same source for the rules, read another way
+			own.Parser = po
+			src = &own
+		}
 		inputs = append(inputs, replay.Input{Name: f, Source: src})
 	}
 	if o.db != "" {
@@ -142,9 +165,26 @@ func runReplay(cmd *cobra.Command, o *replayOptions, args []string, s streams) e
 		return err
 	}
 	if o.output == "json" {
-		return rep.WriteJSON(s.out)
+		err = rep.WriteJSON(s.out)
+	} else {
+		err = rep.WriteText(s.out)
 	}
-	return rep.WriteText(s.out)
+	if err != nil {
+		return err
+	}
+	parsers := map[string]parser.Options{}
+	for _, in := range inputs {
+		parsers[in.Name] = in.Source.Parser
+	}
+	for _, f := range rep.Files {
+		if h := formatHint(f.Name, parsers[f.Name], f.Format, f.Lines, f.Rejected); h != "" {
+			fmt.Fprintln(s.err, h)
+		}
+	}
+	if rep.Input.Rejected > 0 {
+		return &exitError{code: exitNegative} // the report says how many and why
+	}
+	return nil
 }
 
 // openReplayDB opens the database of --db, which must hold no state yet: a

@@ -68,6 +68,11 @@ func runDaemon(cmd *cobra.Command, o *runOptions, s streams) error {
 	if err != nil {
 		return usageError(err)
 	}
+	// Another daemon on the same database: say who, before binding the
+	// addresses it holds too.
+	if err := store.Held(daemon.DBPath(cfg)); err != nil {
+		return alreadyRunning(err)
+	}
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 	g, ctx := errgroup.WithContext(ctx)
@@ -113,7 +118,21 @@ func runDaemon(cmd *cobra.Command, o *runOptions, s streams) error {
 	})
 	err = g.Wait()
 	if errors.Is(err, store.ErrLocked) {
-		return &exitError{code: exitUsage, err: fmt.Errorf("%w: is logjail already running?", err)}
+		return alreadyRunning(err)
 	}
 	return err
+}
+
+// alreadyRunning is the error of a second daemon on a database another
+// process holds (a *store.LockedError): who holds it, and what to do.
+func alreadyRunning(err error) error {
+	var le *store.LockedError
+	if !errors.As(err, &le) {
+		return &exitError{code: exitUsage, err: fmt.Errorf("%w: is logjail already running?", err)}
+	}
+	who := "a process whose pid could not be read"
+	if le.PID > 0 {
+		who = fmt.Sprintf("pid %d", le.PID)
+	}
+	return &exitError{code: exitUsage, err: fmt.Errorf("already running: %s holds the database %s (lock %s.lock); stop it first (systemctl stop logjail), or give this one another state_dir", who, le.Path, le.Path)}
 }

@@ -168,7 +168,7 @@ func printStatus(w io.Writer, st *control.Status, socket string) {
 		if a.LastError != "" {
 			state = fmt.Sprintf("FAILING since %s: %s", fmtTimePtr(a.LastErrorAt), a.LastError)
 		}
-		fmt.Fprintf(w, "  %s (%s): %d entries, %d pending, %d errors; %s\n", a.Name, a.Type, a.Entries, a.Pending, a.Errors, state)
+		fmt.Fprintf(w, "  %s (%s): %s, %d pending, %s; %s\n", a.Name, a.Type, plural(a.Entries, "entry", "entries"), a.Pending, plural(int(a.Errors), "error", "errors"), state)
 	}
 	if len(st.Endpoints) > 0 {
 		fmt.Fprintln(w, "endpoints:")

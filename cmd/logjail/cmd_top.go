@@ -16,10 +16,11 @@ import (
 )
 
 type topOptions struct {
-	cfg   configFlag
-	out   outputFlag
-	req   control.TopRequest
-	watch time.Duration
+	cfg     configFlag
+	out     outputFlag
+	headers headersFlag
+	req     control.TopRequest
+	watch   time.Duration
 }
 
 func newTopCmd(s streams) *cobra.Command {
@@ -51,6 +52,7 @@ the windows of the last checkpoint in the database, as they were then.
 	}
 	o.cfg.addFlag(cmd)
 	o.out.addFlag(cmd)
+	o.headers.addFlag(cmd)
 	f := cmd.Flags()
 	f.StringVar(&o.req.Rule, "rule", "", "only this rule's keys")
 	f.StringVar(&o.req.By, "by", "", "requests or cpu (default: any limit)")
@@ -70,7 +72,7 @@ func runTop(ctx context.Context, o *topOptions, s streams) error {
 	}
 	c := op.client()
 	defer c.Close()
-	terminal := isTerminal(s.out)
+	terminal := o.headers.table(s.out)
 	for {
 		top, err := topOnce(ctx, op, c, o.req)
 		if err != nil {
@@ -82,6 +84,12 @@ func runTop(ctx context.Context, o *topOptions, s streams) error {
 		}
 		if o.out.json() {
 			err = writeJSON(w, top)
+		} else if len(top.Keys) == 0 {
+			if terminal {
+				fmt.Fprintln(w, emptyTop(top, o.req.Rule)) // after the screen is cleared
+			} else {
+				sayEmpty(s, false, emptyTop(top, o.req.Rule))
+			}
 		} else {
 			err = printTop(w, top, terminal)
 		}
@@ -150,6 +158,18 @@ func printTop(w io.Writer, top *control.Top, terminal bool) error {
 		t.row(k.Rule, k.Key, phase, fmt.Sprintf("%.2f", k.Ratio), fmt.Sprint(k.Requests), fmt.Sprintf("%.1fs", k.CPU), strings.Join(ls, "; "))
 	}
 	return t.flush()
+}
+
+// emptyTop is the line top prints when no key is tracked.
+func emptyTop(top *control.Top, rule string) string {
+	what := "no keys tracked"
+	if rule != "" {
+		what += " by rule " + rule
+	}
+	if !top.Live {
+		return what + " in the last checkpoint (no daemon runs)"
+	}
+	return what + " yet: no request was charged to a rule since the daemon started"
 }
 
 // fmtLimit writes a limit's value against it: "20 per second: 12 (0.60)".

@@ -2,11 +2,31 @@
 // only wires the commands together: each command lives in its own file
 // (cmd_parse.go, cmd_replay.go, ...), and main alone calls os.Exit.
 //
+// Choices made here where DESIGN.md is silent:
+//
+//   - replay exits 1 when any line was rejected, as parse does (the same
+//     exit codes for every command); it still prints the whole report.
+//   - replay and parse share the format flags (formatFlags); given, they
+//     replace the config source's format, while the file still belongs to
+//     that source for the rules' sources:.
+//   - A file more than half of whose lines were rejected gets a hint on
+//     stderr (formatHint): the presets that read most of its first 200
+//     lines, the one auto picks first, or how to describe the format.
+//   - list, top and history print a header and aligned columns on a
+//     terminal, tab-separated rows without a header otherwise or with
+//     --no-headers; an empty listing says so on stdout under a terminal's
+//     table, else on stderr, so that a script reads no rows.
+//   - run asks whether another process holds the database (store.Held)
+//     before binding anything, so that a second daemon names the first
+//     one's pid instead of failing on an address in use.
+//   - version and --version print the module version, the VCS commit and
+//     Go's release, from the build information.
+//
 // Exit codes, the same for every command (DESIGN.md, "Operation"):
 //
 //	0  done; every line parsed; the config is valid
-//	1  done, with a negative answer: some lines rejected (parse), the config
-//	   is invalid (check), nothing matched
+//	1  done, with a negative answer: some lines rejected (parse, replay),
+//	   the config is invalid (check), nothing matched
 //	2  usage error, or a config that cannot be loaded
 //	3  the daemon is needed and unreachable
 package main
@@ -93,7 +113,10 @@ config that cannot be loaded; 3 the daemon is needed and unreachable.`,
 		newHistoryCmd(s),
 		newStatusCmd(s),
 		newBreakerCmd(s),
+		newVersionCmd(s),
 	)
+	root.Version = versionText()
+	root.SetVersionTemplate("{{.Version}}\n")
 	return root
 }
 

@@ -130,14 +130,49 @@ func TestExampleConfigIsValid(t *testing.T) {
 	}
 }
 
-// TestReplaySample is the README's first command with the example config.
+// TestReplaySample replays the bundled real log with the example config:
+// the report opens with its summary, then each rule.
 func TestReplaySample(t *testing.T) {
 	cfg := exampleConfig(t)
 	code, out, stderr := run(t, "", "replay", "--config", cfg, "--source", "web", "../../testdata/logs/sample/bots.log.gz")
 	if code != exitOK {
 		t.Fatalf("exit %d; stderr: %s", code, stderr)
 	}
-	for _, want := range []string{"input: 16912 lines, 16912 parsed, 0 rejected", "rule flood", "rule scanners", "LIMIT", "p99", "keys banned", "(rule scanners)"} {
+	for _, want := range []string{"SUMMARY\n", "16912 read, 16912 parsed, 0 rejected", "rule flood", "rule scanners", "LIMIT", "p99", "keys banned", "(rule scanners)",
+		"decisions:  20 throttles, 15 bans, 15 unbans", "BUSIEST KEYS", "COSTLIEST KEYS: none (no line carried CPU seconds)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("replay report lacks %q:\n%s", want, out)
+		}
+	}
+	if i, j := strings.Index(out, "BUSIEST KEYS"), strings.Index(out, "rule flood"); i < 0 || j < i {
+		t.Errorf("the summary does not come before the rules:\n%s", out)
+	}
+	for _, bad := range []string{"{", "}", "Charges:"} { // no Go struct formatting
+		if strings.Contains(out, bad) {
+			t.Errorf("replay report holds %q:\n%s", bad, out)
+		}
+	}
+}
+
+// TestReplayTry is what the README's first command (`make try`) replays:
+// both bundled samples with testdata/logs/sample/try.yaml. The PHP-FPM
+// sample's CPU hog (internal/samplelog) is banned by the CPU rule alone,
+// twice (the ban ladder doubles the second), and its CPU seconds lead the
+// summary's costliest keys.
+func TestReplayTry(t *testing.T) {
+	const dir = "../../testdata/logs/sample/"
+	code, out, stderr := run(t, "", "replay", "--config", dir+"try.yaml", dir+"bots.log.gz", dir+"shop.fpm.log")
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"20909 read, 20909 parsed, 0 rejected",
+		"\n  heavy     0               1            0          2\n",
+		"rule heavy: 0 keys throttled, 1 key banned",
+		"cpu 26.4% over 1m > 25% (rule heavy)",
+		"\n  COSTLIEST KEYS    REQUESTS  CPU s  BANNED BY\n  203.0.113.50      240       377.5  heavy\n",
+		"2001:db8:bad::/64  2022-09-05T10:30:07Z  0          1", // the scanner
+	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("replay report lacks %q:\n%s", want, out)
 		}
@@ -281,5 +316,53 @@ func TestReplayDB(t *testing.T) {
 	code, _, stderr = run(t, "", "replay", "--config", cfg, "--source", "web", "--db", dbPath, "../../testdata/logs/sample/bots.log.gz")
 	if code != exitUsage || !strings.Contains(stderr, "already holds") {
 		t.Errorf("a second replay into the same database: exit %d, stderr %q; want 2 and a reason", code, stderr)
+	}
+}
+
+// TestReplayFormatFlagsAndHint: a Caddy log under the example config (whose
+// source reads combined) is rejected line by line: replay exits 1, as the
+// README's exit-code table says of rejected lines, and a hint names the
+// preset that reads it; with --format caddy (parse's flag, shared) or
+// --format auto every line is read and the exit is 0. parse gives the same
+// hint.
+func TestReplayFormatFlagsAndHint(t *testing.T) {
+	cfg := exampleConfig(t)
+	const caddy = "../../testdata/logs/caddy/input.log"
+	code, out, stderr := run(t, "", "replay", "--config", cfg, caddy)
+	if code != exitNegative {
+		t.Errorf("replay of a Caddy log as combined: exit %d, want %d", code, exitNegative)
+	}
+	const hint = "hint: 10 of 10 lines of " + caddy + " were rejected under format combined; of its first 10 lines, caddy reads 10: try --format caddy (or --format auto)"
+	if !strings.Contains(stderr, hint) {
+		t.Errorf("replay's stderr lacks the hint %q:\n%s", hint, stderr)
+	}
+	if !strings.Contains(out, "10 read, 0 parsed, 10 rejected") {
+		t.Errorf("replay's report lacks the rejected count:\n%s", out)
+	}
+	for _, format := range []string{"caddy", "auto"} {
+		code, out, stderr = run(t, "", "replay", "--config", cfg, "--format", format, caddy)
+		if code != exitOK || !strings.Contains(out, "10 read, 10 parsed, 0 rejected") || !strings.Contains(out, "format caddy") || strings.Contains(stderr, "hint:") {
+			t.Errorf("replay --format %s: exit %d, want 0 with every line parsed as caddy and no hint:\n%s%s", format, code, out, stderr)
+		}
+	}
+	code, _, stderr = run(t, "", "parse", "--config", cfg, caddy)
+	if code != exitNegative || !strings.Contains(stderr, hint) {
+		t.Errorf("parse of a Caddy log as combined: exit %d, want %d with the hint %q:\n%s", code, exitNegative, hint, stderr)
+	}
+	// Lines no preset reads get a hint on how to describe the format.
+	junk := filepath.Join(t.TempDir(), "dpkg.log")
+	os.WriteFile(junk, []byte("2025-06-24 10:00:01 status installed libc6:amd64 2.36-9\n2025-06-24 10:00:02 startup archives unpack\n"), 0o600)
+	code, _, stderr = run(t, "", "replay", "--config", cfg, junk)
+	if code != exitNegative || !strings.Contains(stderr, "no preset reads any of its first 2 lines: describe the format with --log-format") {
+		t.Errorf("replay of a non-access log: exit %d, want %d with a hint to describe the format:\n%s", code, exitNegative, stderr)
+	}
+}
+
+// TestReplayWithoutArgsShowsUsage: replay with no file says what it wants,
+// with the usage, and exits 2.
+func TestReplayWithoutArgsShowsUsage(t *testing.T) {
+	code, _, stderr := run(t, "", "replay")
+	if code != exitUsage || !strings.Contains(stderr, "give the logs to replay") || !strings.Contains(stderr, "Usage:\n  logjail replay [flags] FILE...|-") || !strings.Contains(stderr, "--format") {
+		t.Errorf("replay without args: exit %d, want %d with the usage:\n%s", code, exitUsage, stderr)
 	}
 }

@@ -66,6 +66,39 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// headersFlag is --no-headers, of the commands that print a table (list,
+// top, history): on a terminal they print a header and aligned columns,
+// else (or with --no-headers) one row a line, fields separated by tabs.
+type headersFlag struct{ none bool }
+
+func (h *headersFlag) addFlag(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&h.none, "no-headers", false, "no header, one row a line with tab-separated fields, as when not on a terminal (for scripts)")
+}
+
+// table reports whether out gets the terminal's table: a header and
+// aligned columns.
+func (h *headersFlag) table(out io.Writer) bool { return !h.none && isTerminal(out) }
+
+// sayEmpty writes msg, the line that says a listing is empty: on stdout
+// under a terminal's table, else on stderr, so that a script reading stdout
+// sees no rows and a person still reads why.
+func sayEmpty(s streams, table bool, msg string) {
+	if table {
+		fmt.Fprintln(s.out, msg)
+	} else {
+		fmt.Fprintln(s.err, msg)
+	}
+}
+
+// plural writes n and the noun for it: "1 source", "2 sources", "1 entry",
+// "3 entries".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
 // isTerminal reports whether w is a terminal: then tables get a header and
 // aligned columns.
 func isTerminal(w io.Writer) bool {

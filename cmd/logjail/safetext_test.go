@@ -71,10 +71,11 @@ rules:
 	}
 
 	code, out, stderr := run(t, "", "replay", "--config", cfg, "--source", "web", "--db", filepath.Join(dir, "state", "logjail.db"), logPath)
-	if code != exitOK {
-		t.Fatalf("replay: exit %d; stderr: %s", code, stderr)
+	if code != exitNegative { // the garbage line is rejected
+		t.Fatalf("replay: exit %d, want %d; stderr: %s", code, exitNegative, stderr)
 	}
 	noControl(t, "replay", out, safeTestUAKey)
+	noControl(t, "replay's stderr", stderr, "")
 
 	for _, args := range [][]string{{"list"}, {"history", safeTestUAKey}, {"top"}} {
 		code, out, stderr := run(t, "", append(args, "--config", cfg)...)
