@@ -567,10 +567,12 @@ const decisionFlush = 10 * time.Millisecond
 // checkpointRows bounds a checkpoint: once this many key states changed
 // since the last one, a batch of lines is followed by a checkpoint, however
 // soon the interval would end. A catch-up over a million new keys then
-// writes its states a slice at a time (about 15 MB of rows each, one being
+// writes its states a slice at a time (about 4 MB of rows each, one being
 // written while the next is taken) instead of holding a row for every
-// key until the interval ends.
-const checkpointRows = 1 << 16
+// key until the interval ends: following a log of 1M new clients under
+// three rules peaks at 369 MB instead of 390 MB with 65,536 (and 1.1 GB
+// with no bound), for 183 transactions instead of 46.
+const checkpointRows = 1 << 14
 
 func (d *decider) run(ctx context.Context, ordered <-chan *parsed, reload <-chan struct{}) error {
 	tick := time.NewTicker(d.cfg.Checkpoint)

@@ -69,11 +69,13 @@
 //     ladder (extra) exists only once it went over a limit; the addresses
 //     seen exist only for keys that are not single addresses (an address is
 //     kept as 16 bytes: IPv4-mapped addresses are read back as IPv4, zones
-//     are dropped). What a client key charged under three rules costs is in
-//     the README ("Memory") and BenchmarkMemory; the process needs up to a
-//     quarter more between collections (internal/gcgoal). Memory estimates
-//     it from the sizes of the slab, pools and key table, for status and
-//     metrics.
+//     are dropped). The peaks of the limits, which only a replay's report
+//     reads, are kept beside the slab, and not at all by a daemon
+//     (Options.NoPeaks). What a client key charged under three rules costs
+//     is in the README ("Memory and max_keys") and BenchmarkMemory; the
+//     process needs 32 to 64 MB more between collections (internal/gcgoal).
+//     Memory estimates it from the sizes of the slab, pools and key table,
+//     for status and metrics.
 //   - Keys are copied into the key table before they are stored: callers may
 //     pass strings that point into reused read buffers.
 //   - A Detector is not safe for concurrent use: one goroutine charges it and
@@ -186,8 +188,11 @@
 // ban times.
 //
 // Cost: a charge sets flags in its state and, once per checkpoint interval,
-// appends the state's slot to a list: no allocation, about 12 bytes per key
-// (the last entry time and the list entry). Changes costs time in proportion
+// appends the state's slot to a list: no allocation, 4 bytes a state changed
+// since the last checkpoint (Pending counts them, so that a caller can bound
+// a checkpoint: the daemon takes one every 16,384). A detector whose
+// Changes is never called (a replay without a database) keeps no list: the
+// first call finds the changed states in the slab. Changes costs time in proportion
 // to the keys changed and dropped since the last call, not to those tracked
 // (about 120ns a key: 1M changed keys in about 0.12s; BenchmarkChanges). It
 // finds them in that list and at the front of the LRU list, where every

@@ -12,7 +12,9 @@
 # (MAX_KEYS=1000000, the default max_keys: a flood of new keys at the
 # cap, evicting). B/key is per client key. KIND=ip (default) keys each client
 # by its address (ipv6_prefix: 128); KIND=p64 by its /64 (the default
-# ipv6_prefix, which also remembers the addresses seen).
+# ipv6_prefix, which also remembers the addresses seen); KIND=ua gives each
+# client its own 7.5 KB user agent and keys the three rules by it
+# (`key: user_agent`: logjail keeps at most 512 bytes of it).
 #
 # Live: the daemon follows the log (from: start, times ending now) until
 # it has checkpointed its end, then stops on SIGTERM; its peak RSS is
@@ -20,7 +22,7 @@
 #
 # Usage: scripts/bench-memory.sh [KEYS...]
 # Environment: LOGJAIL=path to a built binary (default: build this tree),
-# KIND=ip|p64, RUNS=replay runs per size (default 1), NOBENCH=1 skips the
+# KIND=ip|p64|ua, RUNS=replay runs per size (default 1), NOBENCH=1 skips the
 # Go benchmark.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,9 +47,10 @@ prefix=128
 
 for n in "${sizes[@]}"; do
   log=$work/keys-$n.log
-  python3 - "$n" "$log" <<'PY'
+  python3 - "$n" "$log" "$kind" <<'PY'
 import sys, time
-n, path = int(sys.argv[1]), sys.argv[2]
+n, path, kind = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+pad = "x" * 7500
 secs = (n + 999) // 1000
 start = int(time.time()) - secs - 12   # the last line a little before now
 with open(path, "w") as f:
@@ -58,12 +61,14 @@ with open(path, "w") as f:
             if first < 0 or first >= secs:
                 continue
             for i in range(first * 1000, min(n, (first + 1) * 1000)):
-                w(f'2001:db8:{i >> 16:x}:{i & 0xffff:x}::1 - - [{t}] "GET /x HTTP/1.1" 404 12 "-" "bench" rt=0.010 cpu=0.010\n')
+                ua = f"bench-{i}-{pad}" if kind == "ua" else "bench"
+                w(f'2001:db8:{i >> 16:x}:{i & 0xffff:x}::1 - - [{t}] "GET /x HTTP/1.1" 404 12 "-" "{ua}" rt=0.010 cpu=0.010\n')
 PY
   mkdir -p "$work/state-$n"
   cfg=$work/logjail-$n.yaml
   sed -e "s|^state_dir:.*|state_dir: $work/state-$n\nipv6_prefix: $prefix\nmax_keys: ${MAX_KEYS:-$((3 * n))}\ncontrol_socket: $work/control-$n.sock|" \
       -e "s|paths: \[/var/log/nginx/access.log\]|paths: [$log]\n    from: start|" testdata/genlog.yaml > "$cfg"
+  if [ "$kind" = ua ]; then sed -i '/^rules:/,$ s|^  - name: .*|&\n    key: user_agent|' "$cfg"; fi
 
   for _ in $(seq "$runs"); do
     /usr/bin/time -f "%M %e" -o "$work/time" "$bin" replay --config "$cfg" --source web "$log" >/dev/null
