@@ -398,17 +398,17 @@ func TestLadder(t *testing.T) {
 			},
 			want: []Decision{
 				throttle(f, "k", 1, 10*time.Second, 0, over),
-				throttle(f, "k", 2, 20*time.Second, 1, "1 violations, delay 20s (rule flood)"),
+				throttle(f, "k", 2, 20*time.Second, 1, "1 violation, delay 20s (rule flood)"),
 				throttle(f, "k", 3, 40*time.Second, 2, "2 violations, delay 40s (rule flood)"),
 				ban(f, "k", 5, 65, 4, "4 violations > after 3 (rule flood)"),
 				unban(f, "k", 65),
 				throttle(f, "k", 67, 10*time.Second, 0, over),
-				throttle(f, "k", 68, 20*time.Second, 1, "1 violations, delay 20s (rule flood)"),
+				throttle(f, "k", 68, 20*time.Second, 1, "1 violation, delay 20s (rule flood)"),
 				throttle(f, "k", 69, 40*time.Second, 2, "2 violations, delay 40s (rule flood)"),
 				ban(f, "k", 71, 191, 4, "4 violations > after 3 (rule flood)"),
 				unban(f, "k", 191),
 				throttle(f, "k", 193, 10*time.Second, 0, over),
-				throttle(f, "k", 194, 20*time.Second, 1, "1 violations, delay 20s (rule flood)"),
+				throttle(f, "k", 194, 20*time.Second, 1, "1 violation, delay 20s (rule flood)"),
 				throttle(f, "k", 195, 40*time.Second, 2, "2 violations, delay 40s (rule flood)"),
 				ban(f, "k", 197, 377, 4, "4 violations > after 3 (rule flood)"),
 				unban(f, "k", 377),
@@ -430,13 +430,13 @@ func TestLadder(t *testing.T) {
 			},
 			want: []Decision{
 				throttle(f, "k", 1, 10*time.Second, 0, over),
-				ban(f, "k", 2, 62, 1, "1 violations > after 0 (rule flood)"),
+				ban(f, "k", 2, 62, 1, "1 violation > after 0 (rule flood)"),
 				unban(f, "k", 62),
 				throttle(f, "k", 63, 10*time.Second, 0, over),
-				ban(f, "k", 64, 124, 1, "1 violations > after 0 (rule flood)"),
+				ban(f, "k", 64, 124, 1, "1 violation > after 0 (rule flood)"),
 				unban(f, "k", 124),
 				throttle(f, "k", 185, 10*time.Second, 0, over),
-				ban(f, "k", 186, 246, 1, "1 violations > after 0 (rule flood)"),
+				ban(f, "k", 186, 246, 1, "1 violation > after 0 (rule flood)"),
 			},
 		},
 		{
@@ -455,11 +455,11 @@ func TestLadder(t *testing.T) {
 			},
 			want: []Decision{
 				throttle(f, "k", 1, 10*time.Second, 0, over),
-				throttle(f, "k", 2, 20*time.Second, 1, "1 violations, delay 20s (rule flood)"),
+				throttle(f, "k", 2, 20*time.Second, 1, "1 violation, delay 20s (rule flood)"),
 				throttle(f, "k", 23, 20*time.Second, 1, over),
 				throttle(f, "k", 24, 40*time.Second, 2, "2 violations, delay 40s (rule flood)"),
 				throttle(f, "k", 70, 10*time.Second, 0, over),
-				throttle(f, "k", 71, 20*time.Second, 1, "1 violations, delay 20s (rule flood)"),
+				throttle(f, "k", 71, 20*time.Second, 1, "1 violation, delay 20s (rule flood)"),
 			},
 		},
 		{
@@ -478,7 +478,7 @@ func TestLadder(t *testing.T) {
 			},
 			want: []Decision{
 				throttle(f, "k", 1.5, 10*time.Second, 0, "rate 4 per 10s > 3 (rule flood)"),
-				throttle(f, "k", 2, 20*time.Second, 1, "1 violations, delay 20s (rule flood)"),
+				throttle(f, "k", 2, 20*time.Second, 1, "1 violation, delay 20s (rule flood)"),
 				throttle(f, "k", 35.5, 20*time.Second, 1, "rate 4 per 10s > 3 (rule flood)"),
 				throttle(f, "k", 36, 40*time.Second, 2, "2 violations, delay 40s (rule flood)"),
 			},
@@ -493,7 +493,7 @@ func TestLadder(t *testing.T) {
 			evs: keys("k", 0, 1, 2, 3, 4),
 			want: []Decision{
 				throttle(f, "k", 1, 10*time.Second, 0, over),
-				throttle(f, "k", 2, 15*time.Second, 1, "1 violations, delay 15s (rule flood)"),
+				throttle(f, "k", 2, 15*time.Second, 1, "1 violation, delay 15s (rule flood)"),
 			},
 		},
 		{
@@ -503,7 +503,7 @@ func TestLadder(t *testing.T) {
 			want: func() []Decision {
 				ds := []Decision{
 					throttle(f, "k", 1, 10*time.Second, 0, over),
-					throttle(f, "k", 2, 20*time.Second, 1, "1 violations, delay 20s (rule flood)"),
+					throttle(f, "k", 2, 20*time.Second, 1, "1 violation, delay 20s (rule flood)"),
 					ban(f, "k", 3, 63, 2, "2 violations > after 1 (rule flood)"),
 					unban(f, "k", 63),
 				}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/netip"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/logjail/logjail/rules"
@@ -31,7 +32,7 @@ func (d *Detector) ladder(i int32, s *state, ri *ruleInfo, t time.Time, ns int64
 			x.violations++
 			x.last = max(x.last, ns)
 			if r.Ban.For > 0 && x.violations > r.Ban.After {
-				reason := fmt.Sprintf("%d violations > after %d (rule %s)", x.violations, r.Ban.After, r.Name)
+				reason := fmt.Sprintf("%s > after %d (rule %s)", violations(x.violations), r.Ban.After, r.Name)
 				return d.ban(i, s, ri, t, ns, x.violations, reason, out)
 			}
 			delay := x.delay * 2
@@ -45,7 +46,7 @@ func (d *Detector) ladder(i int32, s *state, ri *ruleInfo, t time.Time, ns int64
 				return out
 			}
 			x.delay = delay
-			reason := fmt.Sprintf("%d violations, delay %s (rule %s)", x.violations, delay, r.Name)
+			reason := fmt.Sprintf("%s, delay %s (rule %s)", violations(x.violations), delay, r.Name)
 			return d.throttle(s, ri, t, ns, reason, out)
 		} else if ns-max(x.until, x.last) >= int64(th.Quiet) {
 			d.allow(s)
@@ -155,6 +156,15 @@ func (d *Detector) ban(i int32, s *state, ri *ruleInfo, t time.Time, ns int64, v
 		Origin:     "detector",
 		LogOnly:    logOnly,
 	})
+}
+
+// violations writes a count of violations for a reason: "1 violation",
+// "5 violations".
+func violations(n int) string {
+	if n == 1 {
+		return "1 violation"
+	}
+	return strconv.Itoa(n) + " violations"
 }
 
 // banLength is for × factor^earlier, capped at max.

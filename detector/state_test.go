@@ -201,10 +201,10 @@ func TestLift(t *testing.T) {
 	got = append(got, run(d, r, []ev{{at: 30, key: "k"}, {at: 31, key: "k"}, {at: 32, key: "k"}, {at: 200, advance: true}})...)
 	want := []Decision{
 		throttle("flood", "k", 1, 10*time.Second, 0, "rate 2 per 10s > 1 (rule flood)"),
-		ban("flood", "k", 2, 62, 1, "1 violations > after 0 (rule flood)"),
+		ban("flood", "k", 2, 62, 1, "1 violation > after 0 (rule flood)"),
 		{Rule: "flood", Key: "k", Kind: Unban, Time: at(10), Reason: "lifted", Origin: "detector"},
 		throttle("flood", "k", 31, 10*time.Second, 0, "rate 2 per 10s > 1 (rule flood)"),
-		ban("flood", "k", 32, 152, 1, "1 violations > after 0 (rule flood)"), // the lifted ban still counts
+		ban("flood", "k", 32, 152, 1, "1 violation > after 0 (rule flood)"), // the lifted ban still counts
 		unban("flood", "k", 152),
 	}
 	if diff := cmp.Diff(want, got, cmpOpts...); diff != "" {
