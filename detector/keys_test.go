@@ -160,3 +160,37 @@ func TestRequestsPast32Bits(t *testing.T) {
 		t.Errorf("restored: requests %d, want %d", got, int64(1<<32+1))
 	}
 }
+
+// TestReloadsReuseCompiledRules: every reload compiles its rules afresh
+// (new *rules.Rule values); a compile that no state names any more gives
+// its place back, so that a daemon reloaded 70,000 times (more than the
+// 65,535 places states can name) goes on, and its states keep their
+// windows while the limits stay the same.
+func TestReloadsReuseCompiledRules(t *testing.T) {
+	cfg := parseConfig(t, memConfig)
+	d := New(Options{})
+	r := cfg.Rules[2] // scanners: 30 per 10s
+	var out []Decision
+	for i := range 70_000 {
+		ri := *r // a reload: the same rule, a new value
+		c := rules.Charge{Rule: &ri, Key: "198.51.100.7"}
+		out = d.Charge(at(float64(i)/1000), &c, out[:0])
+		if len(out) > 0 {
+			t.Fatalf("reload %d: %v (the window must survive reloads: 1 request a millisecond is 30 in 30 ms)", i, out)
+		}
+		if i == 28 {
+			if q, ok := d.Query(&ri, c.Key, at(float64(i)/1000)); !ok || q.Limits[0].Count != 29 {
+				t.Fatalf("after 29 reloads: %+v, want 29 requests in the window", q)
+			}
+			break
+		}
+	}
+	for i := range 70_000 {
+		ri := *r
+		c := rules.Charge{Rule: &ri, Key: "198.51.100.8"}
+		d.Charge(at(100+float64(i)), &c, nil)
+	}
+	if n := len(d.infos); n > 8 {
+		t.Errorf("%d compiled rules kept after 70,000 reloads, want a handful", n)
+	}
+}
