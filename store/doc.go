@@ -68,7 +68,8 @@
 // that Prune can give free pages back; wal_autocheckpoint 1000 pages (the
 // WAL is copied into the database and reused once it holds 4 MiB);
 // journal_size_limit 64 MiB (a WAL grown by a large checkpoint is cut back
-// to that); a 64 MiB page cache for the writer. TruncateWAL empties the WAL
+// to that); a 16 MiB page cache for the writer (the B-tree's interior
+// pages of millions of key states; leaves come from the OS's page cache). TruncateWAL empties the WAL
 // on demand, for when readers kept it from being reused.
 //
 // # Schema

@@ -36,9 +36,9 @@ and the running one kept. It needs a configuration file: the embedded
 example is for replay and parse only.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			// A daemon tracking a million keys grows by a quarter of its
-			// live heap at most between collections, not by all of it
-			// (gcgoal). GOGC in the environment wins.
+			// A daemon tracking a million keys grows by 32 MB at most
+			// between collections, not by all of its live heap (gcgoal).
+			// GOGC in the environment wins.
 			if os.Getenv("GOGC") == "" {
 				defer gcgoal.Start(100, 64<<20)()
 			}
