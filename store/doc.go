@@ -69,8 +69,9 @@
 // WAL is copied into the database and reused once it holds 4 MiB);
 // journal_size_limit 64 MiB (a WAL grown by a large checkpoint is cut back
 // to that); a 16 MiB page cache for the writer (the B-tree's interior
-// pages of millions of key states; leaves come from the OS's page cache). TruncateWAL empties the WAL
-// on demand, for when readers kept it from being reused.
+// pages of millions of key states; leaves come from the OS's page cache).
+// TruncateWAL empties the WAL on demand, for when readers kept it from
+// being reused.
 //
 // # Schema
 //
