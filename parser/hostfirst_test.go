@@ -2,6 +2,10 @@ package parser
 
 import (
 	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -34,11 +38,13 @@ func TestHostFirstRejected(t *testing.T) {
 	}{
 		{"host name", vhostLine, `remote_addr: "www.example.com" is a host name, not an address` + hint},
 		{"host:port", vhostPortLine, `remote_addr: "www.example.com:443" is a host name, not an address` + hint},
-		{"server address", vhostIPLine, `remote_addr: "198.51.100.10" is followed by a second address "203.0.113.5"` + hint},
-		{"server address:port", vhostIPPort, `remote_addr: "198.51.100.10:80" is followed by a second address "203.0.113.5"` + hint},
-		{"bracketed v6:port", vhostV6Line, `remote_addr: "[2001:db8::10]:443" is followed by a second address "2001:db8:5::7"` + hint},
+		{"server address", vhostIPLine, `remote_addr: "198.51.100.10" is followed by another address "203.0.113.5"` + hint},
+		{"server address:port", vhostIPPort, `remote_addr: "198.51.100.10:80" is followed by another address "203.0.113.5"` + hint},
+		{"bracketed v6:port", vhostV6Line, `remote_addr: "[2001:db8::10]:443" is followed by another address "2001:db8:5::7"` + hint},
 		{"v6 client", hostV6Bare, `remote_addr: "example.org" is a host name, not an address` + hint},
 		{"forwarded list", hostXFFLine, `remote_addr: "example.org" is a host name, not an address` + hint},
+		{"client localhost", `198.51.100.1:82 localhost - - [22/Mar/2009:09:30:31 +0100] "GET / HTTP/1.1" 301 4937 "-" "-"`, `remote_addr: "198.51.100.1:82" is followed by another address "localhost"` + hint},
+		{"client a malformed IPv6", `2001:db8:1ce::1:82 2001:db8:2ce:1 - - [22/Mar/2009:09:30:31 +0100] "GET / HTTP/1.1" 301 4937 "-" "-"`, `remote_addr: "2001:db8:1ce::1:82" is followed by another address "2001:db8:2ce:1"` + hint},
 	}
 	for _, format := range []string{"combined", "common", "nginx_timing", "apache_timing", "traefik_clf"} {
 		p := mustParser(t, Options{Format: format})
@@ -168,4 +174,133 @@ func TestDetectHostFirst(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConformanceHostFirst reads the host-first logs of the shared corpus
+// (see its SOURCES.md): Beats' nginx test-with-host.log (`$host
+// $remote_addr ...`, the remote_addr sometimes a forwarding chain) and
+// Netdata's weblog full.log (`$host:$server_port $remote_addr - - ...`
+// and more fields). Under combined no line is read, so no host is charged;
+// auto picks a host-first preset; host_combined finds the expected client,
+// host, status and bytes, and Netdata's per-host counts.
+func TestConformanceHostFirst(t *testing.T) {
+	corpus := needCorpus(t)
+	trusted := prefixes(t, beatsTrusted...)
+	sample := func(lines []string) [][]byte {
+		var out [][]byte
+		for _, l := range lines {
+			out = append(out, []byte(l))
+		}
+		return out
+	}
+
+	t.Run("beats-nginx-with-host", func(t *testing.T) {
+		dir := filepath.Join(corpus, "ipextract")
+		lines := readLines(t, filepath.Join(dir, "beats-nginx-access-test-with-host.log"))
+		combined := mustParser(t, Options{Format: "combined", TrustedProxies: trusted})
+		for i, l := range lines {
+			if e, err := combined.ParseString(l, i+1); err == nil {
+				t.Errorf("line %d: combined read it with client %v: %q", i+1, e.IP, l)
+			}
+		}
+		if got, err := Detect(sample(lines), Options{TrustedProxies: trusted}); err != nil || got != "host_combined" {
+			t.Errorf("Detect = %q, %v; want host_combined", got, err)
+		}
+		p := mustParser(t, Options{Format: "host_combined", TrustedProxies: trusted})
+		rows := 0
+		for _, row := range readLines(t, filepath.Join(dir, "beats-nginx-access-test-with-host.expected.tsv")) {
+			c := strings.Split(row, "\t")
+			if strings.HasPrefix(row, "#") || len(c) < 8 {
+				continue
+			}
+			n, _ := strconv.Atoi(c[0])
+			l := lines[n-1]
+			if beatsFormat(l, true) == hostPrefix+nginxQuotedXFF || beatsFormat(l, true) == hostPrefix+nginxUnquotedXFF || c[3] == "-" {
+				continue // an X-Forwarded-For field before the address, or a name for one: not the preset's format
+			}
+			rows++
+			e, err := p.ParseString(l, n)
+			if err != nil {
+				t.Errorf("line %d: %v", n, err)
+				continue
+			}
+			// Deliberate: Beats keeps "example.com:80" as the host; logjail
+			// splits the port off into its own field.
+			host := e.Host
+			if port, ok := e.Get("server_port"); ok {
+				host += ":" + port
+			}
+			if got := fmt.Sprintf("%s %s %d %d", e.IP, host, e.Status, e.Bytes); got != strings.Join([]string{netip.MustParseAddr(c[3]).String(), c[5], c[6], c[7]}, " ") {
+				t.Errorf("line %d: ip host status bytes = %s, want %s %s %s %s", n, got, c[3], c[5], c[6], c[7])
+			}
+		}
+		atLeast(t, "beats with-host lines in host_combined's format", rows, 5)
+	})
+
+	t.Run("netdata-full", func(t *testing.T) {
+		dir := filepath.Join(corpus, "formats", "netdata-weblog")
+		lines := readLines(t, filepath.Join(dir, "full.log"))
+		want := map[string]int{}
+		matched := 0
+		for _, row := range readLines(t, filepath.Join(dir, "expected-aggregates.tsv")) {
+			c := strings.Split(row, "\t")
+			if len(c) != 3 || c[0] != "full.log" {
+				continue
+			}
+			n, _ := strconv.Atoi(c[2])
+			switch {
+			case c[1] == "requests":
+				matched += n
+			case c[1] == "req_unmatched":
+				matched -= n
+			case strings.HasPrefix(c[1], "req_vhost_"):
+				want[strings.TrimPrefix(c[1], "req_vhost_")] = n
+			}
+		}
+		atLeast(t, "netdata vhosts", len(want), 5)
+		combined := mustParser(t, Options{Format: "combined"})
+		for i, l := range lines {
+			if e, err := combined.ParseString(l, i+1); err == nil {
+				t.Errorf("line %d: combined read it with client %v: %q", i+1, e.IP, l)
+			}
+		}
+		// Its extra fields after the size make every preset's reading
+		// partial, so auto may find none; it must not pick a common-based one.
+		if got, err := Detect(sample(lines[:200]), Options{}); err == nil && got != "vhost_combined" && got != "host_combined" {
+			t.Errorf("Detect = %q; want a host-first preset or none", got)
+		}
+		// Netdata counts a host for every line it matches; logjail also
+		// refuses the lines whose client is "localhost" or a malformed IPv6
+		// address (see the TSV's caveats): those are counted apart.
+		p := mustParser(t, Options{Format: "host_combined"})
+		got := map[string]int{}
+		read, noClient, valid := 0, 0, 0
+		for i, l := range lines {
+			if f := strings.Fields(l); len(f) > 1 && strings.Contains(l, "[") {
+				if _, err := netip.ParseAddr(f[1]); err == nil {
+					valid++
+				}
+			}
+			e, err := p.ParseString(l, i+1)
+			var pe *Error
+			switch {
+			case err == nil:
+				got[e.Host]++
+				read++
+			case errors.As(err, &pe) && pe.Field == "ip" && strings.Contains(l, "[") && strings.Contains(l, `"`):
+				noClient++
+			}
+		}
+		if read+noClient != matched {
+			t.Errorf("%d lines read and %d refused for their client, want %d matched lines", read, noClient, matched)
+		}
+		for host, n := range got {
+			if n > want[host] {
+				t.Errorf("host %q: %d lines read, netdata counts %d", host, n, want[host])
+			}
+		}
+		if read != valid {
+			t.Errorf("%d lines read, want the %d whose client is an address", read, valid)
+		}
+	})
 }

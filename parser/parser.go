@@ -379,7 +379,7 @@ func hostFirstReason(line, second string) string {
 		first = first[:64] + "…"
 	}
 	if _, ok := parseAddr(first); ok {
-		return fmt.Sprintf("remote_addr: %q is followed by a second address %q: %s", first, second, hostFirstHint)
+		return fmt.Sprintf("remote_addr: %q is followed by another address %q: %s", first, second, hostFirstHint)
 	}
 	return fmt.Sprintf("remote_addr: %q is a host name, not an address: %s", first, hostFirstHint)
 }

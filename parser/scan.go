@@ -425,12 +425,10 @@ func (p *Parser) set(it *item, v string, e *Entry, st *lineState) {
 	case kField:
 		p.addField(it.name, v, e, st)
 	case kSkip:
-		if it.hostPre && v != "-" && v != "" {
+		if it.hostPre && v != "-" && v != "" && addrLike(v) {
 			// "www.example.com 203.0.113.5 - - [...]" read as combined: the
 			// ident is the client, the first field the virtual host.
-			if _, ok := parseAddr(strings.TrimSuffix(v, ",")); ok {
-				st.second = v
-			}
+			st.second = v
 		}
 	case kHostPort:
 		host, port := splitHostPort(v)
@@ -441,6 +439,14 @@ func (p *Parser) set(it *item, v string, e *Entry, st *lineState) {
 			p.addField(it.port, port, e, st)
 		}
 	}
+}
+
+// addrLike reports whether an ident (Apache's %l, "-" unless identd answers
+// with a user name) is an address instead, as in a host-first line read as
+// common or combined: an IP address, anything with a '.' or a ':' (a host
+// name, a malformed IPv6 address, "unix:"), or "localhost".
+func addrLike(v string) bool {
+	return strings.IndexByte(v, '.') >= 0 || strings.IndexByte(v, ':') >= 0 || v == "localhost"
 }
 
 // splitHostPort splits the "host:port" of a host-first format (Apache's
