@@ -12,6 +12,8 @@ var benchCases = []struct {
 }{
 	{"common", Options{Format: "common"}, `83.149.9.216 - - [17/May/2015:10:05:03 +0000] "GET /presentations/logstash-monitorama-2013/images/kibana-search.png HTTP/1.1" 200 203023`},
 	{"combined", Options{Format: "combined"}, `83.149.9.216 - - [17/May/2015:10:05:03 +0000] "GET /presentations/logstash-monitorama-2013/images/kibana-search.png HTTP/1.1" 200 203023 "http://semicomplete.com/presentations/logstash-monitorama-2013/" "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_9_1) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/32.0.1700.77 Safari/537.36"`},
+	{"vhost_combined", Options{Format: "vhost_combined"}, `www.example.com:443 203.0.113.5 - - [22/Nov/2026:07:09:34 +0100] "GET /index.html HTTP/1.1" 200 4523 "https://www.example.com/" "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"`},
+	{"host_combined", Options{Format: "host_combined"}, `www.example.com 2001:db8:5::7 - - [22/Nov/2026:07:09:34 +0100] "GET /index.html HTTP/1.1" 200 4523 "-" "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"`},
 	{"nginx_timing", Options{Format: "nginx_timing"}, `203.0.113.7 - - [22/Nov/2026:07:09:34 +0100] "GET /search?q=logjail HTTP/2.0" 200 5123 "-" "curl/8.5.0" 0.125`},
 	{"apache_timing", Options{Format: "apache_timing"}, `203.0.113.7 - - [22/Nov/2026:07:09:34 +0100] "GET /search?q=logjail HTTP/1.1" 200 5123 "-" "curl/8.5.0" 125034`},
 	{"phpfpm", Options{Format: "phpfpm"}, `127.0.0.1 -  22/Nov/2026:07:09:30 +0000 "GET /cpu.php?ms=10" 200 /var/www/cpu.php 10.544 2048 94.84%`},

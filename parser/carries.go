@@ -51,6 +51,8 @@ func (p *Parser) Carries() (fields []string, xff bool) {
 			add("user")
 		case kHost:
 			add("host")
+		case kHostPort:
+			add("host", it.port)
 		case kDuration, kDurMS:
 			if !it.cpu {
 				add("duration")

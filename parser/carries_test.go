@@ -16,6 +16,10 @@ func TestCarries(t *testing.T) {
 	}{
 		{"combined", Options{Format: "combined"},
 			[]string{"bytes", "ip", "method", "path", "protocol", "query", "referer", "status", "time", "user", "user_agent"}, false},
+		{"vhost_combined", Options{Format: "vhost_combined"},
+			[]string{"bytes", "host", "ip", "method", "path", "port_canonical", "protocol", "query", "referer", "status", "time", "user", "user_agent"}, false},
+		{"host_combined", Options{Format: "host_combined"},
+			[]string{"bytes", "host", "ip", "method", "path", "protocol", "query", "referer", "server_port", "status", "time", "user", "user_agent"}, false},
 		{"nginx with xff", Options{LogFormat: `$remote_addr [$time_local] "$request" $status $host "$http_x_forwarded_for" $upstream_http_x_cpu_time`, CPUField: "upstream_http_x_cpu_time"},
 			[]string{"cpu", "host", "http_x_forwarded_for", "ip", "method", "path", "protocol", "query", "status", "time", "upstream_http_x_cpu_time"}, true},
 		{"apache %D", Options{ApacheFormat: `%h %t "%r" %>s %D %{X-Forwarded-For}i`},

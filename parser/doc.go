@@ -19,6 +19,28 @@
 //     line (a value is decoded into a new string only when it carries
 //     escapes). Parse copies the line once.
 //
+// Host-first logs. The presets vhost_combined (Apache's `%v:%p %h %l %u %t
+// "%r" %>s %O ...`, Debian's other_vhosts_access.log) and host_combined
+// (nginx's `$host $remote_addr - $remote_user [$time_local] ...`) read a
+// first field "host" or "host:port" into Entry.Host and the port into the
+// field port_canonical (Apache's %p) or server_port (nginx); "[v6]:port"
+// loses its brackets, and an unbracketed IPv6 host is split at its last
+// ":digits" only when what is before is itself an IPv6 address (Netdata's
+// "2001:db8:1ce::1:82"). Their size, %O in Apache's, is read as Bytes. The
+// two read the same lines; Detect picks vhost_combined when most of the
+// lines it read carry a port, host_combined otherwise (and when only
+// host_combined reads a forwarding chain in $remote_addr).
+//
+// Strict common and combined. The presets built on `%h %l %u` (common,
+// combined, nginx_timing, apache_timing, traefik_clf) refuse a line whose
+// ident (%l, "-" unless identd answers with a user name) looks like an
+// address: an IP, anything with a '.' or ':', or "localhost". Such a line
+// is host-first, and reading it would charge the host, or the server's own
+// address, as the client. It is an *Error on the field ip whose reason
+// names remote_addr and the presets that read it. A line whose first field
+// is an address followed by "-" or a user name reads as before. An
+// apache_format or log_format written by the user is read as written.
+//
 // The client address honours X-Forwarded-For only when the connecting
 // address is in Options.TrustedProxies: the client is then the rightmost
 // address that is not a trusted proxy.

@@ -130,7 +130,7 @@ func fuzzFormat(f *testing.F, o Options, dirs ...string) {
 }
 
 func FuzzPresets(f *testing.F) {
-	seedLines(f, "combined", "common", "nginx_timing", "apache_timing", "traefik_clf", "phpfpm", "caddy", "traefik_json")
+	seedLines(f, "combined", "common", "vhost_combined", "host_combined", "nginx_timing", "apache_timing", "traefik_clf", "phpfpm", "caddy", "traefik_json")
 	var ps []*Parser
 	for _, name := range Presets() {
 		p, err := New(Options{Format: name})

@@ -13,7 +13,7 @@ import (
 // LogFormat, ApacheFormat, FPMFormat, JSONFields is set (Format "" with
 // nothing else set means "combined").
 type Options struct {
-	Format         string            // preset: common, combined, nginx_timing, apache_timing, phpfpm, caddy, traefik_json, traefik_clf (not "auto": use Detect first)
+	Format         string            // preset: common, combined, vhost_combined, host_combined, nginx_timing, apache_timing, phpfpm, caddy, traefik_json, traefik_clf (not "auto": use Detect first)
 	LogFormat      string            // nginx log_format string
 	ApacheFormat   string            // Apache LogFormat string
 	FPMFormat      string            // PHP-FPM access.format string
@@ -48,7 +48,7 @@ func (e *Error) Error() string {
 }
 
 // preset names, most specific first (the order Detect prefers on a tie).
-var presetOrder = [...]string{"traefik_clf", "apache_timing", "nginx_timing", "combined", "common", "phpfpm", "caddy", "traefik_json"}
+var presetOrder = [...]string{"traefik_clf", "apache_timing", "nginx_timing", "vhost_combined", "host_combined", "combined", "common", "phpfpm", "caddy", "traefik_json"}
 
 // Presets returns the names of the preset formats.
 func Presets() []string {
@@ -62,7 +62,34 @@ const (
 	commonFormat   = `%h %l %u %t "%r" %>s %b`
 	combinedFormat = commonFormat + ` "%{Referer}i" "%{User-Agent}i"`
 	phpfpmFormat   = `%R - %u %t "%m %r%Q%q" %s %f %{mili}d %{kilo}M %C%%`
+	// Apache's vhost_combined is `%v:%p %h %l %u %t "%r" %>s %O ...`: the
+	// host:port item replaces %v, and the size is read as bytes like %b.
+	vhostFormat = `%v ` + combinedFormat
+	// nginx's host-first combined (the host may carry ":$server_port").
+	hostFormat = `$host $remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"`
 )
+
+// hostFirstHint ends the reason of a host-first line rejected by a
+// common-based preset.
+const hostFirstHint = "the log puts the virtual host first; try format vhost_combined / host_combined or auto"
+
+// strictIdent marks the ident of a common-based preset: a line whose ident
+// is an address is host-first and is rejected (a host is never charged as
+// the client).
+func strictIdent(items []item) []item {
+	for i := range items {
+		if items[i].kind == kSkip && items[i].name == "ident" {
+			items[i].hostPre = true
+		}
+	}
+	return items
+}
+
+// hostPortFirst makes the first item (a host) read "host" or "host:port".
+func hostPortFirst(items []item, port string) []item {
+	items[0].kind, items[0].port = kHostPort, port
+	return items
+}
 
 // presetItems returns the items of a line preset.
 func presetItems(name string) ([]item, bool) {
@@ -74,18 +101,22 @@ func presetItems(name string) ([]item, bool) {
 	}
 	switch name {
 	case "common":
-		return must(compileApache(commonFormat)), true
+		return strictIdent(must(compileApache(commonFormat))), true
 	case "combined":
-		return must(compileApache(combinedFormat)), true
+		return strictIdent(must(compileApache(combinedFormat))), true
+	case "vhost_combined":
+		return hostPortFirst(must(compileApache(vhostFormat)), "port_canonical"), true
+	case "host_combined":
+		return hostPortFirst(must(compileNginx(hostFormat)), "server_port"), true
 	case "nginx_timing":
-		items := must(compileApache(combinedFormat))
+		items := strictIdent(must(compileApache(combinedFormat)))
 		rt := field(kDuration, "request_time")
 		rt.scale = 1
 		return append(items, lit(" "), rt), true
 	case "apache_timing":
-		return must(compileApache(combinedFormat + " %D")), true
+		return strictIdent(must(compileApache(combinedFormat + " %D"))), true
 	case "traefik_clf":
-		items := must(compileApache(combinedFormat))
+		items := strictIdent(must(compileApache(combinedFormat)))
 		return append(items, lit(" "), field(kField, "request_count"), lit(` "`), field(kField, "router_name"),
 			lit(`" "`), field(kField, "server_url"), lit(`" `), field(kDurMS, "duration")), true
 	case "phpfpm":
@@ -238,7 +269,7 @@ func New(o Options) (*Parser, error) {
 		p.items = items
 		for _, it := range items {
 			switch it.kind {
-			case kField:
+			case kField, kHostPort:
 				p.nFields++
 			case kCPUPct:
 				p.fpmCPU = true
@@ -307,6 +338,9 @@ func (p *Parser) parse(line string, lineNo int) (Entry, bool, error) {
 	} else {
 		full = p.scan(line, &e, &st)
 	}
+	if st.second != "" {
+		return Entry{}, false, &Error{Line: lineNo, Field: "ip", Reason: hostFirstReason(line, st.second)}
+	}
 	// Client address.
 	conn, xff := st.conn, st.xff
 	if !conn.IsValid() && st.hasXFF && !st.hasIPRaw {
@@ -332,6 +366,22 @@ func (p *Parser) parse(line string, lineNo int) (Entry, bool, error) {
 		full = full && e.Has&HasStatus != 0
 	}
 	return e, full && !st.bad, nil
+}
+
+// hostFirstReason says why a common-based preset refuses a line whose
+// second field (second) is an address: its first is a host, not the client.
+func hostFirstReason(line, second string) string {
+	first := line
+	if j := strings.IndexByte(line, ' '); j >= 0 {
+		first = line[:j]
+	}
+	if len(first) > 64 {
+		first = first[:64] + "…"
+	}
+	if _, ok := parseAddr(first); ok {
+		return fmt.Sprintf("remote_addr: %q is followed by another address %q: %s", first, second, hostFirstHint)
+	}
+	return fmt.Sprintf("remote_addr: %q is a host name, not an address: %s", first, hostFirstHint)
 }
 
 func (st *lineState) reason(raw string, has bool, why string) string {
@@ -364,6 +414,7 @@ func Detect(sample [][]byte, o Options) (string, error) {
 	if lines == 0 {
 		return "", fmt.Errorf("parser: detect: no lines to look at")
 	}
+	var hostN, ported int // lines host_combined reads; lines vhost_combined reads with a port
 	for _, name := range presetOrder {
 		p, err := New(Options{Format: name, Location: o.Location, TrustedProxies: o.TrustedProxies, CPUField: o.CPUField})
 		if err != nil {
@@ -371,13 +422,27 @@ func Detect(sample [][]byte, o Options) (string, error) {
 		}
 		n := 0
 		for i, l := range sample {
-			if _, full, err := p.parse(string(trimEOL(l)), i+1); err == nil && full {
-				n++
+			e, full, err := p.parse(string(trimEOL(l)), i+1)
+			if err != nil || !full {
+				continue
 			}
+			n++
+			if name == "vhost_combined" && len(e.Fields) > 0 && e.Fields[0].Name == "port_canonical" {
+				ported++
+			}
+		}
+		if name == "host_combined" {
+			hostN = n
 		}
 		if n > bestN {
 			best, bestN = name, n
 		}
+	}
+	// vhost_combined and host_combined read the same lines ("host[:port]
+	// client - user [time] ..."): Apache's %v:%p writes a port, nginx's
+	// usual $host does not, so a sample mostly without ports is nginx's.
+	if best == "vhost_combined" && hostN == bestN && ported*2 <= bestN {
+		best = "host_combined"
 	}
 	if best == "" {
 		return "", fmt.Errorf("parser: detect: no preset reads any of the %d sample lines", lines)

@@ -35,6 +35,7 @@ const (
 	kCPUPct   // PHP-FPM %C: percent of the duration
 	kSkip     // read and ignored (Apache %l ident, FPM %Q)
 	kField    // a named field of its own
+	kHostPort // "host" or "host:port" (vhost_combined, host_combined): the host, and the port as item.port
 )
 
 // item is one step of a compiled format: a literal or a field.
@@ -53,6 +54,8 @@ type item struct {
 	cpu      bool    // this field is Options.CPUField
 	numeric  bool    // the value is a number (for nextNum of the field before)
 	intOnly  bool    // a duration written as an integer (Apache %D)
+	hostPre  bool    // the ident of a common-based preset: an address here means the line is host-first
+	port     string  // for kHostPort: the name of the port field
 }
 
 // lineState is what a scan learns besides the Entry fields.
@@ -72,7 +75,8 @@ type lineState struct {
 	stopWant  string // literal it expected
 	stopPos   int
 	stopped   bool
-	bad       bool // a value was there but could not be read
+	bad       bool   // a value was there but could not be read
+	second    string // an address in the ident field of a common-based preset (host-first line)
 }
 
 // scan reads s with the format's items. It returns whether every item was read.
@@ -420,7 +424,56 @@ func (p *Parser) set(it *item, v string, e *Entry, st *lineState) {
 		}
 	case kField:
 		p.addField(it.name, v, e, st)
+	case kSkip:
+		if it.hostPre && v != "-" && v != "" && addrLike(v) {
+			// "www.example.com 203.0.113.5 - - [...]" read as combined: the
+			// ident is the client, the first field the virtual host.
+			st.second = v
+		}
+	case kHostPort:
+		host, port := splitHostPort(v)
+		if host = unescape(host); !absent(host) {
+			e.Host, e.Has = host, e.Has|HasHost
+		}
+		if port != "" {
+			p.addField(it.port, port, e, st)
+		}
 	}
+}
+
+// addrLike reports whether an ident (Apache's %l, "-" unless identd answers
+// with a user name) is an address instead, as in a host-first line read as
+// common or combined: an IP address, anything with a '.' or a ':' (a host
+// name, a malformed IPv6 address, "unix:"), or "localhost".
+func addrLike(v string) bool {
+	return strings.IndexByte(v, '.') >= 0 || strings.IndexByte(v, ':') >= 0 || v == "localhost"
+}
+
+// splitHostPort splits the "host:port" of a host-first format (Apache's
+// %v:%p, nginx's $host:$server_port); the port is optional. "[v6]:port" and
+// "[v6]" lose their brackets. An unbracketed value with several colons is an
+// IPv6 host: its last ":digits" is read as a port only when what is before it
+// is itself an IPv6 address ("2001:db8::1:443" is host 2001:db8::1, port
+// 443; "2001:db8::1" stays whole).
+func splitHostPort(v string) (host, port string) {
+	if v != "" && v[0] == '[' {
+		if j := strings.IndexByte(v, ']'); j > 0 {
+			if rest := v[j+1:]; rest == "" || isPort(rest) {
+				return v[1:j], strings.TrimPrefix(rest, ":")
+			}
+		}
+		return v, ""
+	}
+	c := strings.LastIndexByte(v, ':')
+	if c <= 0 || !isPort(v[c:]) {
+		return v, ""
+	}
+	if strings.IndexByte(v[:c], ':') >= 0 {
+		if a, err := netip.ParseAddr(v[:c]); err != nil || !a.Is6() {
+			return v, ""
+		}
+	}
+	return v[:c], v[c+1:]
 }
 
 func (p *Parser) addField(name, v string, e *Entry, st *lineState) {
