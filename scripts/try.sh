@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The README's first command (`make try`): checks what building logjail
 # needs, builds ./logjail (saying so: the first build compiles SQLite and the
-# other dependencies, about a minute), then replays the two bundled samples
-# with testdata/logs/sample/try.yaml. scripts/newcomer.sh runs it from a
-# fresh clone.
+# other dependencies, about a minute), then replays the bundled nginx log
+# with the embedded example configuration (logjail out of the box) and the
+# generated PHP-FPM log, whose lines carry their CPU seconds, with
+# testdata/logs/sample/try.yaml (the example's rules and a CPU rule).
+# scripts/newcomer.sh runs it from a fresh clone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,7 +25,14 @@ command -v "${cc:-gcc}" >/dev/null 2>&1 ||
 
 echo "building logjail (first run: about a minute, compiling SQLite)…" >&2
 go build -o logjail ./cmd/logjail
-echo "replaying testdata/logs/sample/bots.log.gz and shop.fpm.log with testdata/logs/sample/try.yaml" >&2
+echo "1/2: replaying testdata/logs/sample/bots.log.gz (a real nginx log) with the embedded example configuration" >&2
 echo >&2
-exec ./logjail replay --config testdata/logs/sample/try.yaml \
-  testdata/logs/sample/bots.log.gz testdata/logs/sample/shop.fpm.log
+# The embedded example exactly (a /etc/logjail/logjail.yaml is not read).
+example=$(mktemp /tmp/logjail-try.XXXXXX.yaml)
+trap 'rm -f "$example"' EXIT
+./logjail example-config > "$example"
+./logjail replay --config "$example" testdata/logs/sample/bots.log.gz
+echo
+echo "2/2: replaying testdata/logs/sample/shop.fpm.log (PHP-FPM, with CPU seconds) with testdata/logs/sample/try.yaml (the example's rules and a CPU rule)" >&2
+echo >&2
+./logjail replay --config testdata/logs/sample/try.yaml testdata/logs/sample/shop.fpm.log

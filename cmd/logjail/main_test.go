@@ -155,18 +155,33 @@ func TestReplaySample(t *testing.T) {
 }
 
 // TestReplayTry is what the README's first command (`make try`) replays:
-// both bundled samples with testdata/logs/sample/try.yaml. The PHP-FPM
-// sample's CPU hog (internal/samplelog) is banned by the CPU rule alone,
-// twice (the ban ladder doubles the second), and its CPU seconds lead the
-// summary's costliest keys.
+// the bundled nginx log with the embedded example configuration, then the
+// PHP-FPM sample with testdata/logs/sample/try.yaml. The nginx log has its
+// scanners and floods banned out of the box; the PHP-FPM sample's CPU hog
+// (internal/samplelog) is banned by the CPU rule alone, twice (the ban
+// ladder doubles the second), and its CPU seconds lead the summary's
+// costliest keys.
 func TestReplayTry(t *testing.T) {
 	const dir = "../../testdata/logs/sample/"
-	code, out, stderr := run(t, "", "replay", "--config", dir+"try.yaml", dir+"bots.log.gz", dir+"shop.fpm.log")
+	code, out, stderr := run(t, "", "replay", "--config", exampleConfig(t), dir+"bots.log.gz")
 	if code != exitOK {
-		t.Fatalf("exit %d; stderr: %s", code, stderr)
+		t.Fatalf("example config: exit %d; stderr: %s", code, stderr)
 	}
 	for _, want := range []string{
-		"20909 read, 20909 parsed, 0 rejected",
+		"16912 read, 16912 parsed, 0 rejected",
+		"rate 31 per 10s > 30 (rule scanners)",
+		"COSTLIEST KEYS: none (no line carried CPU seconds)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("replay report (example config) lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, stderr = run(t, "", "replay", "--config", dir+"try.yaml", dir+"shop.fpm.log")
+	if code != exitOK {
+		t.Fatalf("try.yaml: exit %d; stderr: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"3997 read, 3997 parsed, 0 rejected",
 		"\n  heavy     0               1            0          2\n",
 		"rule heavy: 0 keys throttled, 1 key banned",
 		"cpu 26.4% over 1m > 25% (rule heavy)",
