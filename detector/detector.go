@@ -119,6 +119,9 @@ type Detector struct {
 	// keys maps a key to the first of its states (one per rule), chained
 	// by state.sib; lastKey and lastHead remember the previous lookup, since
 	// the charges of one entry come one rule after another with one key.
+	// lastKey is a view of the key table's own text (never the caller's
+	// string, which may be a buffer read into again); a drop of any key
+	// clears it.
 	keys     keyTable
 	lastKey  string
 	lastHead int32
@@ -497,7 +500,7 @@ func (d *Detector) chain(key string) int32 {
 		return -1
 	}
 	i := d.keys.rec(id).head
-	d.lastKey, d.lastHead = key, i
+	d.lastKey, d.lastHead = d.keys.view(id), i // the table's text: key may be a reused buffer's
 	return i
 }
 
@@ -533,7 +536,7 @@ func (d *Detector) lookup(ri *ruleInfo, key string) (int32, *state) {
 	d.bindRule(s, ri)
 	s.setFlag(flagMulti, isMulti(ri.rule.Key, key))
 	d.initWindows(i, s)
-	d.lastKey, d.lastHead = key, i
+	d.lastKey, d.lastHead = d.keys.view(s.kid), i
 	d.pushFront(i)
 	return i, s
 }

@@ -1,6 +1,7 @@
 package detector
 
 import (
+	"encoding/binary"
 	"math"
 	"net/netip"
 	"slices"
@@ -97,28 +98,14 @@ type addrSeen struct {
 
 func makeAddrSeen(a netip.Addr, ns int64) addrSeen {
 	b := a.Unmap().As16()
-	return addrSeen{hi: beUint64(b[:8]), lo: beUint64(b[8:]), seen: ns}
+	return addrSeen{hi: binary.BigEndian.Uint64(b[:8]), lo: binary.BigEndian.Uint64(b[8:]), seen: ns}
 }
 
 func (a *addrSeen) addr() netip.Addr {
 	var b [16]byte
-	putBeUint64(b[:8], a.hi)
-	putBeUint64(b[8:], a.lo)
+	binary.BigEndian.PutUint64(b[:8], a.hi)
+	binary.BigEndian.PutUint64(b[8:], a.lo)
 	return netip.AddrFrom16(b).Unmap()
-}
-
-func beUint64(b []byte) uint64 {
-	_ = b[7]
-	return uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
-		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
-}
-
-func putBeUint64(b []byte, x uint64) {
-	_ = b[7]
-	for i := 7; i >= 0; i-- {
-		b[i] = byte(x)
-		x >>= 8
-	}
 }
 
 const (

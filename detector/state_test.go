@@ -280,6 +280,13 @@ func TestKeysAreCopied(t *testing.T) {
 	if diff := cmp.Diff([]string{"r/203.0.113.7"}, peakKeys(d)); diff != "" {
 		t.Errorf("keys (-want +got):\n%s", diff)
 	}
+	// The key the buffer now holds is another key, not the one the
+	// detector looked up last.
+	c2 := rules.Charge{Rule: r, Key: "198.51.100."}
+	d.Charge(at(1), &c2, nil)
+	if diff := cmp.Diff([]string{"r/203.0.113.7", "r/198.51.100."}, peakKeys(d)); diff != "" {
+		t.Errorf("after a charge of the buffer's new text, keys (-want +got):\n%s", diff)
+	}
 }
 
 func TestNoAllocsInSteadyState(t *testing.T) {
