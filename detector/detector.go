@@ -1,6 +1,7 @@
 package detector
 
 import (
+	"math"
 	"net/netip"
 	"strings"
 	"time"
@@ -381,11 +382,7 @@ func (d *Detector) keyPeak(i int32, s *state) KeyPeak {
 	d.peaks = d.peaks[:0]
 	ri := d.ri(s)
 	for j := range ri.lims {
-		if p := d.peak(i, j); p != nil {
-			d.peaks = append(d.peaks, *p)
-		} else {
-			d.peaks = append(d.peaks, initialPeak(&ri.lims[j]))
-		}
+		d.peaks = append(d.peaks, d.peakValue(i, j, &ri.lims[j]))
 	}
 	kp := KeyPeak{Rule: ri.rule, Key: d.keys.view(s.kid), Requests: d.requests(s), Blocked: d.blocked(s), CPU: s.cpu, Peak: d.peaks}
 	if x := d.xOf(s); x != nil && x.firstOver != 0 {
@@ -438,7 +435,7 @@ func (d *Detector) place(ri *ruleInfo) {
 		d.freeCI = d.freeCI[:n-1]
 		d.infos[ri.ci] = ri
 	} else {
-		if len(d.infos) > maxRing {
+		if len(d.infos) > math.MaxUint16 { // state.ci is 16 bits
 			panic("detector: too many compiled rules in use")
 		}
 		ri.ci = uint16(len(d.infos))

@@ -443,11 +443,7 @@ func (d *Detector) appendState(b []byte, i int32, s *state, stamp uint64) []byte
 	lims := ri.lims
 	b = binary.AppendUvarint(b, uint64(len(lims)))
 	for j := range lims {
-		peak := initialPeak(&lims[j])
-		if p := d.peak(i, j); p != nil {
-			peak = *p
-		}
-		b = appendWindow(b, d.win(s, j), &lims[j], &d.rings, peak)
+		b = appendWindow(b, d.win(s, j), &lims[j], &d.rings, d.peakValue(i, j, &lims[j]))
 	}
 	if x == nil {
 		return b

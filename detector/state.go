@@ -223,15 +223,24 @@ func initialPeak(li *limitInfo) float64 {
 	return 0
 }
 
-// peak returns where the peak of limit j of the state in slot i is kept, or nil when the
-// detector keeps no peaks (Options.NoPeaks). Peaks are kept beside the
-// slab, a row of peakW per slot, so that a detector that does not need
-// them (a daemon) does not pay for them.
+// peak returns where the peak of limit j of the state in slot i is kept,
+// or nil when the detector keeps no peaks (Options.NoPeaks). Peaks are kept
+// beside the slab, a row of peakW per slot, so that a detector that does
+// not need them (a daemon) does not pay for them.
 func (d *Detector) peak(i int32, j int) *float64 {
 	if d.peakW == 0 {
 		return nil
 	}
 	return &d.peakRows[i>>chunkBits][int(i&(1<<chunkBits-1))*d.peakW+j]
+}
+
+// peakValue returns the peak of limit j (li) of the state in slot i: the
+// initial one when the detector keeps no peaks.
+func (d *Detector) peakValue(i int32, j int, li *limitInfo) float64 {
+	if p := d.peak(i, j); p != nil {
+		return *p
+	}
+	return initialPeak(li)
 }
 
 // widenPeaks makes the rows of peaks w wide (a rule with more limits than
