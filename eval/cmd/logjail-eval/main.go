@@ -1,0 +1,57 @@
+// Command logjail-eval prints the labelled evaluation of the default
+// configuration (package eval): one row per log, a total row, the good
+// clients banned and the goals' status. scripts/eval.sh runs it.
+//
+// Usage: logjail-eval [-shared DIR] [-labels DIR]
+//
+// Without the shared directory (../shared beside the repository) it
+// evaluates the generated scenarios alone and says so on stderr.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+
+	"github.com/logjail/logjail/eval"
+)
+
+func main() {
+	shared := flag.String("shared", "../shared", "the shared directory (corpus/real, tools/genlog.py)")
+	labels := flag.String("labels", "testdata/eval/labels", "the labels of the real logs")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	err := run(ctx, *shared, *labels)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "logjail-eval:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, shared, labels string) error {
+	python := ""
+	if _, err := os.Stat(shared); err != nil {
+		fmt.Fprintf(os.Stderr, "logjail-eval: no %s: the real logs and genlog are left out, the scenarios alone are evaluated\n", shared)
+		shared = ""
+	} else if python, err = exec.LookPath("python3"); err != nil {
+		return fmt.Errorf("genlog.py needs python3: %w", err)
+	}
+	cfg, err := eval.Config()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "logjail-eval-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	rows, err := eval.All(ctx, cfg, python, shared, labels, dir)
+	if err != nil {
+		return err
+	}
+	return eval.WriteTable(os.Stdout, rows)
+}
