@@ -32,12 +32,12 @@
 //   - missed: attackers never banned.
 //   - unreviewed: banned keys that contain no labelled client (bans of
 //     unlabelled clients, for a person to look at).
-//   - before the ban (median, max): for each banned attacker, its own lines
-//     in the log up to and including the first ban that covers it,
-//     counted from the log itself (every line of the client parsed by the
-//     source's format whose time is not after the ban's time: lines of
-//     the same second after the banning line count too, as the log's
-//     one-second times cannot order them).
+//   - before the ban (median, max): for each banned attacker, its own
+//     lines in the log up to and including the line at which the first
+//     ban that covers it was decided (for a ban of its /24, the line may
+//     be another address's). They are counted in the replay's own order
+//     (replay.Options.Observe), so exactly; lines the format rejects are
+//     not requests the rules could see and are not counted.
 //
 // The total row sums the counts; its median and max are over every banned
 // attacker of every log, and it gives missed as a share of the attackers.
@@ -55,13 +55,11 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"time"
 
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/replay"
 	"github.com/logjail/logjail/rules"
-	"github.com/logjail/logjail/source"
 )
 
 // Truth is one labelled client: an address (as a /32 or /128) or a prefix.
@@ -86,9 +84,10 @@ type Row struct {
 	Lines, Rejected     int64
 	Attackers, Good     int
 	TrueBans, FalseBans int
-	Missed, Unreviewed  int
+	Missed              int
+	Unreviewed          []string // banned keys that reach no labelled client, sorted
 	Before              []int    // requests before the ban, per banned attacker, ascending
-	FalseBanned         []string // "ADDRESS by RULE (KEY)", sorted
+	FalseBanned         []string // "ADDRESS by RULE (KEY): WHY", sorted
 }
 
 // Config is the configuration evaluated: the embedded example, compiled
@@ -98,13 +97,45 @@ func Config() (*rules.Config, error) {
 	return rules.Parse("example.yaml", rules.Example(), rules.Options{HostAddrs: []netip.Addr{}, Cores: 4})
 }
 
-// ban is where one ban decision reaches.
-type ban struct {
-	d      replay.Decision
-	covers []netip.Prefix
+// firstBan is the first ban that reached a labelled client.
+type firstBan struct {
+	rule, key string
 }
 
-// Evaluate replays lg under cfg and scores its decisions against its truth.
+// index finds the labelled client of an address: single addresses by a
+// map, prefix labels by a scan (they are few).
+type index struct {
+	exact map[netip.Addr]int
+	wide  []int
+}
+
+func newIndex(truth []Truth) *index {
+	ix := &index{exact: map[netip.Addr]int{}}
+	for j, tr := range truth {
+		if tr.Prefix.IsSingleIP() {
+			ix.exact[tr.Prefix.Addr()] = j
+		} else {
+			ix.wide = append(ix.wide, j)
+		}
+	}
+	return ix
+}
+
+func (ix *index) find(truth []Truth, a netip.Addr) int {
+	if j, ok := ix.exact[a]; ok {
+		return j
+	}
+	for _, j := range ix.wide {
+		if truth[j].Prefix.Contains(a) {
+			return j
+		}
+	}
+	return -1
+}
+
+// Evaluate replays lg under cfg and scores its decisions against its
+// truth. A ban counts when it acts: bans of log_only rules (and those the
+// circuit breaker turned log-only) ban no one and are left out.
 func Evaluate(ctx context.Context, cfg *rules.Config, lg Log) (Row, error) {
 	row := Row{Log: lg.Name}
 	if len(lg.Files) == 0 {
@@ -123,130 +154,73 @@ func Evaluate(ctx context.Context, cfg *rules.Config, lg Log) (Row, error) {
 	for i, f := range lg.Files {
 		inputs[i] = replay.Input{Name: f, Source: src}
 	}
-	rep, err := replay.Run(ctx, cfg, inputs, replay.Options{})
+
+	groups := cfg.GroupRanges()
+	ix := newIndex(lg.Truth)
+	first := make([]*firstBan, len(lg.Truth))
+	requests := make([]int, len(lg.Truth)) // up to and including the banning line
+	reviewed, unreviewed := map[string]bool{}, map[string]bool{}
+	observe := func(e *parser.Entry, ds []detector.Decision) {
+		if j := ix.find(lg.Truth, e.IP); j >= 0 && first[j] == nil {
+			requests[j]++
+		}
+		for i := range ds {
+			d := &ds[i]
+			if d.Kind != detector.Ban || d.LogOnly {
+				continue
+			}
+			covers := keyPrefixes(d.Key, groups)
+			for _, a := range d.Addresses {
+				covers = append(covers, netip.PrefixFrom(a, a.BitLen()))
+			}
+			hit := false
+			for j, tr := range lg.Truth {
+				if covered(covers, tr.Prefix) {
+					hit = true
+					if first[j] == nil {
+						first[j] = &firstBan{rule: d.Rule, key: d.Key}
+					}
+				}
+			}
+			if hit {
+				reviewed[d.Key] = true
+			} else {
+				unreviewed[d.Key] = true
+			}
+		}
+	}
+	rep, err := replay.Run(ctx, cfg, inputs, replay.Options{Observe: observe})
 	if err != nil {
 		return row, fmt.Errorf("%s: replay: %w", lg.Name, err)
 	}
 	row.Lines, row.Rejected = rep.Input.Lines, rep.Input.Rejected
-
-	groups := cfg.GroupRanges()
-	var bans []ban
-	for _, d := range rep.Decisions {
-		if d.Kind != string(detector.Ban) {
-			continue
-		}
-		b := ban{d: d, covers: keyPrefixes(d.Key, groups)}
-		for _, a := range d.Addresses {
-			b.covers = append(b.covers, netip.PrefixFrom(a, a.BitLen()))
-		}
-		bans = append(bans, b)
-	}
-
-	// The first ban of each labelled client, and the keys that reach none.
-	first := make([]*ban, len(lg.Truth))
-	reviewed := map[string]bool{}
-	for i := range bans {
-		b := &bans[i]
-		for j, tr := range lg.Truth {
-			if covered(b.covers, tr.Prefix) {
-				reviewed[b.d.Key] = true
-				if first[j] == nil {
-					first[j] = b
-				}
-			}
+	for k := range unreviewed {
+		if !reviewed[k] {
+			row.Unreviewed = append(row.Unreviewed, k)
 		}
 	}
-	unreviewed := map[string]bool{}
-	for _, b := range bans {
-		if !reviewed[b.d.Key] {
-			unreviewed[b.d.Key] = true
-		}
-	}
-	row.Unreviewed = len(unreviewed)
+	slices.Sort(row.Unreviewed)
 
 	for j, tr := range lg.Truth {
 		switch {
 		case tr.Attacker && first[j] != nil:
 			row.Attackers++
 			row.TrueBans++
+			row.Before = append(row.Before, requests[j])
 		case tr.Attacker:
 			row.Attackers++
 			row.Missed++
 		case first[j] != nil:
 			row.Good++
 			row.FalseBans++
-			row.FalseBanned = append(row.FalseBanned, fmt.Sprintf("%s by %s (%s)", tr.Prefix, first[j].d.Rule, first[j].d.Key))
+			row.FalseBanned = append(row.FalseBanned, fmt.Sprintf("%s by %s (%s): %s", tr.Prefix, first[j].rule, first[j].key, tr.Why))
 		default:
 			row.Good++
 		}
 	}
+	slices.Sort(row.Before)
 	slices.Sort(row.FalseBanned)
-	if row.Before, err = before(lg, src.Parser, first); err != nil {
-		return row, err
-	}
 	return row, nil
-}
-
-// before counts, for each attacker with a ban, its lines up to the ban's
-// time, reading lg's files again with the source's format.
-func before(lg Log, po parser.Options, first []*ban) ([]int, error) {
-	exact := map[netip.Addr]int{}
-	var wide []int
-	until := make([]time.Time, len(lg.Truth))
-	for j, tr := range lg.Truth {
-		if !tr.Attacker || first[j] == nil {
-			continue
-		}
-		until[j] = first[j].d.Time
-		if tr.Prefix.IsSingleIP() {
-			exact[tr.Prefix.Addr()] = j
-		} else {
-			wide = append(wide, j)
-		}
-	}
-	counts := make([]int, len(lg.Truth))
-	for _, f := range lg.Files {
-		l, err := source.OpenLog(f, po, nil)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", lg.Name, err)
-		}
-		for {
-			text, n, ok := l.Lines.Next()
-			if !ok {
-				break
-			}
-			e, err := l.Parser.ParseString(text, n)
-			if err != nil {
-				continue
-			}
-			j, ok := exact[e.IP]
-			if !ok {
-				j = -1
-				for _, k := range wide {
-					if lg.Truth[k].Prefix.Contains(e.IP) {
-						j = k
-						break
-					}
-				}
-			}
-			if j >= 0 && !e.Time.After(until[j]) {
-				counts[j]++
-			}
-		}
-		err = l.Lines.Err()
-		l.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
-		}
-	}
-	var out []int
-	for j, tr := range lg.Truth {
-		if tr.Attacker && first[j] != nil {
-			out = append(out, counts[j])
-		}
-	}
-	slices.Sort(out)
-	return out, nil
 }
 
 // keyPrefixes is what a ban of key blocks: an address, a prefix, or a

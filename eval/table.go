@@ -30,7 +30,9 @@ func Total(rows []Row) Row {
 		t.TrueBans += r.TrueBans
 		t.FalseBans += r.FalseBans
 		t.Missed += r.Missed
-		t.Unreviewed += r.Unreviewed
+		for _, k := range r.Unreviewed {
+			t.Unreviewed = append(t.Unreviewed, r.Log+": "+k)
+		}
 		t.Before = append(t.Before, r.Before...)
 		for _, f := range r.FalseBanned {
 			t.FalseBanned = append(t.FalseBanned, r.Log+": "+f)
@@ -94,7 +96,7 @@ func WriteTable(w io.Writer, rows []Row) error {
 			missed = fmt.Sprintf("%d (%.1f%%)", r.Missed, r.MissedPercent())
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t\n", r.Lines, r.Rejected, r.Attackers, r.Good,
-			r.TrueBans, r.FalseBans, missed, r.Unreviewed, orDash(Median(r.Before)), orDash(maxOf(r.Before)))
+			r.TrueBans, r.FalseBans, missed, len(r.Unreviewed), orDash(Median(r.Before)), orDash(maxOf(r.Before)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -113,6 +115,14 @@ func WriteTable(w io.Writer, rows []Row) error {
 		fmt.Fprintln(w, "good clients banned:")
 		for _, f := range total.FalseBanned {
 			fmt.Fprintln(w, "  "+f)
+		}
+	}
+	if len(total.Unreviewed) == 0 {
+		fmt.Fprintln(w, "unlabelled keys banned (unreviewed): none")
+	} else {
+		fmt.Fprintln(w, "unlabelled keys banned (unreviewed):")
+		for _, k := range total.Unreviewed {
+			fmt.Fprintln(w, "  "+k)
 		}
 	}
 	state := "not enforced yet (eval.EnforceGoals)"

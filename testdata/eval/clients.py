@@ -102,17 +102,34 @@ SIGNATURE = re.compile(
     r'/sumthin|w00t|\$\{jndi|wget\s+http|curl\s+http|/boaform|/HNAP1|fgt_lang|/actuator/|XDEBUG_SESSION|'
     r'/etc/passwd|\.\.%2f|\.\.%5c|\.\.%255c|\.\.%c0|\.\.%c1|/\.\./|wp-login\.php|/wp-admin|xmlrpc\.php|'
     r'[?&]author=\d|/administrator/|fckeditor|phpmyadmin|/pma/|myadmin|/manager/html|/solr/|/owa/|'
-    r'/user/register)', re.I)
+    r'/user/register|/cgi-bin/|muieblackcat|/muie|%u9090|^PUT /scripts/|/wp-content/(plugins|themes)/[^ ?]*\.php|/system_api\.php|/streaming/clients_live\.php)', re.I)
 BOT = re.compile(r'(googlebot|bingbot|msnbot|slurp|yandex|baiduspider|ahrefsbot|mj12bot|dotbot|petalbot|'
                  r'semrushbot|exabot|archive\.org|applebot|duckduckbot|barkrowler|feedfetcher|feedparser|'
                  r'tiny tiny rss|feedly|rss|let\'s encrypt|uptimerobot|pingdom|ezooms|bot\b|crawler|spider)', re.I)
-PROBE_LINE = re.compile(r'^(SEARCH|PROPFIND|CONNECT) |^[A-Z]+ (https?://|[a-z0-9.-]+:\d+)', re.I)
+# PROBE_LINE: request lines no web client sends: WebDAV overflows, proxy
+# requests (absolute or host:port targets), other protocols spoken to the
+# web port (nginx writes their bytes as \xHH: RDP's mstshash, TLS, Gh0st),
+# mining-pool JSON-RPC, win.ini traversal.
+PROBE_LINE = re.compile(r'^(SEARCH|PROPFIND|CONNECT) |^[A-Z]+ (https?://|[a-z0-9.-]+:\d+)|\\x[0-9A-F]{2}\\x[0-9A-F]{2}|'
+                        r'mstshash|Gh0st|mining\.(subscribe|authorize)|eth_submitLogin|\\x22method\\x22|win\.ini', re.I)
 
 
 GOOGLE = tuple(f'66.249.{i}.' for i in range(64, 96))
 # The published ranges of verified crawlers (Googlebot, Bingbot): a crawler
 # UA from them is the crawler, whatever links it follows.
 VERIFIED = GOOGLE + ('40.77.167.', '207.46.13.', '157.55.39.')
+
+
+# OVERRIDES are the reviewer's decisions where the criteria above are
+# wrong for a client: (label, why), or (None, why) to leave it unlabelled.
+OVERRIDES = {
+    'elastic-apache_logs.log': {
+        '208.91.156.11': ('good', 'Chef Client fetching one moved file (/files/logstash/logstash-1.3.2-monolithic.jar, 404) 60 times in 3 days: automation, no probe'),
+    },
+    'ployt0-nginx-bots-access.log': {
+        '20.228.231.0': (None, 'WordPress/6.0.2 pingback-like HEADs on articles and an ACME path: neither a probe nor a known good client'),
+    },
+}
 
 
 def draft(name, by, honeypot):
@@ -139,7 +156,10 @@ def draft(name, by, honeypot):
                 q = r[4].split(' ')
                 p = (q[0] + ' ' + q[1] if len(q) > 1 else r[4])
                 p = re.sub(r'[^\x21-\x7e ]', '?', p)
-                if len(p) > 60:
+                m = SIGNATURE.search(p) or PROBE_LINE.search(p)
+                if len(p) > 60 and m and m.start() > 30:
+                    p = p[:20] + '...' + p[m.start() - 5:m.start() + 30] + '...'
+                elif len(p) > 60:
                     p = p[:57] + '...'
                 if p in seen:
                     continue
@@ -153,11 +173,21 @@ def draft(name, by, honeypot):
         elif botua and re.search('googlebot', botua, re.I) and not ip.startswith(GOOGLE):
             continue  # claims Googlebot outside 66.249.64.0/19: not verified, not good
         elif verified:
-            out.append((ip, 'good', f'{clean(botua)[:50]} from its published range: {n} requests, {c4} 4xx, in {fmt(span)}' + (f', {len(sig)} on links such as {sig[0][4].split(" ")[1][:40]}' if sig else '')))
+            out.append((ip, 'good', f'{BOT.search(botua).group(0)} user agent from its published range: {n} requests, {c4} 4xx, in {fmt(span)}' + (f', {len(sig)} on links such as {sig[0][4].split(" ")[1][:40]}' if sig else '')))
         elif botua:
-            out.append((ip, 'good', f'{clean(botua)[:50]}: {n} requests, {c4} 4xx, in {fmt(span)}, no probe'))
-        elif not honeypot and (n >= 40 or peak([r[3] for r in rs], 10) >= 15) and c4 < 0.5 * n:
-            out.append((ip, 'good', f'{clean(ua)[:40]}: {n} requests, {n - c4} 2xx/3xx, up to {peak([r[3] for r in rs], 10)} in 10 s, no probe'))
+            out.append((ip, 'good', f'{BOT.search(botua).group(0)} user agent, no probe: {n} requests, {c4} 4xx, in {fmt(span)}'))
+        elif not honeypot and (n >= 15 or peak([r[3] for r in rs], 10) >= 10) and c4 < 0.5 * n:
+            feeds = all(re.search(r'rss|atom|feed', r[4], re.I) for r in rs)
+            if ua.startswith('Mozilla/'):
+                kind = 'browser'
+            elif feeds:
+                kind = 'feed reader ' + repr(clean(ua)[:30])
+            else:
+                continue  # a busy tool that is no browser nor feed reader: unlabelled
+            out.append((ip, 'good', f'{kind}, no probe: {n} requests, {n - c4} 2xx/3xx, up to {peak([r[3] for r in rs], 10)} in 10 s, over {fmt(span)}'))
+    over = OVERRIDES.get(name, {})
+    out = [o for o in out if o[0] not in over]
+    out += [(ip, label, why) for ip, (label, why) in over.items() if label]
     print(f'# Labels of {name}: drafted by clients.py --draft, reviewed by hand (README.md).')
     print('clients:')
     for ip, label, why in sorted(out, key=lambda x: (x[1], x[0])):
