@@ -92,8 +92,8 @@ func WriteTable(w io.Writer, rows []Row) error {
 	fmt.Fprintln(tw, "lines\trejected\tattackers\tgood\ttrue bans\tfalse bans\tmissed\tunreviewed\tbefore median\tbefore max\t")
 	for _, r := range all {
 		missed := fmt.Sprint(r.Missed)
-		if r.Log == "total" {
-			missed = fmt.Sprintf("%d (%.1f%%)", r.Missed, r.MissedPercent())
+		if r.Attackers > 0 {
+			missed = fmt.Sprintf("%d (%.0f%%)", r.Missed, r.MissedPercent())
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t\n", r.Lines, r.Rejected, r.Attackers, r.Good,
 			r.TrueBans, r.FalseBans, missed, len(r.Unreviewed), orDash(Median(r.Before)), orDash(maxOf(r.Before)))
