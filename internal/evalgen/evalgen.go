@@ -4,9 +4,10 @@
 // scenarios are the cases issue 18 names, where a default configuration
 // goes wrong:
 //
-//   - spa: a single-page app answers 200, with the same body, to every
-//     path, a prober's /.env, /.git/config, /wp-login.php and
-//     phpunit's eval-stdin.php included; status-based rules never see it.
+//   - spa: a single-page app answers 200 with its index.html (the same
+//     1843 bytes) to every path that is not an asset, a prober's /.env,
+//     /.git/config, /wp-login.php and phpunit's eval-stdin.php included;
+//     status-based rules never see them.
 //   - slow-scanner: two weeks of a site with a /.env prober coming back a
 //     few times a day, and a client asking for eval-stdin.php 7 times in
 //     10 minutes.
@@ -96,10 +97,11 @@ func (s *Scenario) Write(w io.Writer) error {
 type builder struct {
 	s   *Scenario
 	rng *rand.Rand
-	// override, when set, gives each line's status from its time and
-	// the status the client would get otherwise (the SPA's 200 for every
-	// path, the monitor scenario's two hours of 503).
-	override func(t time.Time, status int) int
+	// override, when set, gives each line's status and size from its
+	// time, target and what the client would get otherwise (the SPA's
+	// index.html for every path that is no asset, the monitor scenario's
+	// two hours of 503).
+	override func(t time.Time, target string, status, size int) (int, int)
 }
 
 func newBuilder(name string, seed uint64) *builder {
@@ -108,7 +110,7 @@ func newBuilder(name string, seed uint64) *builder {
 
 func (b *builder) add(t time.Time, ip netip.Addr, method, target string, status, size int, ref, ua string) {
 	if b.override != nil {
-		status = b.override(t, status)
+		status, size = b.override(t, target, status, size)
 	}
 	b.s.lines = append(b.s.lines, line{t, len(b.s.lines), ip, method, target, status, size, ref, ua})
 }
@@ -204,7 +206,12 @@ var probes = []string{
 
 func spa() *Scenario {
 	b := newBuilder("spa", 1)
-	b.override = func(time.Time, int) int { return 200 }
+	b.override = func(_ time.Time, target string, st, size int) (int, int) {
+		if strings.HasPrefix(target, "/static/") || target == "/favicon.ico" {
+			return st, size
+		}
+		return 200, 1843 // index.html, whatever the path
+	}
 	b.visitors(24, Start, 6*time.Hour)
 	for i, p := range []string{"203.0.113.10", "203.0.113.11", "2001:db8:bad:10::1"} {
 		ip := addr(p)
@@ -348,11 +355,11 @@ func heavyPage() *Scenario {
 func monitor() *Scenario {
 	b := newBuilder("monitor", 6)
 	outFrom, outTo := Start.Add(10*time.Hour), Start.Add(12*time.Hour)
-	b.override = func(t time.Time, st int) int {
+	b.override = func(t time.Time, _ string, st, size int) (int, int) {
 		if !t.Before(outFrom) && t.Before(outTo) {
-			return 503
+			return 503, 178
 		}
-		return st
+		return st, size
 	}
 	b.visitors(24, Start, 24*time.Hour)
 	up, pd := addr("198.51.100.50"), addr("198.51.100.51")

@@ -60,8 +60,8 @@ func TestScenarios(t *testing.T) {
 	}
 }
 
-// TestSPAAnswers200: the SPA answers 200 with one body size to the
-// prober's /.env, and the monitor scenario has its 503 stretch.
+// TestSPAAnswers200: the SPA answers 200 with index.html's size to every
+// path that is no asset, the prober's /.env included, and the monitor scenario has its 503 stretch.
 func TestSPAAnswers200(t *testing.T) {
 	for _, s := range Scenarios() {
 		var buf bytes.Buffer
@@ -72,6 +72,12 @@ func TestSPAAnswers200(t *testing.T) {
 		case "spa":
 			if !strings.Contains(buf.String(), `"GET /.env HTTP/1.1" 200 1843`) || strings.Contains(buf.String(), `" 404 `) {
 				t.Errorf("spa: want /.env answered 200 and no 404 at all")
+			}
+			for _, l := range s.lines {
+				asset := strings.HasPrefix(l.target, "/static/") || l.target == "/favicon.ico"
+				if !asset && (l.status != 200 || l.bytes != 1843) {
+					t.Errorf("spa: %s answered %d with %d bytes, want index.html's 200 and 1843", l.target, l.status, l.bytes)
+				}
 			}
 		case "monitor":
 			if !strings.Contains(buf.String(), `"GET /health HTTP/1.1" 503`) {
