@@ -107,13 +107,26 @@ type Row struct {
 	Unreviewed          []string // banned keys that reach no labelled client, sorted
 	Before              []int    // requests before the ban, per banned attacker, ascending
 	FalseBanned         []string // "ADDRESS by RULE (KEY): WHY", sorted
+	// Attackers' outcomes, for tuning (logjail-eval -v), in label order:
+	// "banned ADDRESS by RULE (KEY) after N: WHY" or "missed ADDRESS: WHY".
+	Outcomes []string
 }
 
 // Config is the configuration evaluated: the embedded example, compiled
 // without this machine's addresses (which the daemon always allows), so
 // that the figures do not depend on where they are computed.
 func Config() (*rules.Config, error) {
-	return rules.Parse("example.yaml", rules.Example(), rules.Options{HostAddrs: []netip.Addr{}, Cores: 4})
+	return rules.Parse("example.yaml", rules.Example(), configOptions())
+}
+
+// LoadConfig is Config for another configuration file, to try a variant
+// of the defaults on the same logs (logjail-eval -config).
+func LoadConfig(path string) (*rules.Config, error) {
+	return rules.Load(path, configOptions())
+}
+
+func configOptions() rules.Options {
+	return rules.Options{HostAddrs: []netip.Addr{}, Cores: 4}
 }
 
 // firstBan is the first ban that reached a labelled client.
@@ -226,9 +239,11 @@ func Evaluate(ctx context.Context, cfg *rules.Config, lg Log) (Row, error) {
 			row.Attackers++
 			row.TrueBans++
 			row.Before = append(row.Before, requests[j])
+			row.Outcomes = append(row.Outcomes, fmt.Sprintf("banned %s by %s (%s) after %d: %s", tr.Prefix, first[j].rule, first[j].key, requests[j], tr.Why))
 		case tr.Attacker:
 			row.Attackers++
 			row.Missed++
+			row.Outcomes = append(row.Outcomes, fmt.Sprintf("missed %s: %s", tr.Prefix, tr.Why))
 		case first[j] != nil:
 			row.Good++
 			row.FalseBans++

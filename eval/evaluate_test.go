@@ -90,6 +90,12 @@ rules:
 			"198.51.100.7/32 by burst (198.51.100.7): 7 x /a",
 			"2001:db8:1:2::2/128 by wide (2001:db8:1:2::/64): 3 x /p",
 		},
+		Outcomes: []string{
+			"banned 203.0.113.1/32 by burst (203.0.113.1) after 6: 8 x /a",
+			"missed 203.0.113.2/32: 2 x /a",
+			"missed 198.51.100.9/32: 9 x /l",
+			"banned 2001:db8:1:2::1/128 by wide (2001:db8:1:2::/64) after 4: 4 x /p",
+		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("row (-want +got):\n%s", diff)

@@ -154,3 +154,19 @@ func orDash(n int) string {
 	}
 	return fmt.Sprint(n)
 }
+
+// WriteOutcomes writes each log's attackers, banned (by which rule, after
+// how many requests) or missed, with why they are attackers: what a person
+// tuning the defaults reads after the table.
+func WriteOutcomes(w io.Writer, rows []Row) error {
+	for _, r := range rows {
+		if len(r.Outcomes) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "%s:\n", r.Log)
+		for _, o := range r.Outcomes {
+			fmt.Fprintf(w, "  %s\n", o)
+		}
+	}
+	return nil
+}

@@ -6,7 +6,10 @@
 # goals' status. testdata/eval/figures.txt holds the committed figures
 # (`go test ./eval -run TestFigures -update` rewrites them).
 #
-# Usage: scripts/eval.sh [-shared DIR]   (default: ../shared beside the repository)
+# Usage: scripts/eval.sh [-v] [-config FILE] [-shared DIR]
+#   -v: every attacker banned (rule, requests before the ban) or missed
+#   -config: evaluate another configuration than the embedded example
+#   -shared: default ../shared beside the repository
 set -eu
 cd "$(dirname "$0")/.."
 exec go run ./eval/cmd/logjail-eval -shared "$(cd .. && pwd)/shared" "$@"

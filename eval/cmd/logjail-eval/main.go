@@ -2,7 +2,11 @@
 // configuration (package eval): one row per log, a total row, the good
 // clients banned and the goals' status. scripts/eval.sh runs it.
 //
-// Usage: logjail-eval [-shared DIR] [-labels DIR]
+// Usage: logjail-eval [-shared DIR] [-labels DIR] [-config FILE] [-v]
+//
+// -config evaluates another configuration file instead of the embedded
+// example (to try a variant of the defaults); -v lists, after the table,
+// every attacker banned (by which rule, after how many requests) or missed.
 //
 // Without the shared directory (../shared beside the repository) it
 // evaluates the generated scenarios alone and says so on stderr.
@@ -22,9 +26,11 @@ import (
 func main() {
 	shared := flag.String("shared", "../shared", "the shared directory (corpus/real, tools/genlog.py)")
 	labels := flag.String("labels", "testdata/eval/labels", "the labels of the real logs")
+	config := flag.String("config", "", "a configuration file to evaluate instead of the embedded example")
+	verbose := flag.Bool("v", false, "list every attacker's outcome after the table")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	err := run(ctx, *shared, *labels)
+	err := run(ctx, *shared, *labels, *config, *verbose)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "logjail-eval:", err)
@@ -32,7 +38,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, shared, labels string) error {
+func run(ctx context.Context, shared, labels, config string, verbose bool) error {
 	python := ""
 	if _, err := os.Stat(shared); err != nil {
 		fmt.Fprintf(os.Stderr, "logjail-eval: no %s: the real logs and genlog are left out, the scenarios alone are evaluated\n", shared)
@@ -41,6 +47,9 @@ func run(ctx context.Context, shared, labels string) error {
 		return fmt.Errorf("genlog.py needs python3: %w", err)
 	}
 	cfg, err := eval.Config()
+	if config != "" {
+		cfg, err = eval.LoadConfig(config)
+	}
 	if err != nil {
 		return err
 	}
@@ -53,5 +62,11 @@ func run(ctx context.Context, shared, labels string) error {
 	if err != nil {
 		return err
 	}
-	return eval.WriteTable(os.Stdout, rows)
+	if err := eval.WriteTable(os.Stdout, rows); err != nil {
+		return err
+	}
+	if verbose {
+		return eval.WriteOutcomes(os.Stdout, rows)
+	}
+	return nil
 }
