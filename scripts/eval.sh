@@ -8,7 +8,7 @@
 #
 # Usage: scripts/eval.sh [-v] [-config FILE] [-shared DIR]
 #   -v: every attacker banned (rule, requests before the ban) or missed
-#   -config: evaluate another configuration than the embedded example
+#   -config FILE: evaluate FILE (relative to the repository) instead of the embedded example
 #   -shared: default ../shared beside the repository
 set -eu
 cd "$(dirname "$0")/.."
