@@ -67,15 +67,32 @@ func TestFigures(t *testing.T) {
 // TestScenariosAlone is the evaluation a clone without ../shared can run:
 // every scenario replays, every labelled client is counted once, and the
 // flood, the one attacker the current defaults must stop whatever their
-// tuning, is banned.
+// tuning, is banned. Each scenario's truth, written beside its log in the
+// labels format, reads back as the truth evaluated.
 func TestScenariosAlone(t *testing.T) {
 	cfg, err := Config()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := All(context.Background(), cfg, "", "", labels, t.TempDir())
+	dir := t.TempDir()
+	rows, err := All(context.Background(), cfg, "", "", labels, dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The truth written beside each log reads back as the truth evaluated.
+	logs, err := Scenarios(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lg := range logs {
+		name := strings.TrimPrefix(lg.Name, "scenario/")
+		back, err := LoadLabels(filepath.Join(dir, name+".labels.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(lg.Truth, back, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+			t.Errorf("%s: truth written and read back (-want +got):\n%s", name, diff)
+		}
 	}
 	if len(rows) != 9 {
 		t.Fatalf("%d rows, want the 9 scenarios", len(rows))

@@ -36,11 +36,13 @@ var realLogs = []RealLog{
 
 // labelsFile is the YAML form of testdata/eval/labels/*.yaml.
 type labelsFile struct {
-	Clients []struct {
-		Addr  string `yaml:"addr"`
-		Label string `yaml:"label"`
-		Why   string `yaml:"why"`
-	} `yaml:"clients"`
+	Clients []labelEntry `yaml:"clients"`
+}
+
+type labelEntry struct {
+	Addr  string `yaml:"addr"`
+	Label string `yaml:"label"`
+	Why   string `yaml:"why"`
 }
 
 // LoadLabels reads a labels file: every client an address or a prefix,
@@ -114,8 +116,9 @@ func RealLogs(shared, labelsDir string) ([]Log, error) {
 	return out, nil
 }
 
-// Scenarios writes internal/evalgen's scenarios into dir and returns them
-// as logs with their truth.
+// Scenarios writes internal/evalgen's scenarios into dir, each as
+// NAME.log and its truth as NAME.labels.yaml (the labels format, which
+// LoadLabels reads), and returns them as logs with their truth.
 func Scenarios(dir string) ([]Log, error) {
 	var out []Log
 	for _, s := range evalgen.Scenarios() {
@@ -134,6 +137,9 @@ func Scenarios(dir string) ([]Log, error) {
 		lg := Log{Name: "scenario/" + s.Name, Files: []string{path}}
 		for _, c := range s.Truth {
 			lg.Truth = append(lg.Truth, Truth{Prefix: netip.PrefixFrom(c.Addr, c.Addr.BitLen()), Attacker: c.Attacker, Why: c.Why})
+		}
+		if err := writeLabels(filepath.Join(dir, s.Name+".labels.yaml"), s.Name, lg.Truth); err != nil {
+			return nil, err
 		}
 		out = append(out, lg)
 	}
@@ -244,4 +250,26 @@ func All(ctx context.Context, cfg *rules.Config, python, shared, labelsDir, dir 
 		rows = append(rows, r)
 	}
 	return rows, nil
+}
+
+// writeLabels writes truth in the labels format.
+func writeLabels(path, name string, truth []Truth) error {
+	var lf labelsFile
+	for _, tr := range truth {
+		label := "good"
+		if tr.Attacker {
+			label = "attacker"
+		}
+		addr := tr.Prefix.String()
+		if tr.Prefix.IsSingleIP() {
+			addr = tr.Prefix.Addr().String()
+		}
+		lf.Clients = append(lf.Clients, labelEntry{Addr: addr, Label: label, Why: tr.Why})
+	}
+	data, err := yaml.Marshal(&lf)
+	if err != nil {
+		return err
+	}
+	head := "# The truth of the generated scenario " + name + " (internal/evalgen).\n"
+	return os.WriteFile(path, append([]byte(head), data...), 0o644)
 }

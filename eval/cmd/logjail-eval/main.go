@@ -4,9 +4,13 @@
 //
 // Usage: logjail-eval [-shared DIR] [-labels DIR] [-config FILE] [-v]
 //
+//	logjail-eval -write DIR
+//
 // -config evaluates another configuration file instead of the embedded
 // example (to try a variant of the defaults); -v lists, after the table,
 // every attacker banned (by which rule, after how many requests) or missed.
+// -write writes the generated scenarios into DIR (NAME.log and its truth,
+// NAME.labels.yaml), to replay with `logjail replay`, and evaluates nothing.
 //
 // Without the shared directory (../shared beside the repository) it
 // evaluates the generated scenarios alone and says so on stderr.
@@ -28,7 +32,15 @@ func main() {
 	labels := flag.String("labels", "testdata/eval/labels", "the labels of the real logs")
 	config := flag.String("config", "", "a configuration file to evaluate instead of the embedded example")
 	verbose := flag.Bool("v", false, "list every attacker's outcome after the table")
+	write := flag.String("write", "", "write the generated scenarios and their truth into this directory, and stop")
 	flag.Parse()
+	if *write != "" {
+		if _, err := eval.Scenarios(*write); err != nil {
+			fmt.Fprintln(os.Stderr, "logjail-eval:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	err := run(ctx, *shared, *labels, *config, *verbose)
 	stop()
