@@ -130,11 +130,11 @@ func TestLabels(t *testing.T) {
 	}
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	for _, c := range []struct{ yaml, want string }{
-		{"clients:\n  - {addr: 203.0.113.7, label: evil, why: x}\n", `clients[0].label: "evil"`},
+		{"clients:\n  - {addr: 203.0.113.7, label: evil, why: x}\n", `bad.yaml:2: clients[0].label: "evil"`},
 		{"clients:\n  - {addr: 203.0.113.300, label: good, why: x}\n", "clients[0].addr"},
 		{"clients:\n  - {addr: 203.0.113.7, label: good}\n", "clients[0].why: empty"},
-		{"clients:\n  - {addr: 203.0.113.7, label: good, why: x}\n  - {addr: 203.0.113.7, label: attacker, why: y}\n", "clients[1].addr: 203.0.113.7/32 labelled twice"},
-		{"clients:\n  - {addr: 203.0.113.7, lable: good, why: x}\n", "field lable not found"},
+		{"clients:\n  - {addr: 203.0.113.7, label: good, why: x}\n  - {addr: 203.0.113.7, label: attacker, why: y}\n", "bad.yaml:3: clients[1].addr: 203.0.113.7/32 labelled twice"},
+		{"clients:\n  - {addr: 203.0.113.7, lable: good, why: x}\n", "line 2: field lable not found"},
 	} {
 		if err := os.WriteFile(bad, []byte(c.yaml), 0o644); err != nil {
 			t.Fatal(err)

@@ -46,7 +46,8 @@ type labelEntry struct {
 }
 
 // LoadLabels reads a labels file: every client an address or a prefix,
-// labelled attacker or good, with a why.
+// labelled attacker or good, with a why. An error names the file, the
+// line and the field.
 func LoadLabels(path string) ([]Truth, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -58,22 +59,30 @@ func LoadLabels(path string) ([]Truth, error) {
 	if err := dec.Decode(&lf); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	// The lines of the clients, for the errors below.
+	var doc struct {
+		Clients []yaml.Node `yaml:"clients"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	seen := map[netip.Prefix]bool{}
 	out := make([]Truth, 0, len(lf.Clients))
 	for i, c := range lf.Clients {
+		at := fmt.Sprintf("%s:%d: clients[%d]", path, doc.Clients[i].Line, i)
 		p, err := parsePrefix(c.Addr)
 		if err != nil {
-			return nil, fmt.Errorf("%s: clients[%d].addr: %w", path, i, err)
+			return nil, fmt.Errorf("%s.addr: %w", at, err)
 		}
 		if seen[p] {
-			return nil, fmt.Errorf("%s: clients[%d].addr: %s labelled twice", path, i, p)
+			return nil, fmt.Errorf("%s.addr: %s labelled twice", at, p)
 		}
 		seen[p] = true
 		if c.Label != "attacker" && c.Label != "good" {
-			return nil, fmt.Errorf("%s: clients[%d].label: %q: want attacker or good", path, i, c.Label)
+			return nil, fmt.Errorf("%s.label: %q: want attacker or good", at, c.Label)
 		}
 		if c.Why == "" {
-			return nil, fmt.Errorf("%s: clients[%d].why: empty: say what it sent", path, i)
+			return nil, fmt.Errorf("%s.why: empty: say what it sent", at)
 		}
 		out = append(out, Truth{Prefix: p, Attacker: c.Label == "attacker", Why: c.Why})
 	}
