@@ -124,6 +124,7 @@ VERIFIED = GOOGLE + ('40.77.167.', '207.46.13.', '157.55.39.')
 # wrong for a client: (label, why), or (None, why) to leave it unlabelled.
 OVERRIDES = {
     'elastic-apache_logs.log': {
+        '128.118.108.67': ('good', 'a Mac app (CFNetwork) fetching /favicon.ico 32 times in 26 h, all 200'),
         '208.91.156.11': ('good', 'Chef Client fetching one moved file (/files/logstash/logstash-1.3.2-monolithic.jar, 404) 60 times in 3 days: automation, no probe'),
     },
     'ployt0-nginx-bots-access.log': {
@@ -134,7 +135,7 @@ OVERRIDES = {
 
 def draft(name, by, honeypot):
     """Prints a draft of labels/NAME.yaml: attackers by SIGNATURE, proxy
-    probes, or a 404 walk (20+ requests, 80%+ 4xx, 10+ distinct paths);
+    probes, one request hammered without a user agent (20+ in 10 s), or a 404 walk (20+ requests, 80%+ 4xx, 10+ distinct paths);
     good: crawlers, feed readers and monitors by user agent without any
     signature, and the busiest clients (40+ requests or 15+ in 10 s) that
     are mostly 2xx/3xx. The rest stays unlabelled. A person reviews it."""
@@ -168,6 +169,8 @@ def draft(name, by, honeypot):
                 if len(ex) == 3:
                     break
             out.append((ip, 'attacker', f'{", ".join(ex)}; {len(sig)} of {n} requests such in {fmt(span)}'))
+        elif (p10 := peak([r[3] for r in rs], 10)) >= 20 and len({r[4] for r in rs}) == 1 and ua in ('-', ''):
+            out.append((ip, 'attacker', f'hammers one request ({clean(rs[0][4])[:40]}) without a user agent: {n} times, up to {p10} in 10 s'))
         elif n >= 20 and c4 >= 0.8 * n and len(paths4) >= 10 and not botua:
             out.append((ip, 'attacker', f'walks 404s: {c4} of {n} requests 4xx on {len(paths4)} paths in {fmt(span)}'))
         elif botua and re.search('googlebot', botua, re.I) and not ip.startswith(GOOGLE):
