@@ -66,10 +66,10 @@ type Options struct {
 	// detector at the end of the replay with the log time of the newest
 	// entry: `replay --db` writes them into a database.
 	Recorder Recorder
-	// Observe, when set, is called for every entry in the replay's order,
-	// after the pipeline processed it, with the decisions it caused (the
-	// slice is reused): package eval counts each client's requests up to
-	// its ban with it.
+	// Observe, when set, is called for every entry replayed (within From
+	// and To), in the replay's order, after the pipeline processed it,
+	// with the decisions it caused (the slice is reused): package eval
+	// counts each client's requests up to its ban with it.
 	Observe func(e *parser.Entry, ds []detector.Decision)
 }
 
