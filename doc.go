@@ -13,6 +13,8 @@
 //     compressed archives, fingerprints) that follow, catch-up and replay use.
 //   - replay: old logs through the pipeline, merged by time, acting on nothing;
 //     the report for tuning.
+//   - eval: the labelled evaluation of the default configuration
+//     (scripts/eval.sh; figures in testdata/eval/figures.txt).
 //   - store: the SQLite database (bans, history, key states, positions).
 //   - checkpoint: the detector's state and the logs' positions into the store,
 //     and back after a restart.
@@ -37,6 +39,8 @@
 //     under CI=true).
 //   - internal/samplelog: the generated PHP-FPM sample log (with a known
 //     CPU hog) that `make try`, the README's first command, replays.
+//   - internal/evalgen: the generated scenarios of the evaluation, each a
+//     log and its truth.
 //   - scripts/try.sh (`make try`) and scripts/newcomer.sh: the first
 //     command, and its check from a fresh clone (TestNewcomer here).
 package logjail

@@ -66,6 +66,11 @@ type Options struct {
 	// detector at the end of the replay with the log time of the newest
 	// entry: `replay --db` writes them into a database.
 	Recorder Recorder
+	// Observe, when set, is called for every entry replayed (within From
+	// and To), in the replay's order, after the pipeline processed it,
+	// with the decisions it caused (the slice is reused): package eval
+	// counts each client's requests up to its ban with it.
+	Observe func(e *parser.Entry, ds []detector.Decision)
 }
 
 // Recorder keeps what a replay decides (checkpoint.Writer is one).
@@ -529,6 +534,9 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 				rep.decide(decisions)
 				if o.Recorder != nil && len(decisions) > 0 {
 					o.Recorder.Decisions(decisions)
+				}
+				if o.Observe != nil {
+					o.Observe(e, decisions)
 				}
 				for _, s := range sweeps {
 					s.process(src, e)
