@@ -66,6 +66,11 @@ type Options struct {
 	// detector at the end of the replay with the log time of the newest
 	// entry: `replay --db` writes them into a database.
 	Recorder Recorder
+	// AgentKind, when set, names the uptime monitor or crawler a user
+	// agent belongs to: kind "monitor" or "crawler" flags a ban of a
+	// request with that user agent as risky (Risk); any other kind, or
+	// "", is no agent it knows. Nil: user agents are not checked.
+	AgentKind func(ua string) (name, kind string)
 }
 
 // Recorder keeps what a replay decides (checkpoint.Writer is one).
@@ -492,7 +497,7 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 		close(pl.work)
 	}()
 
-	rep := newReport(cfg, o.RejectSamples)
+	rep := newReport(cfg, o.RejectSamples, o.AgentKind)
 	g.Go(func() error {
 		// Drain every reader even after an error elsewhere, so none blocks.
 		defer func() {
@@ -526,7 +531,7 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 			if (o.From.IsZero() || !e.Time.Before(o.From)) && (o.To.IsZero() || e.Time.Before(o.To)) {
 				rep.observe(e)
 				decisions = main.Process(src, e, decisions[:0])
-				rep.decide(decisions)
+				rep.decide(decisions, e, main.Detector())
 				if o.Recorder != nil && len(decisions) > 0 {
 					o.Recorder.Decisions(decisions)
 				}
