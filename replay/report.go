@@ -38,6 +38,7 @@ type Report struct {
 	samples   int // rejected lines quoted at most
 	recent    *recent
 	pending   []pendingBan // bans to explain once the log passes their second
+	pendingT  time.Time    // the earliest of their times
 	agentKind func(ua string) (name, kind string)
 	byRule    map[string]*RuleReport
 	keyIdx    map[string]map[string]int // rule -> key -> index in RuleReport.Keys
@@ -246,7 +247,7 @@ func (r *Report) observe(e *parser.Entry) {
 		r.last = e.Time
 	}
 	r.entries++
-	if len(r.pending) > 0 {
+	if len(r.pending) > 0 && e.Time.After(r.pendingT) {
 		r.settle(e.Time)
 	}
 	r.recent.add(e)
@@ -303,6 +304,9 @@ func (r *Report) decide(ds []detector.Decision, e *parser.Entry, det *detector.D
 			rr.Keys[k].Bans = append(rr.Keys[k].Bans, BanRecord{Time: d.Time, Until: optTime(d.Until), Reason: d.Reason, After: j.After})
 			if pb != nil {
 				pb.rr, pb.key, pb.ban = rr, k, len(rr.Keys[k].Bans)-1
+				if len(r.pending) == 0 || d.Time.Before(r.pendingT) {
+					r.pendingT = d.Time
+				}
 				r.pending = append(r.pending, *pb)
 			}
 		}
@@ -334,7 +338,10 @@ const maxUserAgent = 256
 func (r *Report) settle(t time.Time) {
 	kept := r.pending[:0]
 	for _, p := range r.pending {
-		if !t.IsZero() && !t.After(r.Decisions[p.dec].Time) {
+		if bt := r.Decisions[p.dec].Time; !t.IsZero() && !t.After(bt) {
+			if len(kept) == 0 || bt.Before(r.pendingT) {
+				r.pendingT = bt
+			}
 			kept = append(kept, p)
 			continue
 		}

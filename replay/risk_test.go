@@ -2,9 +2,12 @@ package replay
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -332,5 +335,90 @@ func TestIsStatic(t *testing.T) {
 		if got := isStatic(path); got != want {
 			t.Errorf("isStatic(%q) = %v, want %v", path, got, want)
 		}
+	}
+}
+
+// probeConfig charges a client's 404s only.
+const probeConfig = `
+sources: [{name: web, paths: [/var/log/access.log], format: combined, timezone: UTC}]
+rules:
+  - name: probe
+    match: {status: '^404$'}
+    limits: ["6 per 1m"]
+    ban: {for: 1h}
+`
+
+// TestExplanationsOrderFree: the same log split into two files, line by
+// line, explains its bans as the whole file does, whatever the order of
+// the files, though the lines of one second interleave differently (a ban
+// is explained once the log has passed its second). In the probe log, the
+// client's 200s (not charged) and 404s alternate within the second of its
+// ban.
+func TestExplanationsOrderFree(t *testing.T) {
+	var probe []string
+	for _, s := range []float64{0, 1, 1.5, 2} {
+		probe = append(probe, req("203.0.113.7", s, "/.git/config", 404, "curl/8.5.0"))
+	}
+	for i := range 8 {
+		status := 200
+		if i%2 == 1 {
+			status = 404
+		}
+		probe = append(probe, req("203.0.113.7", 3, fmt.Sprintf("/p%d", i), status, "curl/8.5.0"))
+	}
+	probe = append(probe, req("198.51.100.8", 9, "/", 200, browserUA))
+	for _, tc := range []struct {
+		name, config string
+		log          []string
+		bans         int
+	}{
+		{"risky", tightConfig, riskyLog(), 4},
+		{"probe", probeConfig, probe, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := parseConfig(t, tc.config)
+			var a, b []string
+			for i, l := range tc.log {
+				if i%2 == 0 {
+					a = append(a, l)
+				} else {
+					b = append(b, l)
+				}
+			}
+			explain := func(rep *Report) []string {
+				var out []string
+				for _, d := range rep.Decisions {
+					if d.Kind == "ban" {
+						out = append(out, fmt.Sprintf("%s %s %+v %v", d.Key, d.Time.Format(time.RFC3339), *d.After, d.Risks))
+					}
+				}
+				slices.Sort(out)
+				return out
+			}
+			whole := explain(replayOne(t, cfg, writeLog(t, tc.log), Options{AgentKind: agentKind}))
+			if len(whole) != tc.bans {
+				t.Fatalf("bans %v, want %d", whole, tc.bans)
+			}
+			dir := t.TempDir()
+			fa, fb := dir+"/a.log", dir+"/b.log"
+			for name, lines := range map[string][]string{fa: a, fb: b} {
+				if err := os.WriteFile(name, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, order := range [][]string{{fa, fb}, {fb, fa}} {
+				var inputs []Input
+				for _, n := range order {
+					inputs = append(inputs, Input{Name: n, Source: cfg.Sources[0]})
+				}
+				rep, err := Run(context.Background(), cfg, inputs, Options{AgentKind: agentKind})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(whole, explain(rep)); diff != "" {
+					t.Errorf("files %v explain differently from the whole file (-want +got):\n%s", order, diff)
+				}
+			}
+		})
 	}
 }
