@@ -108,9 +108,10 @@ type After struct {
 	// second of the ban (that whole second: its requests after the ban
 	// within it too, so that the count does not depend on how lines of
 	// one second from several files interleave), whatever rule charged
-	// them, allowed and blocked ones too. The client is the address of the banning request; for a key
-	// that is not one address (a prefix, a range, a user, a user agent),
-	// the addresses seen on it (Decision.Addresses), their visits summed.
+	// them, allowed and blocked ones too. The client is the address of
+	// the banning request; for a key that is not one address (a prefix,
+	// a range, a user, a user agent), the addresses seen on it
+	// (Decision.Addresses), their visits summed.
 	Seen int64 `json:"seen"`
 	// Seconds is the time from the client's first request of its visit to
 	// the ban. A visit starts at the client's first request in the log,
@@ -123,9 +124,10 @@ type Risk struct {
 	// Kind is burst (a rate rule banned a client whose last requests,
 	// those of the 10 s before the ban and at most 200, were at least
 	// 80% answered 2xx or 304 and at least 50% static files: a browser
-	// loading a heavy page looks like this), monitor or crawler (its user agent is a known
-	// uptime monitor or crawler: Options.AgentKind), or range (the key is
-	// a whole named range, such as a crawler's published range).
+	// loading a heavy page looks like this), monitor or crawler (the
+	// banning request's user agent is a known uptime monitor or crawler:
+	// Options.AgentKind; a claim, not a verification), or range (the key
+	// is a whole named range, such as a crawler's published range).
 	Kind   string `json:"kind"`
 	Detail string `json:"detail"` // for a person: the shares, the agent's name, the range
 }
@@ -330,11 +332,10 @@ type pendingBan struct {
 // keeps (for the risky bans only).
 const maxUserAgent = 256
 
-// settle explains the pending bans of a second before t, once every
-// request of that second is in the ring of recent requests (t < 0 for
-// every pending ban: the end of the log). The bans' explanations, so,
-// do not depend on how the lines of one second from several files
-// interleave.
+// settle explains the pending bans of times before t, once every request
+// of their second is in the ring of recent requests (a zero t: every
+// pending ban, at the end of the log). So a ban's explanation does not
+// depend on how the lines of one second from several files interleave.
 func (r *Report) settle(t time.Time) {
 	kept := r.pending[:0]
 	for _, p := range r.pending {
