@@ -696,7 +696,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "\nrule %s%s: %s throttled, %s banned%s\n", rr.Name, mode, plural(rr.Throttled, "key"), plural(rr.Banned, "key"), median)
 		if len(rr.Keys) > 0 {
 			tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-			fmt.Fprintln(tw, "  KEY\tFIRST OVER\tTHROTTLES\tBANS\tAFTER\tLAST BAN\tRISK\tREASON (AFTER, RISK, REASON: of the last ban, else of the first throttle)")
+			fmt.Fprintln(tw, "  KEY\tFIRST OVER\tTHROTTLES\tBANS\tAFTER\tLAST BAN\tRISK\tREASON (of the last ban, as AFTER and RISK; else of the first throttle)")
 			keys := append([]KeyReport(nil), rr.Keys...)
 			sort.SliceStable(keys, func(a, b int) bool { return keys[a].FirstViolation.Before(keys[b].FirstViolation) })
 			for i, k := range keys {
