@@ -49,6 +49,19 @@ func (d *Detector) Query(r *rules.Rule, key string, t time.Time) (q KeyQuery, ok
 	return q, true
 }
 
+// Charged returns the entries charged to (r, key) so far (not those seen
+// while it was banned), and false when the key is not tracked. A replay's
+// report asks it right after a ban, to say how many requests the ban came
+// after; it changes nothing a decision depends on. An evicted key counts
+// again from its next entry.
+func (d *Detector) Charged(r *rules.Rule, key string) (int64, bool) {
+	_, s := d.find(r, key)
+	if s == nil {
+		return 0, false
+	}
+	return d.requests(s), true
+}
+
 // query reads a window at ns without changing it.
 func (w *window) query(a *pool[uint64], li *limitInfo, ns int64) LimitState {
 	r := w.ring(a)

@@ -50,3 +50,27 @@ func TestQuery(t *testing.T) {
 		t.Errorf("at 12 s: %+v, want an empty window", q4.Limits[0])
 	}
 }
+
+// TestCharged: the requests a ban came after are the entries charged to
+// the (rule, key), the banning one included; entries seen while banned are
+// not charged, and an untracked key or rule says so.
+func TestCharged(t *testing.T) {
+	r := &rules.Rule{Name: "flood", Limits: []rules.Limit{
+		{Kind: rules.LimitRate, N: 5, Window: 10 * time.Second, Text: "5 per 10s"},
+	}, Ban: rules.Ban{For: time.Minute}}
+	d := New(Options{})
+	if _, ok := d.Charged(r, "198.51.100.7"); ok {
+		t.Fatal("an untracked key is reported")
+	}
+	// Banned at its 6th request (1.5 s), then 3 more while banned.
+	out := run(d, r, keys("198.51.100.7", 0, 0.3, 0.6, 0.9, 1.2, 1.5, 1.8, 2.1, 2.4))
+	if len(out) != 1 || out[0].Kind != Ban || !out[0].Time.Equal(at(1.5)) {
+		t.Fatalf("decisions %+v, want one ban at 1.5 s", out)
+	}
+	if n, ok := d.Charged(r, "198.51.100.7"); !ok || n != 6 {
+		t.Errorf("Charged = %d, %v; want 6 (the entries up to the ban)", n, ok)
+	}
+	if _, ok := d.Charged(&rules.Rule{Name: "other"}, "198.51.100.7"); ok {
+		t.Error("a rule that charged nothing is reported")
+	}
+}

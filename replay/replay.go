@@ -18,10 +18,56 @@
 // and seen while banned, keys tracked, throttles, bans and unbans; a table
 // of keys throttled and banned and of throttle and ban decisions per rule;
 // the five busiest keys by requests and the five costliest by CPU seconds,
-// each with the rules that banned it), then each rule, then sweeps. A key's
-// totals differ by rule (each rule charges the entries it matches): the
-// summary shows the most any rule saw, taken from the rules' own top lists.
+// each with the rules that banned it), then the risky bans, then each
+// rule, then sweeps. A key's totals differ by rule (each rule charges the
+// entries it matches): the summary shows the most any rule saw, taken from
+// the rules' own top lists.
 // No Go value is printed with %v: every line is written field by field.
+//
+// # Why a ban, after how many requests, and which bans are risky
+//
+// Every ban a rule makes carries After (JSON "after"; the text's AFTER
+// column, "12 req / 3s"): the requests the rule had charged to the key,
+// the banning one included (detector.Detector.Charged, exact), the
+// client's requests seen in the log in its visit, and the time from its
+// first request to the ban. Each rule's line gives the median of the
+// charged count over the first ban of each key it banned (the lower
+// middle one of an even count). The reason stays the detector's ("rate
+// 31 per 10s > 30 (rule scanners)"), as the daemon logs it.
+//
+// A ban of a client that may be good is flagged (Decision.Risks,
+// Report.Risky, the text's RISKY BANS section right after the summary,
+// the rules with the most such bans first, at most 20 lines):
+//
+//   - burst: a rule with a rate, token-bucket or last-N limit banned a
+//     client whose requests of the 10 s up to the ban (at most 200, and
+//     at least 5) were at least 80% answered 2xx or 304 and at least 50%
+//     static files (style sheets, scripts, images, fonts, media, by the
+//     path's extension): a browser loading a heavy page. A flood of
+//     404s, or of 200s on pages (a scraper), is not flagged.
+//   - monitor, crawler: Options.AgentKind names the banning request's
+//     user agent as one (goodbots.Agent, for the command to wire in;
+//     nil checks nothing).
+//   - range: the key is a whole named range (range:NAME), such as a
+//     crawler's published range.
+//
+// All but the charged count come from a fixed ring of the last 65,536
+// requests of the merged log (recent.go, about 4 MB whatever the number
+// of keys: no map per client), each chained to the previous request of
+// its address and carrying its client's visit so far (the time of its
+// first request and the requests since). A visit starts at the client's
+// first request in the log, or at its first after more than 65,536 lines
+// without it; for most logs that is its whole history in them. The
+// client is the banning request's address, or for a key that is not one
+// address (a prefix, a range, a user, a user agent) the addresses the
+// decision lists (those seen on the key within the rule's longest
+// window): their visits summed, from the earliest; the burst is read on
+// the banning address alone. A ban is explained once the log has passed
+// its second (or at the end), with every request of that second in the
+// ring, so that the explanation, like the decision, does not depend on
+// how lines of one second from several files interleave; only a risky
+// ban's user agent (RiskyBan.UserAgent, the banning request's, at most 256
+// bytes, kept for risky bans only) may.
 package replay
 
 import (
@@ -71,6 +117,11 @@ type Options struct {
 	// with the decisions it caused (the slice is reused): package eval
 	// counts each client's requests up to its ban with it.
 	Observe func(e *parser.Entry, ds []detector.Decision)
+	// AgentKind, when set, names the uptime monitor or crawler a user
+	// agent belongs to: kind "monitor" or "crawler" flags a ban of a
+	// request with that user agent as risky (Risk); any other kind, or
+	// "", is no agent it knows. Nil: user agents are not checked.
+	AgentKind func(ua string) (name, kind string)
 }
 
 // Recorder keeps what a replay decides (checkpoint.Writer is one).
@@ -497,7 +548,7 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 		close(pl.work)
 	}()
 
-	rep := newReport(cfg, o.RejectSamples)
+	rep := newReport(cfg, o.RejectSamples, o.AgentKind)
 	g.Go(func() error {
 		// Drain every reader even after an error elsewhere, so none blocks.
 		defer func() {
@@ -531,7 +582,7 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 			if (o.From.IsZero() || !e.Time.Before(o.From)) && (o.To.IsZero() || e.Time.Before(o.To)) {
 				rep.observe(e)
 				decisions = main.Process(src, e, decisions[:0])
-				rep.decide(decisions)
+				rep.decide(decisions, e, main.Detector())
 				if o.Recorder != nil && len(decisions) > 0 {
 					o.Recorder.Decisions(decisions)
 				}

@@ -29,15 +29,22 @@ type Report struct {
 	Decisions []Decision      `json:"decisions"`
 	Rules     []RuleReport    `json:"rules"`
 	Top       []TopList       `json:"top"`
-	Sweeps    []SweepResult   `json:"sweeps,omitempty"`
+	// Risky are the bans of clients that may be good (Risk), in the order
+	// they were decided; each is also in Decisions and in its rule's keys.
+	Risky  []RiskyBan    `json:"risky"`
+	Sweeps []SweepResult `json:"sweeps,omitempty"`
 
-	cfg     *rules.Config
-	samples int // rejected lines quoted at most
-	byRule  map[string]*RuleReport
-	keyIdx  map[string]map[string]int // rule -> key -> index in RuleReport.Keys
-	first   time.Time
-	last    time.Time
-	entries int64
+	cfg       *rules.Config
+	samples   int // rejected lines quoted at most
+	recent    *recent
+	pending   []pendingBan // bans to explain once the log passes their second
+	pendingT  time.Time    // the earliest of their times
+	agentKind func(ua string) (name, kind string)
+	byRule    map[string]*RuleReport
+	keyIdx    map[string]map[string]int // rule -> key -> index in RuleReport.Keys
+	first     time.Time
+	last      time.Time
+	entries   int64
 }
 
 // InputReport counts the input.
@@ -85,16 +92,69 @@ type Decision struct {
 	Reason     string       `json:"reason"`
 	Origin     string       `json:"origin"`
 	LogOnly    bool         `json:"log_only"`
+	// For a rule's ban: after how many requests (After), and why the
+	// client may have been a good one (Risks, none when it looks bad).
+	After *After `json:"after,omitempty"`
+	Risks []Risk `json:"risks,omitempty"`
+}
+
+// After says how far a client had gone when a rule banned it.
+type After struct {
+	// Requests are the requests the rule charged to the key, the banning
+	// one included (requests seen while the key was banned before are not
+	// charged; an evicted key counts again).
+	Requests int64 `json:"requests"`
+	// Seen are the client's requests in the log in its visit up to the
+	// second of the ban (that whole second: its requests after the ban
+	// within it too, so that the count does not depend on how lines of
+	// one second from several files interleave), whatever rule charged
+	// them, allowed and blocked ones too. The client is the address of
+	// the banning request; for a key that is not one address (a prefix,
+	// a range, a user, a user agent), the addresses seen on it
+	// (Decision.Addresses), their visits summed.
+	Seen int64 `json:"seen"`
+	// Seconds is the time from the client's first request of its visit to
+	// the ban. A visit starts at the client's first request in the log,
+	// or at its first after more than 65,536 lines of the log without it.
+	Seconds float64 `json:"seconds"`
+}
+
+// Risk is why a ban may have hit a client that is not an attacker.
+type Risk struct {
+	// Kind is burst (a rate rule banned a client whose last requests,
+	// those of the 10 s before the ban and at most 200, were at least
+	// 80% answered 2xx or 304 and at least 50% static files: a browser
+	// loading a heavy page looks like this), monitor or crawler (the
+	// banning request's user agent is a known uptime monitor or crawler:
+	// Options.AgentKind; a claim, not a verification), or range (the key
+	// is a whole named range, such as a crawler's published range).
+	Kind   string `json:"kind"`
+	Detail string `json:"detail"` // for a person: the shares, the agent's name, the range
+}
+
+// RiskyBan is a ban of a client that may be good, with the rule that made
+// it: the rule to look at first.
+type RiskyBan struct {
+	Rule      string    `json:"rule"`
+	Key       string    `json:"key"`
+	Time      time.Time `json:"time"`
+	After     *After    `json:"after"`
+	UserAgent string    `json:"user_agent"` // of the banning request, at most 256 bytes
+	Risks     []Risk    `json:"risks"`
 }
 
 // RuleReport sums up one rule.
 type RuleReport struct {
-	Name      string        `json:"name"`
-	LogOnly   bool          `json:"log_only"`
-	Throttled int           `json:"throttled_keys"`
-	Banned    int           `json:"banned_keys"`
-	Keys      []KeyReport   `json:"keys"`
-	Limits    []LimitReport `json:"limits"`
+	Name      string `json:"name"`
+	LogOnly   bool   `json:"log_only"`
+	Throttled int    `json:"throttled_keys"`
+	Banned    int    `json:"banned_keys"`
+	// MedianRequests is the median of After.Requests over the first ban
+	// of each key the rule banned (the lower middle one of an even
+	// count); null when it banned none.
+	MedianRequests *int64        `json:"median_requests_before_ban"`
+	Keys           []KeyReport   `json:"keys"`
+	Limits         []LimitReport `json:"limits"`
 }
 
 // KeyReport is what one rule decided about one key.
@@ -111,6 +171,8 @@ type BanRecord struct {
 	Time   time.Time  `json:"time"`
 	Until  *time.Time `json:"until"`
 	Reason string     `json:"reason"`
+	After  *After     `json:"after"` // null for a static ban
+	Risks  []Risk     `json:"risks,omitempty"`
 }
 
 // LimitReport gives, over every key the rule tracked, percentiles of the
@@ -164,10 +226,12 @@ type LimitPeak struct {
 	Value *float64 `json:"value"` // null when the key never reached a value (fewer than N requests for last N)
 }
 
-func newReport(cfg *rules.Config, samples int) *Report {
-	r := &Report{cfg: cfg, samples: samples, byRule: map[string]*RuleReport{}, keyIdx: map[string]map[string]int{}}
+func newReport(cfg *rules.Config, samples int, agentKind func(string) (string, string)) *Report {
+	r := &Report{cfg: cfg, samples: samples, byRule: map[string]*RuleReport{}, keyIdx: map[string]map[string]int{},
+		recent: newRecent(), agentKind: agentKind}
 	r.Input.Reasons = map[string]int64{}
 	r.Decisions = []Decision{}
+	r.Risky = []RiskyBan{}
 	for _, rule := range cfg.Rules {
 		r.Rules = append(r.Rules, RuleReport{Name: rule.Name, LogOnly: rule.LogOnly, Keys: []KeyReport{}})
 	}
@@ -185,15 +249,35 @@ func (r *Report) observe(e *parser.Entry) {
 		r.last = e.Time
 	}
 	r.entries++
+	if len(r.pending) > 0 && e.Time.After(r.pendingT) {
+		r.settle(e.Time)
+	}
+	r.recent.add(e)
 }
 
-func (r *Report) decide(ds []detector.Decision) {
+// decide records the decisions that charging e made; det is the detector
+// that made them, asked for the requests a ban came after.
+func (r *Report) decide(ds []detector.Decision, e *parser.Entry, det *detector.Detector) {
 	for i := range ds {
 		d := &ds[i]
 		j := Decision{
 			Rule: d.Rule, Key: d.Key, Kind: string(d.Kind), Time: d.Time, Until: optTime(d.Until),
 			Delay: d.Delay.Seconds(), Violations: d.Violations, Addresses: append([]netip.Addr(nil), d.Addresses...),
 			Reason: d.Reason, Origin: d.Origin, LogOnly: d.LogOnly,
+		}
+		var pb *pendingBan
+		if rule := r.cfg.Rule(d.Rule); d.Kind == detector.Ban && d.Origin == "detector" && rule != nil {
+			// A rule's ban is made by the charge of e, a request of the
+			// banned key: the requests it came after now, the rest once
+			// the log has passed its second (settle).
+			j.After = &After{}
+			if n, ok := det.Charged(rule, d.Key); ok {
+				j.After.Requests = n
+			}
+			pb = &pendingBan{dec: len(r.Decisions), rule: rule, ip: e.IP}
+			if e.Has&parser.HasUserAgent != 0 {
+				pb.ua = strings.Clone(e.UserAgent[:min(len(e.UserAgent), maxUserAgent)])
+			}
 		}
 		r.Decisions = append(r.Decisions, j)
 		rr := r.byRule[d.Rule]
@@ -219,9 +303,134 @@ func (r *Report) decide(ds []detector.Decision) {
 		case detector.Throttle:
 			rr.Keys[k].Throttles++
 		case detector.Ban:
-			rr.Keys[k].Bans = append(rr.Keys[k].Bans, BanRecord{Time: d.Time, Until: optTime(d.Until), Reason: d.Reason})
+			rr.Keys[k].Bans = append(rr.Keys[k].Bans, BanRecord{Time: d.Time, Until: optTime(d.Until), Reason: d.Reason, After: j.After})
+			if pb != nil {
+				pb.rr, pb.key, pb.ban = rr, k, len(rr.Keys[k].Bans)-1
+				if len(r.pending) == 0 || d.Time.Before(r.pendingT) {
+					r.pendingT = d.Time
+				}
+				r.pending = append(r.pending, *pb)
+			}
 		}
 	}
+}
+
+// pendingBan is a rule's ban waiting for the log to pass its second, to
+// be explained (settle): where it is in the report, and its banning
+// request's address and user agent.
+type pendingBan struct {
+	dec  int // in Report.Decisions
+	rr   *RuleReport
+	key  int // in rr.Keys
+	ban  int // in the key's Bans
+	rule *rules.Rule
+	ip   netip.Addr
+	ua   string
+}
+
+// maxUserAgent is how much of a banning request's user agent the report
+// keeps (for the risky bans only).
+const maxUserAgent = 256
+
+// settle explains the pending bans of times before t, once every request
+// of their second is in the ring of recent requests (a zero t: every
+// pending ban, at the end of the log). So a ban's explanation does not
+// depend on how the lines of one second from several files interleave.
+func (r *Report) settle(t time.Time) {
+	kept := r.pending[:0]
+	for _, p := range r.pending {
+		if bt := r.Decisions[p.dec].Time; !t.IsZero() && !t.After(bt) {
+			if len(kept) == 0 || bt.Before(r.pendingT) {
+				r.pendingT = bt
+			}
+			kept = append(kept, p)
+			continue
+		}
+		r.explain(&p)
+	}
+	clear(r.pending[len(kept):])
+	r.pending = kept
+}
+
+// explain completes a settled ban: the client's visit (After.Seen and
+// Seconds) and the risks that it was a good one, in the decision, its
+// rule's ban record and, if any, Report.Risky.
+func (r *Report) explain(p *pendingBan) {
+	j := &r.Decisions[p.dec]
+	a := j.After
+	// The client is the banning request's address, or for a key that is
+	// not one address (a prefix, a range, a user, a user agent) the
+	// addresses seen on it (Decision.Addresses): their visits summed,
+	// from the earliest.
+	first := int64(math.MaxInt64)
+	visit := func(ip netip.Addr) {
+		if rc := r.recent.latest(ip); rc != nil {
+			a.Seen += int64(rc.seen)
+			first = min(first, rc.first)
+		}
+	}
+	if len(j.Addresses) == 0 {
+		visit(p.ip)
+	}
+	for _, ip := range j.Addresses {
+		visit(ip)
+	}
+	if first != math.MaxInt64 {
+		a.Seconds = round(max(0, float64(j.Time.UnixNano()-first)/1e9), 3)
+	}
+	var risks []Risk
+	if rateRule(p.rule) {
+		if st := r.recent.burst(p.ip, j.Time); st.n >= burstMin && float64(st.ok) >= burstOK*float64(st.n) && float64(st.static) >= burstStatic*float64(st.n) {
+			risks = append(risks, Risk{Kind: "burst", Detail: fmt.Sprintf("%d%% 2xx/304, %d%% static of its last %s in %s",
+				st.ok*100/st.n, st.static*100/st.n, plural(st.n, "request"), span(st.span))})
+		}
+	}
+	if r.agentKind != nil && p.ua != "" {
+		if name, kind := r.agentKind(p.ua); kind == "monitor" || kind == "crawler" {
+			risks = append(risks, Risk{Kind: kind, Detail: name})
+		}
+	}
+	if name, ok := strings.CutPrefix(j.Key, "range:"); ok {
+		risks = append(risks, Risk{Kind: "range", Detail: "every address of range " + name})
+	}
+	if len(risks) == 0 {
+		return
+	}
+	j.Risks = risks
+	p.rr.Keys[p.key].Bans[p.ban].Risks = risks
+	r.Risky = append(r.Risky, RiskyBan{Rule: j.Rule, Key: j.Key, Time: j.Time, After: a, UserAgent: p.ua, Risks: risks})
+}
+
+// rateRule reports whether a rule counts requests (a rate, a token bucket,
+// last N), as opposed to weighing their cost only.
+func rateRule(rule *rules.Rule) bool {
+	for _, l := range rule.Limits {
+		switch l.Kind {
+		case rules.LimitRate, rules.LimitTokenBucket, rules.LimitLastN:
+			return true
+		}
+	}
+	return false
+}
+
+// fmtAfter writes an After for a person: "12 req / 3s".
+func fmtAfter(a *After) string {
+	if a == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%d req / %s", a.Requests, span(time.Duration(a.Seconds*float64(time.Second))))
+}
+
+// riskKinds writes the kinds of risks, "-" for none.
+func riskKinds(rs []Risk) string {
+	if len(rs) == 0 {
+		return "-"
+	}
+	ks := make([]string, len(rs))
+	for i, rk := range rs {
+		ks[i] = rk.Kind
+	}
+	return strings.Join(ks, ",")
 }
 
 func optTime(t time.Time) *time.Time {
@@ -250,6 +459,7 @@ func (r *Report) addReader(rd *reader) {
 
 // finish gathers what only the detector knows: peaks and totals per key.
 func (r *Report) finish(p *pipeline.Pipeline, top int) {
+	r.settle(time.Time{})
 	if r.entries > 0 {
 		r.Input.First, r.Input.Last = &r.first, &r.last
 	}
@@ -313,13 +523,22 @@ func (r *Report) finish(p *pipeline.Pipeline, top int) {
 	for i := range r.Rules {
 		rr := &r.Rules[i]
 		rule := r.cfg.Rule(rr.Name)
+		var firsts []int64
 		for _, k := range rr.Keys {
 			if k.Throttles > 0 {
 				rr.Throttled++
 			}
 			if len(k.Bans) > 0 {
 				rr.Banned++
+				if a := k.Bans[0].After; a != nil {
+					firsts = append(firsts, a.Requests)
+				}
 			}
+		}
+		if len(firsts) > 0 {
+			slices.Sort(firsts)
+			m := firsts[(len(firsts)-1)/2]
+			rr.MedianRequests = &m
 		}
 		if rule == nil {
 			continue
@@ -463,16 +682,21 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // raw to the terminal.
 func (r *Report) WriteText(w io.Writer) error {
 	r.writeSummary(w)
+	r.writeRisky(w)
 	for _, rr := range r.Rules {
 		rule := r.cfg.Rule(rr.Name)
 		mode := ""
 		if rr.LogOnly {
 			mode = " (log_only)"
 		}
-		fmt.Fprintf(w, "\nrule %s%s: %s throttled, %s banned\n", rr.Name, mode, plural(rr.Throttled, "key"), plural(rr.Banned, "key"))
+		median := ""
+		if rr.MedianRequests != nil {
+			median = fmt.Sprintf(", median %s before a ban", plural(int(*rr.MedianRequests), "request"))
+		}
+		fmt.Fprintf(w, "\nrule %s%s: %s throttled, %s banned%s\n", rr.Name, mode, plural(rr.Throttled, "key"), plural(rr.Banned, "key"), median)
 		if len(rr.Keys) > 0 {
 			tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-			fmt.Fprintln(tw, "  KEY\tFIRST OVER\tTHROTTLES\tBANS\tLAST BAN\tREASON (of the last ban, else of the first throttle)")
+			fmt.Fprintln(tw, "  KEY\tFIRST OVER\tTHROTTLES\tBANS\tAFTER\tLAST BAN\tRISK\tREASON (of the last ban, as AFTER and RISK; else of the first throttle)")
 			keys := append([]KeyReport(nil), rr.Keys...)
 			sort.SliceStable(keys, func(a, b int) bool { return keys[a].FirstViolation.Before(keys[b].FirstViolation) })
 			for i, k := range keys {
@@ -480,16 +704,16 @@ func (r *Report) WriteText(w io.Writer) error {
 					fmt.Fprintf(tw, "  ... %d more keys (--output json lists all)\n", len(keys)-50)
 					break
 				}
-				lastBan, reason := "-", k.FirstReason
+				after, lastBan, risk, reason := "-", "-", "-", k.FirstReason
 				if n := len(k.Bans); n > 0 {
 					b := k.Bans[n-1]
 					until := "until lifted"
 					if b.Until != nil {
 						until = "until " + b.Until.Format(time.RFC3339)
 					}
-					lastBan, reason = b.Time.Format(time.RFC3339)+" "+until, b.Reason
+					after, lastBan, risk, reason = fmtAfter(b.After), b.Time.Format(time.RFC3339)+" "+until, riskKinds(b.Risks), b.Reason
 				}
-				fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s\t%s\n", parser.Printable(k.Key), k.FirstViolation.Format(time.RFC3339), k.Throttles, len(k.Bans), lastBan, parser.Printable(reason))
+				fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", parser.Printable(k.Key), k.FirstViolation.Format(time.RFC3339), k.Throttles, len(k.Bans), after, lastBan, risk, parser.Printable(reason))
 			}
 			tw.Flush()
 		}

@@ -3,6 +3,7 @@ package replay
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -139,4 +140,47 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// riskyLines is how many risky bans the text report lists.
+const riskyLines = 20
+
+// writeRisky writes the bans of clients that may be good (Report.Risky),
+// the rules with the most of them first, each rule's in time order.
+func (r *Report) writeRisky(w io.Writer) {
+	if len(r.Risky) == 0 {
+		fmt.Fprintln(w, "\nRISKY BANS: none (no ban of a burst of 2xx/304, a known monitor or crawler, or a range)")
+		return
+	}
+	count := map[string]int{}
+	order := map[string]int{}
+	for i, rr := range r.Rules {
+		order[rr.Name] = i
+	}
+	for _, b := range r.Risky {
+		count[b.Rule]++
+	}
+	bans := slices.Clone(r.Risky)
+	sort.SliceStable(bans, func(i, j int) bool {
+		a, b := bans[i], bans[j]
+		if count[a.Rule] != count[b.Rule] {
+			return count[a.Rule] > count[b.Rule]
+		}
+		return order[a.Rule] < order[b.Rule]
+	})
+	fmt.Fprintf(w, "\nRISKY BANS (%s of clients that may be good: look at these rules first)\n", plural(len(bans), "ban"))
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  RULE\tKEY\tBANNED AT\tAFTER\tRISK")
+	for i, b := range bans {
+		if i == riskyLines {
+			fmt.Fprintf(tw, "  ... %d more (--output json lists all)\n", len(bans)-riskyLines)
+			break
+		}
+		var why []string
+		for _, rk := range b.Risks {
+			why = append(why, rk.Kind+": "+rk.Detail)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", parser.Printable(b.Rule), parser.Printable(b.Key), b.Time.Format(time.RFC3339), fmtAfter(b.After), parser.Printable(strings.Join(why, "; ")))
+	}
+	tw.Flush()
 }

@@ -54,6 +54,14 @@ keys by requests and CPU with their peak window values, and percentiles of
 each limit's peak value over all keys. --sweep shows how many keys other
 thresholds would catch, in the same pass.
 
+Each ban says after how many requests it came (AFTER, "12 req / 3s": the
+requests the rule charged to the key, and the time from the client's first
+request), and each rule the median. RISKY BANS, right after the summary,
+lists the bans of clients that may be good, with the rule that made each:
+burst (a rate rule banned a client whose last requests, up to 200 in 10 s,
+were at least 80% 2xx/304 and half static files: a browser loading a heavy
+page), monitor or crawler (a known user agent), range (a whole named range).
+
 A file belongs to --source, else to the source whose paths (rotated siblings
 included) match it, else to the only source: the rules' sources: see it as
 that source. It is read with that source's format, unless a format flag

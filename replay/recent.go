@@ -1,0 +1,209 @@
+package replay
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/logjail/logjail/parser"
+)
+
+// The recent requests: what the report says about a ban beyond the
+// detector's own state (how long the client had been around, how many
+// requests it had sent, whether it looked like a browser loading a page)
+// comes from a fixed ring of the last recentLines entries, whatever the
+// number of keys: no map per client (a million keys cost the replay no
+// more than before), about 4 MB in all.
+//
+// Each record is chained to the previous record of its bucket (a hash of
+// the client address), and carries its client's visit so far: the time
+// of the client's first request and the requests it has sent since. A
+// visit starts at a client's first request, or at its first request
+// after a gap of more than recentLines lines of the log (its previous
+// record has left the ring). For most logs a client's visit is its whole
+// history in them: 65,536 lines are days of a small site's log.
+const (
+	recentBits   = 16
+	recentLines  = 1 << recentBits       // records in the ring
+	recentBucket = 1 << (recentBits + 1) // chain heads
+	// recentWalk bounds the walk, at each entry, to the client's previous
+	// record through the other clients of its bucket: past it (a client
+	// sharing its bucket with a busy one, about 1 in 131,072), its visit
+	// starts again.
+	recentWalk = 64
+)
+
+// Burst reading: the client's requests of the last burstWindow before the
+// ban, at most burstRequests of them, and at least burstMin to judge. A
+// ban of a rate rule is a risky burst when at least burstOK of them were
+// answered 2xx or 304 and at least burstStatic of them were static files:
+// a browser loading a heavy page (a document, then its style sheets,
+// scripts, images and fonts, mostly 200 and 304). A flood of 200s on
+// pages (a scraper, a load test) is not flagged, nor a flood of 404s.
+const (
+	burstWindow   = 10 * time.Second
+	burstRequests = 200
+	burstMin      = 5
+	burstOK       = 0.8
+	burstStatic   = 0.5
+)
+
+// Status bits of a record.
+const (
+	recOK     uint8 = 1 << iota // answered 2xx or 304
+	recStatic                   // a static file (by the path's extension)
+)
+
+// rec is one entry in the ring, without a pointer.
+type rec struct {
+	hi, lo uint64 // the client address, 16 bytes (IPv4 as IPv4-mapped)
+	t      int64  // unix ns
+	first  int64  // unix ns of the client's first request of its visit
+	prev   int64  // 1 + the sequence number of the previous record of the bucket, 0 for none
+	seen   uint32 // the client's requests in its visit, this one included
+	flags  uint8
+}
+
+// recent is the ring of the last recentLines entries.
+type recent struct {
+	recs  []rec
+	heads []int64 // per bucket: 1 + the sequence number of its newest record, 0 for none
+	n     int64   // records added: the next sequence number
+}
+
+func newRecent() *recent {
+	return &recent{recs: make([]rec, recentLines), heads: make([]int64, recentBucket)}
+}
+
+func addrWords(a netip.Addr) (hi, lo uint64) {
+	b := a.Unmap().As16()
+	return binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
+}
+
+func recentHash(hi, lo uint64) uint64 {
+	h := (hi ^ bits.RotateLeft64(lo, 29)) * 0x9e3779b97f4a7c15
+	return h >> (64 - recentBits - 1)
+}
+
+// valid reports whether the record of sequence number seq is still in the
+// ring.
+func (r *recent) valid(seq int64) bool { return seq >= 0 && seq < r.n && seq >= r.n-recentLines }
+
+// add records e, the next entry of the merged log.
+func (r *recent) add(e *parser.Entry) {
+	hi, lo := addrWords(e.IP)
+	b := recentHash(hi, lo)
+	t := e.Time.UnixNano()
+	first, seen := t, uint32(1)
+	p := r.heads[b]
+	for steps := 0; p != 0 && steps < recentWalk && r.valid(p-1); steps++ {
+		q := &r.recs[(p-1)&(recentLines-1)]
+		if q.hi == hi && q.lo == lo {
+			first, seen = min(q.first, t), q.seen+1
+			if seen == 0 {
+				seen-- // saturate
+			}
+			break
+		}
+		p = q.prev
+	}
+	var flags uint8
+	if e.Has&parser.HasStatus != 0 && (e.Status >= 200 && e.Status < 300 || e.Status == 304) {
+		flags |= recOK
+	}
+	if e.Has&parser.HasPath != 0 && isStatic(e.Path) {
+		flags |= recStatic
+	}
+	r.recs[r.n&(recentLines-1)] = rec{hi: hi, lo: lo, t: t, first: first, prev: r.heads[b], seen: seen, flags: flags}
+	r.n++
+	r.heads[b] = r.n
+}
+
+// latest returns the newest record of a, or nil.
+func (r *recent) latest(a netip.Addr) *rec {
+	hi, lo := addrWords(a)
+	p := r.heads[recentHash(hi, lo)]
+	for steps := 0; p != 0 && steps < recentWalk && r.valid(p-1); steps++ {
+		q := &r.recs[(p-1)&(recentLines-1)]
+		if q.hi == hi && q.lo == lo {
+			return q
+		}
+		p = q.prev
+	}
+	return nil
+}
+
+// burstStats is what a client's last requests before a ban were.
+type burstStats struct {
+	n      int           // requests counted
+	ok     int           // answered 2xx or 304
+	static int           // static files
+	span   time.Duration // from the first counted to the last
+}
+
+// burst reads the last requests of a up to log time t: those within
+// burstWindow before t, at most burstRequests, newest first.
+func (r *recent) burst(a netip.Addr, t time.Time) burstStats {
+	var st burstStats
+	hi, lo := addrWords(a)
+	end := t.UnixNano()
+	from := end - int64(burstWindow)
+	p := r.heads[recentHash(hi, lo)]
+	var newest, oldest int64
+	// Walk the bucket's chain back, skipping other clients' records (as
+	// many as burstRequests*4 at most).
+	for others := 0; p != 0 && r.valid(p-1) && st.n < burstRequests && others < burstRequests*4; {
+		q := &r.recs[(p-1)&(recentLines-1)]
+		p = q.prev
+		if q.hi != hi || q.lo != lo {
+			others++
+			continue
+		}
+		if q.t > end {
+			continue
+		}
+		if q.t <= from {
+			break
+		}
+		if st.n == 0 {
+			newest = q.t
+		}
+		oldest = q.t
+		st.n++
+		if q.flags&recOK != 0 {
+			st.ok++
+		}
+		if q.flags&recStatic != 0 {
+			st.static++
+		}
+	}
+	st.span = time.Duration(newest - oldest)
+	return st
+}
+
+// isStatic reports whether path names a static file, by its extension:
+// style sheets, scripts, images, fonts, media, source maps. A browser
+// loading a page asks for these in bursts.
+func isStatic(path string) bool {
+	dot := strings.LastIndexByte(path, '.')
+	if dot < 0 || dot < strings.LastIndexByte(path, '/') || len(path)-dot > 6 {
+		return false
+	}
+	var buf [6]byte
+	ext := buf[:0]
+	for i := dot + 1; i < len(path); i++ {
+		c := path[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		ext = append(ext, c)
+	}
+	switch string(ext) {
+	case "css", "js", "mjs", "map", "png", "jpg", "jpeg", "gif", "webp", "avif", "svg", "ico", "bmp",
+		"woff", "woff2", "ttf", "otf", "eot", "mp4", "webm", "mp3", "ogg", "wav":
+		return true
+	}
+	return false
+}
