@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/logjail/logjail/goodbots"
 	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/rotation"
 )
@@ -26,6 +27,11 @@ const MaxUserAgentKey = 512
 //   - an address whose most specific range is `none`: VerdictExempt;
 //   - an address whose most specific range has limits is charged to that
 //     range's rule only, under `range:NAME` when the range is a group;
+//   - under good_bots, an entry whose user agent claims a crawler
+//     (goodbots.Agent) from an address verified for it is charged to the
+//     rule good_bots only, under the crawler's one key range:NAME; a claim
+//     from an address not verified is charged as below, each Charge's
+//     Claims naming the crawler;
 //   - any other entry is charged to every ordinary rule that sees src and
 //     whose match it matches. A user rule does not charge an entry without a
 //     user.
@@ -102,6 +108,16 @@ func (c *Config) ClassifyCached(kcache *KeyCache, src *Source, e *parser.Entry, 
 		}
 		return append(dst, Charge{Rule: r, Key: key, Addr: a, CPU: cpu, Duration: dur}), VerdictCharged
 	}
+	var claims string
+	if c.bots != nil && e.Has&parser.HasUserAgent != 0 {
+		// Only a user agent that claims a crawler pays for a range lookup.
+		if name, kind := goodbots.Agent(e.UserAgent); kind == goodbots.Crawler {
+			if c.bots.Verify(a, name) == goodbots.Verified {
+				return append(dst, Charge{Rule: c.Rules[c.botsRule], Key: c.botKeys[name], Addr: a, CPU: cpu, Duration: dur}), VerdictCharged
+			}
+			claims = name
+		}
+	}
 	rules := c.noSource
 	if src != nil {
 		rules = c.bySource[src.Index]
@@ -115,7 +131,7 @@ func (c *Config) ClassifyCached(kcache *KeyCache, src *Source, e *parser.Entry, 
 		if !ok {
 			continue
 		}
-		dst = append(dst, Charge{Rule: r, Key: key, Addr: a, CPU: cpu, Duration: dur})
+		dst = append(dst, Charge{Rule: r, Key: key, Addr: a, CPU: cpu, Duration: dur, Claims: claims})
 	}
 	return dst, VerdictCharged
 }
@@ -275,7 +291,7 @@ func (c *Config) KeysContaining(a netip.Addr) []string {
 			keys = append(keys, rg.key)
 		}
 	}
-	return keys
+	return c.botKeysContaining(a, keys)
 }
 
 // AllowedKey reports whether every address a ban of key would block is
