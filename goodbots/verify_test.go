@@ -1,18 +1,14 @@
 package goodbots
 
 import (
-	"bufio"
 	"context"
 	"net"
 	"net/netip"
-	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/logjail/logjail/internal/testenv"
+	"github.com/logjail/logjail/internal/dnstest"
 )
 
 func TestVerifyRanges(t *testing.T) {
@@ -58,103 +54,6 @@ func TestVerifyAllocs(t *testing.T) {
 	}
 }
 
-// dnsServer is a real dnsmasq on loopback, answering only from the records
-// the test gives it; it counts the queries it logs.
-type dnsServer struct {
-	cmd  *exec.Cmd
-	port int
-	mu   sync.Mutex
-	log  []string
-	done chan struct{}
-}
-
-func startDNS(t *testing.T, records ...string) *dnsServer {
-	t.Helper()
-	bin := testenv.Need(t, "dnsmasq")[0]
-	// A free port: bind it, note it, let it go for dnsmasq.
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := pc.LocalAddr().(*net.UDPAddr).Port
-	pc.Close()
-	args := []string{"--no-daemon", "--keep-in-foreground", "--conf-file=/dev/null", "--port=" + strconv.Itoa(port),
-		"--listen-address=127.0.0.1", "--bind-interfaces", "--no-resolv", "--no-hosts", "--pid-file=",
-		"--log-queries", "--log-facility=-", "--user=root",
-		// Answer for these zones from the records alone: NXDOMAIN for the rest.
-		"--local=/in-addr.arpa/", "--local=/ip6.arpa/", "--local=/googlebot.com/", "--local=/example.net/"}
-	args = append(args, records...)
-	s := &dnsServer{cmd: exec.Command(bin, args...), port: port, done: make(chan struct{})}
-	stderr, err := s.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	started := make(chan struct{})
-	go func() {
-		defer close(s.done)
-		sc := bufio.NewScanner(stderr)
-		once := sync.Once{}
-		for sc.Scan() {
-			s.mu.Lock()
-			s.log = append(s.log, sc.Text())
-			s.mu.Unlock()
-			if strings.Contains(sc.Text(), "started, version") {
-				once.Do(func() { close(started) })
-			}
-		}
-	}()
-	t.Cleanup(s.stop)
-	select {
-	case <-started:
-	case <-s.done:
-		t.Fatalf("dnsmasq exited: %s", s.logText())
-	case <-time.After(10 * time.Second):
-		t.Fatalf("dnsmasq did not start in 10s: %s", s.logText())
-	}
-	return s
-}
-
-// stop ends the test's own dnsmasq, by its PID.
-func (s *dnsServer) stop() {
-	if s.cmd.ProcessState != nil {
-		return
-	}
-	s.cmd.Process.Kill()
-	<-s.done
-	s.cmd.Wait()
-}
-
-func (s *dnsServer) logText() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Join(s.log, "\n")
-}
-
-// queries counts the logged queries of a type (PTR, A, AAAA) for name.
-func (s *dnsServer) queries(typ, name string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, l := range s.log {
-		if strings.Contains(l, "query["+typ+"] "+name+" ") {
-			n++
-		}
-	}
-	return n
-}
-
-// resolver is a net.Resolver that asks s only.
-func (s *dnsServer) resolver() *net.Resolver {
-	addr := "127.0.0.1:" + strconv.Itoa(s.port)
-	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, network, addr)
-	}}
-}
-
 // clock is a settable clock for the cache's TTLs.
 type clock struct {
 	mu sync.Mutex
@@ -182,7 +81,7 @@ func verifySettled(t *testing.T, v *Verifier, addr, crawler string) (first, then
 }
 
 func TestVerifyDNS(t *testing.T) {
-	s := startDNS(t,
+	s := dnstest.Start(t,
 		// Forward-confirmed: the PTR is Google's and its A leads back.
 		"--ptr-record=5.113.0.203.in-addr.arpa,crawl-203-0-113-5.googlebot.com",
 		"--host-record=crawl-203-0-113-5.googlebot.com,203.0.113.5",
@@ -197,7 +96,7 @@ func TestVerifyDNS(t *testing.T) {
 		"--host-record=crawl-v6.googlebot.com,2001:db8::5",
 	)
 	clk := &clock{t: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)}
-	v := NewVerifier(Options{Resolver: s.resolver(), Now: clk.Now, Timeout: 5 * time.Second})
+	v := NewVerifier(Options{Resolver: s.Resolver(), Now: clk.Now, Timeout: 5 * time.Second})
 	defer v.Close()
 	if !v.DNS() {
 		t.Fatal("DNS() = false with a Resolver")
@@ -218,23 +117,23 @@ func TestVerifyDNS(t *testing.T) {
 				t.Errorf("first Verify = %v, want pending (the lookup never blocks the caller)", first)
 			}
 			if then != c.want {
-				t.Errorf("after the lookup: %v, want %v\ndnsmasq:\n%s", then, c.want, s.logText())
+				t.Errorf("after the lookup: %v, want %v\ndnsmasq:\n%s", then, c.want, s.Log())
 			}
 		})
 	}
 	// The forward lookup of the mismatched name was made: the verdict is
 	// the forward check's, not the PTR's.
-	if n := s.queries("A", "crawl-203-0-113-6.googlebot.com"); n == 0 {
-		t.Errorf("no forward query for crawl-203-0-113-6.googlebot.com:\n%s", s.logText())
+	if n := s.Queries("A", "crawl-203-0-113-6.googlebot.com"); n == 0 {
+		t.Errorf("no forward query for crawl-203-0-113-6.googlebot.com:\n%s", s.Log())
 	}
 	// The other domain's name is never looked up forward.
-	if n := s.queries("A", "crawl-203-0-113-7.googlebot.com.example.net"); n != 0 {
+	if n := s.Queries("A", "crawl-203-0-113-7.googlebot.com.example.net"); n != 0 {
 		t.Errorf("%d forward queries for a name outside googlebot.com's domains", n)
 	}
 
 	// Cached: asking again makes no query.
 	ptr := "5.113.0.203.in-addr.arpa"
-	before, lookups := s.queries("PTR", ptr), v.Stats().Lookups
+	before, lookups := s.Queries("PTR", ptr), v.Stats().Lookups
 	if before != 1 {
 		t.Errorf("%d PTR queries for %s, want 1", before, ptr)
 	}
@@ -246,11 +145,11 @@ func TestVerifyDNS(t *testing.T) {
 			t.Fatalf("cached negative: %v", got)
 		}
 	}
-	if after := s.queries("PTR", ptr); after != before || v.Stats().Lookups != lookups {
+	if after := s.Queries("PTR", ptr); after != before || v.Stats().Lookups != lookups {
 		t.Errorf("cache hits made queries: PTR %d -> %d, lookups %d -> %d", before, after, lookups, v.Stats().Lookups)
 	}
 	// With the server gone, the cache still answers...
-	s.stop()
+	s.Stop()
 	if got := v.Verify(netip.MustParseAddr("203.0.113.5"), "googlebot"); got != Verified {
 		t.Errorf("cached after the server stopped: %v", got)
 	}

@@ -1,12 +1,15 @@
 package rules_test
 
 import (
+	"context"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/logjail/logjail/detector"
+	"github.com/logjail/logjail/goodbots"
+	"github.com/logjail/logjail/internal/dnstest"
 	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/pipeline"
 	"github.com/logjail/logjail/rules"
@@ -202,5 +205,66 @@ func BenchmarkClassifyGoodBots(b *testing.B) {
 				dst, _ = cfg.ClassifyCached(&kc, cfg.Source("web"), e, dst[:0])
 			}
 		})
+	}
+}
+
+// verify: dns, end to end through the configuration, against a real DNS
+// server: a Googlebot outside Google's published ranges whose reverse
+// DNS is forward-confirmed is an ordinary client until the answer comes,
+// then the crawler's key; a YandexBot (no published ranges) likewise; a
+// claim whose address has no PTR stays ordinary. Under verify: ranges the
+// same Verifier asks nothing.
+func TestGoodBotsDNS(t *testing.T) {
+	s := dnstest.Start(t,
+		"--ptr-record=5.113.0.203.in-addr.arpa,crawl-203-0-113-5.googlebot.com",
+		"--host-record=crawl-203-0-113-5.googlebot.com,203.0.113.5",
+		"--ptr-record=20.113.0.203.in-addr.arpa,spider-203-0-113-20.yandex.com",
+		"--host-record=spider-203-0-113-20.yandex.com,203.0.113.20",
+	)
+	v := goodbots.NewVerifier(goodbots.Options{Resolver: s.Resolver()})
+	defer v.Close()
+	parse := func(extra string) *rules.Config {
+		cfg, err := rules.Parse("test.yaml", []byte(goodBotsConfig+extra), rules.Options{HostAddrs: []netip.Addr{}, Verifier: v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	yandexUA := "Mozilla/5.0 (compatible; YandexBot/3.0; +http://yandex.com/bots)"
+	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	charge := func(cfg *rules.Config, ip, ua string) rules.Charge {
+		t.Helper()
+		charges, _ := cfg.Classify(cfg.Source("web"), entry(ip, ua, at), nil)
+		if len(charges) != 1 {
+			t.Fatalf("%s: charges %+v", ip, charges)
+		}
+		return charges[0]
+	}
+
+	ranges := parse("")
+	if ch := charge(ranges, "203.0.113.5", googlebotUA); ch.Rule.Name != "flood" || ch.Claims != "googlebot" || v.Stats().Lookups != 0 {
+		t.Errorf("verify: ranges: %s %s claims %q, %d lookups; want flood, no lookup", ch.Rule.Name, ch.Key, ch.Claims, v.Stats().Lookups)
+	}
+
+	cfg := parse("good_bots: {verify: dns}\n")
+	for _, c := range []struct{ ip, ua string }{{"203.0.113.5", googlebotUA}, {"203.0.113.20", yandexUA}, {"203.0.113.8", googlebotUA}} {
+		if ch := charge(cfg, c.ip, c.ua); ch.Rule.Name != "flood" || ch.Claims == "" {
+			t.Errorf("%s before the answer: %s %s claims %q; want flood, claiming", c.ip, ch.Rule.Name, ch.Key, ch.Claims)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := v.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ ip, ua, rule, key string }{
+		{"203.0.113.5", googlebotUA, rules.GoodBotsRule, "range:googlebot"},
+		{"203.0.113.20", yandexUA, rules.GoodBotsRule, "range:yandexbot"},
+		{"203.0.113.8", googlebotUA, "flood", "203.0.113.8"},
+		{"203.0.113.5", yandexUA, "flood", "203.0.113.5"}, // Google's crawler claiming Yandex
+	} {
+		if ch := charge(cfg, c.ip, c.ua); ch.Rule.Name != c.rule || ch.Key != c.key {
+			t.Errorf("%s after the answer: %s %s; want %s %s\n%s", c.ip, ch.Rule.Name, ch.Key, c.rule, c.key, s.Log())
+		}
 	}
 }
