@@ -148,6 +148,9 @@ type Options struct {
 	// Reload, when set, replaces the process's SIGHUP channel (tests);
 	// SIGTERM and SIGINT arrive through ctx's cancellation.
 	Reload <-chan struct{}
+	// Verifier verifies crawlers under good_bots: {verify: dns}. nil: one
+	// with the system's resolver, for the daemon's life.
+	Verifier *goodbots.Verifier
 }
 
 // DBPath is the database of a configuration: logjail.db in its state_dir.
@@ -179,8 +182,11 @@ func Run(ctx context.Context, o Options) error {
 	// good_bots: {verify: dns} verifies crawlers by reverse DNS through
 	// the system's resolver, with one cache for the daemon's life: every
 	// reload gets the same Verifier. Under verify: ranges it is unused.
-	bots := goodbots.NewVerifier(goodbots.Options{Resolver: net.DefaultResolver})
-	defer bots.Close()
+	bots := o.Verifier
+	if bots == nil {
+		bots = goodbots.NewVerifier(goodbots.Options{Resolver: net.DefaultResolver})
+		defer bots.Close()
+	}
 	cfg, err := rules.Load(o.ConfigPath, rules.Options{Verifier: bots})
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
