@@ -50,6 +50,31 @@ func (c *Config) Classify(src *Source, e *parser.Entry, dst []Charge) ([]Charge,
 // depend on ipv6_prefix and ipv4_prefix). The zero value is ready.
 type KeyCache struct {
 	ip, prefix map[netip.Addr]string
+	// agents remembers goodbots.Agent of recent user agents (good_bots):
+	// a map lookup costs less than the scan, and a log repeats its user
+	// agents. At most KeyCacheSize, starting over when full.
+	agents map[string]agentClaim
+}
+
+type agentClaim struct {
+	name string
+	kind goodbots.Kind
+}
+
+// agent is goodbots.Agent(ua), through the cache when there is one.
+func (k *KeyCache) agent(ua string) (string, goodbots.Kind) {
+	if k == nil {
+		return goodbots.Agent(ua)
+	}
+	if c, ok := k.agents[ua]; ok {
+		return c.name, c.kind
+	}
+	name, kind := goodbots.Agent(ua)
+	if k.agents == nil || len(k.agents) >= KeyCacheSize {
+		k.agents = make(map[string]agentClaim, 1024)
+	}
+	k.agents[strings.Clone(ua)] = agentClaim{name, kind}
+	return name, kind
 }
 
 // KeyCacheSize bounds a KeyCache: about 4 MB when full.
@@ -111,7 +136,7 @@ func (c *Config) ClassifyCached(kcache *KeyCache, src *Source, e *parser.Entry, 
 	var claims string
 	if c.bots != nil && e.Has&parser.HasUserAgent != 0 {
 		// Only a user agent that claims a crawler pays for a range lookup.
-		if name, kind := goodbots.Agent(e.UserAgent); kind == goodbots.Crawler {
+		if name, kind := kcache.agent(e.UserAgent); kind == goodbots.Crawler {
 			if c.bots.Verify(a, name) == goodbots.Verified {
 				return append(dst, Charge{Rule: c.Rules[c.botsRule], Key: c.botKeys[name], Addr: a, CPU: cpu, Duration: dur}), VerdictCharged
 			}

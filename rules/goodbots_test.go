@@ -185,17 +185,20 @@ func TestGoodBotsInvalid(t *testing.T) {
 	}
 }
 
+// BenchmarkClassifyGoodBots: what good_bots costs a line, against
+// verify: off, with the pipeline's KeyCache.
 func BenchmarkClassifyGoodBots(b *testing.B) {
-	cfg, err := rules.Parse("test.yaml", []byte(goodBotsConfig), rules.Options{HostAddrs: []netip.Addr{}})
-	if err != nil {
-		b.Fatal(err)
-	}
 	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	for _, c := range []struct{ name, ip, ua string }{
-		{"browser", "203.0.113.7", browserUA},
-		{"googlebot", "66.249.66.1", googlebotUA},
-		{"fake", "203.0.113.9", googlebotUA},
+	for _, c := range []struct{ name, extra, ip, ua string }{
+		{"off/browser", "good_bots: {verify: off}\n", "203.0.113.7", browserUA},
+		{"browser", "", "203.0.113.7", browserUA},
+		{"googlebot", "", "66.249.66.1", googlebotUA},
+		{"fake", "", "203.0.113.9", googlebotUA},
 	} {
+		cfg, err := rules.Parse("test.yaml", []byte(goodBotsConfig+c.extra), rules.Options{HostAddrs: []netip.Addr{}})
+		if err != nil {
+			b.Fatal(err)
+		}
 		b.Run(c.name, func(b *testing.B) {
 			e := entry(c.ip, c.ua, at)
 			var kc rules.KeyCache
