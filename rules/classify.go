@@ -52,9 +52,12 @@ type KeyCache struct {
 	ip, prefix map[netip.Addr]string
 	// agents remembers goodbots.Agent of recent user agents (good_bots):
 	// a map lookup costs less than the scan, and a log repeats its user
-	// agents. At most KeyCacheSize, starting over when full.
+	// agents. At most agentCacheSize user agents of at most
+	// MaxUserAgentKey bytes (about 2 MB), starting over when full.
 	agents map[string]agentClaim
 }
+
+const agentCacheSize = 1 << 12
 
 type agentClaim struct {
 	name string
@@ -63,15 +66,15 @@ type agentClaim struct {
 
 // agent is goodbots.Agent(ua), through the cache when there is one.
 func (k *KeyCache) agent(ua string) (string, goodbots.Kind) {
-	if k == nil {
+	if k == nil || len(ua) > MaxUserAgentKey {
 		return goodbots.Agent(ua)
 	}
 	if c, ok := k.agents[ua]; ok {
 		return c.name, c.kind
 	}
 	name, kind := goodbots.Agent(ua)
-	if k.agents == nil || len(k.agents) >= KeyCacheSize {
-		k.agents = make(map[string]agentClaim, 1024)
+	if k.agents == nil || len(k.agents) >= agentCacheSize {
+		k.agents = make(map[string]agentClaim, 256)
 	}
 	k.agents[strings.Clone(ua)] = agentClaim{name, kind}
 	return name, kind
