@@ -63,6 +63,7 @@ func TestGoodBotsClassify(t *testing.T) {
 		t.Errorf("GoodBotsVerify = %q, want the default %q", cfg.GoodBotsVerify, rules.VerifyRanges)
 	}
 	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	var kc rules.KeyCache
 	for _, c := range []struct {
 		name, ip, ua string
 		rule, key    string
@@ -86,7 +87,20 @@ func TestGoodBotsClassify(t *testing.T) {
 			if ch.Rule.Name != c.rule || ch.Key != c.key || ch.Claims != c.claims {
 				t.Errorf("charged to rule %s key %s claims %q; want %s %s %q", ch.Rule.Name, ch.Key, ch.Claims, c.rule, c.key, c.claims)
 			}
+			// The pipeline's KeyCache remembers the user agent's claim:
+			// the same answer, first and second time.
+			for range 2 {
+				cached, _ := cfg.ClassifyCached(&kc, cfg.Source("web"), entry(c.ip, c.ua, at), nil)
+				if len(cached) != 1 || cached[0] != ch {
+					t.Errorf("ClassifyCached: %+v, want %+v", cached, ch)
+				}
+			}
 		})
+	}
+	// A user agent too long for the cache is still read.
+	long := strings.Repeat("x", rules.MaxUserAgentKey) + " " + googlebotUA
+	if charges, _ := cfg.ClassifyCached(&kc, cfg.Source("web"), entry("66.249.66.1", long, at), nil); len(charges) != 1 || charges[0].Key != "range:googlebot" {
+		t.Errorf("a %d-byte Googlebot user agent: %+v", len(long), charges)
 	}
 	// The crawlers' keys are group keys: a ban of range:googlebot blocks
 	// Google's published ranges, and an address in them finds the key.
