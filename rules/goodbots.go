@@ -64,8 +64,20 @@ func (b *builder) goodBots(fields map[string]field, o Options) {
 	if c.GoodBotsVerify == VerifyOff || c.GoodBotsVerify == "" {
 		return
 	}
-	if i, ok := c.ruleIndex[GoodBotsRule]; ok {
-		b.errorf(node, GoodBotsRule, "rule %q: the name is good_bots' own rule; rename the rule, or set good_bots: {verify: off}", c.Rules[i].Name)
+	if _, ok := c.ruleIndex[GoodBotsRule]; ok {
+		at, path := node, GoodBotsRule
+		if f, ok := fields["rules"]; ok {
+			if r := resolve(f.val); r != nil && r.Kind == yaml.SequenceNode {
+				for i, item := range r.Content {
+					for j := 0; item.Kind == yaml.MappingNode && j+1 < len(item.Content); j += 2 {
+						if item.Content[j].Value == "name" && item.Content[j+1].Value == GoodBotsRule {
+							at, path = item.Content[j+1], index("rules", i)+".name"
+						}
+					}
+				}
+			}
+		}
+		b.errorf(at, path, "%q is the name of good_bots' own rule: rename the rule, or set good_bots: {verify: off}", GoodBotsRule)
 		return
 	}
 	r := &Rule{Name: GoodBotsRule, Index: len(c.Rules)}

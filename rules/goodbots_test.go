@@ -188,7 +188,7 @@ func TestGoodBotsInvalid(t *testing.T) {
 		{"verify", "good_bots: {verify: always}\n", `good_bots.verify`},
 		{"unknown key", "good_bots: {key: ip}\n", `good_bots.key`},
 		{"limit", "good_bots: {limits: [\"5 per fortnight\"]}\n", `good_bots.limits[0]`},
-		{"rule name", "  - name: good_bots\n    limits: [\"1 per second\"]\n", `good_bots`},
+		{"rule name", "  - name: good_bots\n    limits: [\"1 per second\"]\n", `rules[1].name`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := rules.Parse("test.yaml", []byte(goodBotsConfig+c.yaml), rules.Options{HostAddrs: []netip.Addr{}})
