@@ -4,6 +4,8 @@
 //
 //   - parser: one access-log line to a parser.Entry (formats, no I/O).
 //   - rules: the one YAML configuration, compiled (match, keys, limits, lists, ranges).
+//   - goodbots: the known crawlers and uptime monitors (user agents,
+//     published ranges, reverse DNS), and their verification.
 //   - detector: sliding windows per (rule, key) and the ban ladder, on log time.
 //   - pipeline: entries to decisions (rules, then detector), the one code path
 //     that replay and the daemon share.

@@ -34,11 +34,11 @@ func TestEngineResetBreaker(t *testing.T) {
 	}
 	rec.Decisions([]detector.Decision{TripDecision(trips[0], cfg)})
 	rec.Decisions(out)
-	if got := BreakerRules(cfg); !slices.Equal(got, []string{"flood", "range:office"}) {
+	if got := BreakerRules(cfg); !slices.Equal(got, []string{"flood", "range:office", "good_bots"}) {
 		t.Errorf("BreakerRules = %v", got)
 	}
 	b, err := BreakerOf(det.Breaker(), cfg, nil)
-	if err != nil || !b.Open || b.Bans != 2 || b.Limit != 1 || b.TripKey != "203.0.113.2" || len(b.LogOnlyRules) != 2 || b.Tripped == nil || !b.Tripped.Equal(now) {
+	if err != nil || !b.Open || b.Bans != 2 || b.Limit != 1 || b.TripKey != "203.0.113.2" || len(b.LogOnlyRules) != 3 || b.Tripped == nil || !b.Tripped.Equal(now) {
 		t.Errorf("BreakerOf = %+v, %v", b, err)
 	}
 
@@ -70,7 +70,7 @@ func TestEngineResetBreaker(t *testing.T) {
 	}
 	es, err := BreakerEvents(db)
 	if err != nil || len(es) != 2 || es[0].Kind != store.KindBreakerTrip || es[1].Kind != store.KindBreakerReset || es[1].Who != "uid 0 (root)" ||
-		!strings.Contains(es[0].Reason, "2 bans within 1m > max_bans_per_minute 1 (the last: 203.0.113.2, rule flood): rules flood, range:office are log-only") {
+		!strings.Contains(es[0].Reason, "2 bans within 1m > max_bans_per_minute 1 (the last: 203.0.113.2, rule flood): rules flood, range:office, good_bots are log-only") {
 		t.Errorf("BreakerEvents = %+v, %v", es, err)
 	}
 	restored := detector.New(detector.Options{MaxBansPerMinute: 1})

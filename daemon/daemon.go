@@ -86,6 +86,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -101,6 +102,7 @@ import (
 	"github.com/logjail/logjail/control"
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/follow"
+	"github.com/logjail/logjail/goodbots"
 	"github.com/logjail/logjail/ops"
 	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/pipeline"
@@ -146,6 +148,9 @@ type Options struct {
 	// Reload, when set, replaces the process's SIGHUP channel (tests);
 	// SIGTERM and SIGINT arrive through ctx's cancellation.
 	Reload <-chan struct{}
+	// Verifier verifies crawlers under good_bots: {verify: dns}. nil: one
+	// with the system's resolver, for the daemon's life.
+	Verifier *goodbots.Verifier
 }
 
 // DBPath is the database of a configuration: logjail.db in its state_dir.
@@ -174,7 +179,15 @@ func Run(ctx context.Context, o Options) error {
 	if now == nil {
 		now = time.Now
 	}
-	cfg, err := rules.Load(o.ConfigPath, rules.Options{})
+	// good_bots: {verify: dns} verifies crawlers by reverse DNS through
+	// the system's resolver, with one cache for the daemon's life: every
+	// reload gets the same Verifier. Under verify: ranges it is unused.
+	bots := o.Verifier
+	if bots == nil {
+		bots = goodbots.NewVerifier(goodbots.Options{Resolver: net.DefaultResolver})
+		defer bots.Close()
+	}
+	cfg, err := rules.Load(o.ConfigPath, rules.Options{Verifier: bots})
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
@@ -362,7 +375,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	// Decider: the one owner of the detector and the writer.
-	d := &decider{started: now(), lastLine: map[string]time.Time{}, rejectLogged: map[string]time.Time{}, db: db, cfg: cfg, det: det, p: pipeline.NewWithDetector(cfg, det), w: w, acts: acts, log: log, dl: dl, o: &o, now: now, configPath: o.ConfigPath,
+	d := &decider{started: now(), lastLine: map[string]time.Time{}, rejectLogged: map[string]time.Time{}, db: db, cfg: cfg, det: det, p: pipeline.NewWithDetector(cfg, det), w: w, acts: acts, log: log, dl: dl, o: &o, now: now, configPath: o.ConfigPath, bots: bots,
 		guards: map[string]*fileGuard{}, clocks: map[string]*clockCounts{}, positions: positions}
 	dc = d
 	d.static()
@@ -501,7 +514,8 @@ type decider struct {
 	o          *Options
 	now        func() time.Time
 	configPath string
-	last       time.Time // log time of the newest entry processed
+	bots       *goodbots.Verifier // good_bots' verifier, for every reload
+	last       time.Time          // log time of the newest entry processed
 	out        []detector.Decision
 	db         *store.DB
 	evictions  int64
@@ -979,7 +993,7 @@ func (d *decider) reload() {
 	if d.o.Hooks.Reloading != nil {
 		d.o.Hooks.Reloading()
 	}
-	cfg, err := rules.Load(d.configPath, rules.Options{})
+	cfg, err := rules.Load(d.configPath, rules.Options{Verifier: d.bots})
 	if err == nil && !reflect.DeepEqual(d.cfg.Actions, cfg.Actions) {
 		if err = actions.Check(cfg); err == nil {
 			d.log.Warn("reload: the actions changed; they take a restart (the running ones stay)")

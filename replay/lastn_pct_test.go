@@ -18,6 +18,7 @@ import (
 func TestLastNPercentiles(t *testing.T) {
 	cfg := parseConfig(t, `
 sources: [{name: web, paths: [/var/log/access.log], format: combined, timezone: UTC}]
+good_bots: {verify: off}
 rules:
   - name: burst
     limits: ["100 per 1m", "last 3 within 1s"]

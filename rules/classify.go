@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/logjail/logjail/goodbots"
 	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/rotation"
 )
@@ -26,6 +27,11 @@ const MaxUserAgentKey = 512
 //   - an address whose most specific range is `none`: VerdictExempt;
 //   - an address whose most specific range has limits is charged to that
 //     range's rule only, under `range:NAME` when the range is a group;
+//   - under good_bots, an entry whose user agent claims a crawler
+//     (goodbots.Agent) from an address verified for it is charged to the
+//     rule good_bots only, under the crawler's one key range:NAME; a claim
+//     from an address not verified is charged as below, each Charge's
+//     Claims naming the crawler;
 //   - any other entry is charged to every ordinary rule that sees src and
 //     whose match it matches. A user rule does not charge an entry without a
 //     user.
@@ -44,6 +50,34 @@ func (c *Config) Classify(src *Source, e *parser.Entry, dst []Charge) ([]Charge,
 // depend on ipv6_prefix and ipv4_prefix). The zero value is ready.
 type KeyCache struct {
 	ip, prefix map[netip.Addr]string
+	// agents remembers goodbots.Agent of recent user agents (good_bots):
+	// a map lookup costs less than the scan, and a log repeats its user
+	// agents. At most agentCacheSize user agents of at most
+	// MaxUserAgentKey bytes (about 2 MB), starting over when full.
+	agents map[string]agentClaim
+}
+
+const agentCacheSize = 1 << 12
+
+type agentClaim struct {
+	name string
+	kind goodbots.Kind
+}
+
+// agent is goodbots.Agent(ua), through the cache when there is one.
+func (k *KeyCache) agent(ua string) (string, goodbots.Kind) {
+	if k == nil || len(ua) > MaxUserAgentKey {
+		return goodbots.Agent(ua)
+	}
+	if c, ok := k.agents[ua]; ok {
+		return c.name, c.kind
+	}
+	name, kind := goodbots.Agent(ua)
+	if k.agents == nil || len(k.agents) >= agentCacheSize {
+		k.agents = make(map[string]agentClaim, 256)
+	}
+	k.agents[strings.Clone(ua)] = agentClaim{name, kind}
+	return name, kind
 }
 
 // KeyCacheSize bounds a KeyCache: about 4 MB when full.
@@ -102,6 +136,16 @@ func (c *Config) ClassifyCached(kcache *KeyCache, src *Source, e *parser.Entry, 
 		}
 		return append(dst, Charge{Rule: r, Key: key, Addr: a, CPU: cpu, Duration: dur}), VerdictCharged
 	}
+	var claims string
+	if c.bots != nil && e.Has&parser.HasUserAgent != 0 {
+		// Only a user agent that claims a crawler pays for a range lookup.
+		if name, kind := kcache.agent(e.UserAgent); kind == goodbots.Crawler {
+			if c.bots.Verify(a, name) == goodbots.Verified {
+				return append(dst, Charge{Rule: c.Rules[c.botsRule], Key: c.botKeys[name], Addr: a, CPU: cpu, Duration: dur}), VerdictCharged
+			}
+			claims = name
+		}
+	}
 	rules := c.noSource
 	if src != nil {
 		rules = c.bySource[src.Index]
@@ -115,7 +159,7 @@ func (c *Config) ClassifyCached(kcache *KeyCache, src *Source, e *parser.Entry, 
 		if !ok {
 			continue
 		}
-		dst = append(dst, Charge{Rule: r, Key: key, Addr: a, CPU: cpu, Duration: dur})
+		dst = append(dst, Charge{Rule: r, Key: key, Addr: a, CPU: cpu, Duration: dur, Claims: claims})
 	}
 	return dst, VerdictCharged
 }
@@ -275,7 +319,7 @@ func (c *Config) KeysContaining(a netip.Addr) []string {
 			keys = append(keys, rg.key)
 		}
 	}
-	return keys
+	return c.botKeysContaining(a, keys)
 }
 
 // AllowedKey reports whether every address a ban of key would block is

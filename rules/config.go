@@ -20,6 +20,7 @@ import (
 	"github.com/gaissmai/bart"
 	"gopkg.in/yaml.v3"
 
+	"github.com/logjail/logjail/goodbots"
 	"github.com/logjail/logjail/parser"
 )
 
@@ -75,6 +76,9 @@ type Config struct {
 	Cleaner       string // cron expression or "@every D"
 	Metrics       string // listen address of /metrics; "" for none
 	ControlSocket string // the CLI talks to the daemon here
+	// GoodBotsVerify is good_bots.verify: VerifyRanges (the default),
+	// VerifyDNS or VerifyOff.
+	GoodBotsVerify string
 
 	allow      *bart.Lite       // allow list, host addresses, trusted proxies
 	allowList  []netip.Prefix   // the same, as listed (duplicates removed)
@@ -89,6 +93,11 @@ type Config struct {
 	noSource   []int          // ordinary rules that see every source
 	ruleIndex  map[string]int // rule name -> index
 	warnings   []*Error       // what is valid but likely a mistake (Warnings)
+
+	bots      *goodbots.Verifier        // nil: good_bots off
+	botsRule  int                       // index of the good_bots rule in Rules
+	botKeys   map[string]string         // crawler name -> range:NAME
+	botRanges map[string][]netip.Prefix // range:NAME -> the crawler's published ranges
 }
 
 // Source is one log source: the files of one format.
@@ -130,6 +139,10 @@ type Options struct {
 	// Cores multiplies "of machine" limits (a share of all the cores, in
 	// CPU seconds per second). 0: runtime.NumCPU().
 	Cores int
+	// Verifier verifies crawlers under good_bots: {verify: dns}: one with a
+	// Resolver, living as long as the daemon (every reload gets the same
+	// one). nil, or under verify: ranges: the published ranges only.
+	Verifier *goodbots.Verifier
 }
 
 type rangeMode int
@@ -264,7 +277,7 @@ type nodeRef struct {
 var topKeys = []string{
 	"state_dir", "ipv4_prefix", "ipv6_prefix", "skew", "future", "max_keys", "max_bans_per_minute",
 	"history_retention", "checkpoint", "sources", "allow", "deny", "ranges", "rules", "actions",
-	"cleaner", "metrics", "control_socket", "silence",
+	"cleaner", "metrics", "control_socket", "silence", "good_bots",
 }
 
 func (b *builder) build(root *yaml.Node, o Options) {
@@ -367,6 +380,7 @@ func (b *builder) build(root *yaml.Node, o Options) {
 	if f, ok := fields["ranges"]; ok {
 		b.rangeList(f)
 	}
+	b.goodBots(fields, o)
 	b.checkCPU()
 	b.checkMatch()
 	b.index()
@@ -399,7 +413,7 @@ func (b *builder) index() {
 	c := b.c
 	c.bySource = make([][]int, len(c.Sources))
 	for i, r := range c.Rules {
-		if strings.HasPrefix(r.Name, "range:") {
+		if strings.HasPrefix(r.Name, "range:") || (c.bots != nil && i == c.botsRule) {
 			continue
 		}
 		srcs, restricted := b.ruleSources[i]

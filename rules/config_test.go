@@ -77,7 +77,7 @@ func TestFull(t *testing.T) {
 			t.Errorf("Rule(%q) is not the rule", r.Name)
 		}
 	}
-	if diff := cmp.Diff([]string{"heavy", "flood", "scanners", "accounts", "agents", "nets", "range:googlebot", "range:office"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"heavy", "flood", "scanners", "accounts", "agents", "nets", "range:googlebot", "range:office", "good_bots"}, names); diff != "" {
 		t.Errorf("rules (-want +got):\n%s", diff)
 	}
 	flood := c.Rule("flood")

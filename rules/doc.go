@@ -25,7 +25,20 @@
 // Precedence in Classify: allow (with the host's own addresses and every
 // trusted proxy) wins over everything; then the deny list; then the most
 // specific range (none, banned, or its own limits instead of the rules);
-// then the ordinary rules. Lookups use routing tables (longest-prefix match),
+// then good_bots: a verified crawler (package goodbots: a user agent that
+// claims it, from its published ranges, or under verify: dns from an
+// address whose forward-confirmed reverse DNS is the crawler's) is charged
+// to the rule good_bots (GoodBotsRule) under one key per crawler,
+// range:NAME, against good_bots' limits only; then the ordinary rules.
+// good_bots is on by default (verify: ranges). The crawlers' keys are
+// group keys: GroupRanges gives their published ranges less the
+// operator's ranges, what a ban of range:googlebot blocks (a crawler
+// verified by DNS outside its ranges is charged to the key, but a ban of it
+// blocks the published ranges only). An operator's range of a crawler's
+// name shares its key. Only an entry whose user agent claims a crawler
+// pays for a range lookup; an unverified claim is charged to the ordinary
+// rules with Charge.Claims set, for replay to show. Uptime monitors are
+// not treated apart here: their user agent is free to fake. Lookups use routing tables (longest-prefix match),
 // not scans.
 //
 // Dangerous configurations are refused: an allow, deny or trusted_proxies

@@ -28,6 +28,7 @@ func (c *Config) GroupRanges() map[string][]netip.Prefix {
 		}
 		out[rg.key] = append(out[rg.key], carve(p, holes)...)
 	}
+	c.botGroupRanges(out)
 	for k, ps := range out {
 		slices.SortFunc(ps, comparePrefix)
 		// A CIDR of the range inside another of its own adds nothing.

@@ -92,6 +92,11 @@ type Charge struct {
 	CPU float64
 	// Duration is the cost `% duration` limits weigh: the entry's duration in seconds, or 0.
 	Duration float64
+	// Claims is the crawler (goodbots.Agent's name) the entry's user agent
+	// claims when its address is not verified for it (a fake, or a DNS
+	// answer still pending): the entry is charged as an ordinary client.
+	// "" otherwise.
+	Claims string
 }
 
 // Verdict says how the lists and ranges treated an entry.

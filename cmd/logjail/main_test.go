@@ -182,7 +182,7 @@ func TestReplayTry(t *testing.T) {
 	}
 	for _, want := range []string{
 		"3997 read, 3997 parsed, 0 rejected",
-		"\n  heavy     0               1            0          2\n",
+		"\n  heavy      0               1            0          2\n",
 		"rule heavy: 0 keys throttled, 1 key banned",
 		"cpu 26.4% over 1m > 25% (rule heavy)",
 		"\n  COSTLIEST KEYS    REQUESTS  CPU s  BANNED BY\n  203.0.113.50      240       377.5  heavy\n",

@@ -1,0 +1,126 @@
+// Package dnstest runs a real DNS server for a test: dnsmasq on a free
+// loopback port, answering only from the records the test gives it
+// (NXDOMAIN for any other name in the zones it serves), logging every
+// query so that a test can count them. The server is the test's own
+// process, stopped by its PID when the test ends. Without dnsmasq the test
+// skips (and fails under CI=true: scripts/deps.sh installs dnsmasq-base).
+package dnstest
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/logjail/logjail/internal/testenv"
+)
+
+// Server is a running dnsmasq.
+type Server struct {
+	cmd  *exec.Cmd
+	port int
+	mu   sync.Mutex
+	log  []string
+	done chan struct{}
+	stop sync.Once
+}
+
+// Zones are the zones a Server answers for from its records alone.
+var zones = []string{"in-addr.arpa", "ip6.arpa", "googlebot.com", "google.com", "search.msn.com", "yandex.com", "example.net"}
+
+// Start starts dnsmasq with records, dnsmasq options such as
+// "--ptr-record=5.113.0.203.in-addr.arpa,crawl-203-0-113-5.googlebot.com"
+// and "--host-record=crawl-203-0-113-5.googlebot.com,203.0.113.5". It
+// returns once the server says it has started.
+func Start(t testing.TB, records ...string) *Server {
+	t.Helper()
+	bin := testenv.Need(t, "dnsmasq")[0]
+	// A free port: bind it, note it, let it go for dnsmasq.
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := pc.LocalAddr().(*net.UDPAddr).Port
+	pc.Close()
+	args := []string{"--no-daemon", "--keep-in-foreground", "--conf-file=/dev/null", "--port=" + strconv.Itoa(port),
+		"--listen-address=127.0.0.1", "--bind-interfaces", "--no-resolv", "--no-hosts", "--pid-file=",
+		"--log-queries", "--log-facility=-", "--user=root"}
+	for _, z := range zones {
+		args = append(args, "--local=/"+z+"/")
+	}
+	args = append(args, records...)
+	s := &Server{cmd: exec.Command(bin, args...), port: port, done: make(chan struct{})}
+	stderr, err := s.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	go func() {
+		defer close(s.done)
+		sc := bufio.NewScanner(stderr)
+		var once sync.Once
+		for sc.Scan() {
+			s.mu.Lock()
+			s.log = append(s.log, sc.Text())
+			s.mu.Unlock()
+			if strings.Contains(sc.Text(), "started, version") {
+				once.Do(func() { close(started) })
+			}
+		}
+	}()
+	t.Cleanup(s.Stop)
+	select {
+	case <-started:
+	case <-s.done:
+		t.Fatalf("dnsmasq exited: %s", s.Log())
+	case <-time.After(10 * time.Second):
+		t.Fatalf("dnsmasq did not start in 10s: %s", s.Log())
+	}
+	return s
+}
+
+// Stop ends the server, by its PID; a second Stop does nothing.
+func (s *Server) Stop() {
+	s.stop.Do(func() {
+		s.cmd.Process.Kill()
+		<-s.done
+		s.cmd.Wait()
+	})
+}
+
+// Log returns what the server logged, queries included.
+func (s *Server) Log() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Join(s.log, "\n")
+}
+
+// Queries counts the logged queries of a type (PTR, A, AAAA) for name.
+func (s *Server) Queries(typ, name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, l := range s.log {
+		if strings.Contains(l, "query["+typ+"] "+name+" ") {
+			n++
+		}
+	}
+	return n
+}
+
+// Resolver returns a net.Resolver (pure Go) that asks s only.
+func (s *Server) Resolver() *net.Resolver {
+	addr := "127.0.0.1:" + strconv.Itoa(s.port)
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}}
+}
