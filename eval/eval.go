@@ -58,9 +58,16 @@
 //     ban.
 //   - ployt0's log is anonymised to /24s (x.y.z.0): each label is one such
 //     address, as the log has it.
-//   - genlog's `cpu` attackers are abusive by CPU, which a combined log
-//     does not carry: a configuration without a CPU rule misses them (4 of
-//     genlog's 12).
+//   - genlog's log is evaluated twice. Row `genlog` is its combined
+//     format under the configuration as it is; its `cpu` attackers (4 of
+//     12) are abusive only by the CPU seconds a combined log does not
+//     carry, so no configuration could see them there: they are left
+//     unlabelled in that row (a ban of one would show as unreviewed).
+//     Row `genlog+cpu` is the same requests at the same times in
+//     combined_cpu, every attacker labelled, under CPUConfig: the
+//     configuration as the example tells a user whose log carries CPU to
+//     change it (its commented log_format and cpu_field, and its commented
+//     `heavy` rule switched on).
 
 // Adding a log: put it in ../shared/corpus/real, write
 // testdata/eval/labels/<name>.yaml (testdata/eval/clients.py lists each
@@ -95,6 +102,9 @@ type Log struct {
 	Files  []string
 	Format string // "": the format of the configuration's source for the files
 	Truth  []Truth
+	// CPU: the log carries CPU seconds (genlog's combined_cpu), and is
+	// evaluated under CPUConfig's variant of the configuration.
+	CPU bool
 }
 
 // Row is the evaluation of one log.

@@ -1,21 +1,21 @@
 package eval
 
 import (
-	"context"
-
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/logjail/logjail/rules"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/logjail/logjail/internal/evalgen"
 	"github.com/logjail/logjail/parser"
+	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/source"
 	"gopkg.in/yaml.v3"
 )
@@ -156,16 +156,23 @@ func Scenarios(dir string) ([]Log, error) {
 }
 
 // GenlogArgs are genlog.py's arguments for the evaluation's log.
-var genlogArgs = []string{"--lines", "200000", "--seed", "7", "--attackers", "12", "--format", "combined"}
+var genlogArgs = []string{"--lines", "200000", "--seed", "7", "--attackers", "12"}
 
 // Genlog runs python3 shared/tools/genlog.py into dir and returns its log:
 // the truth file's attackers are attackers (each by its key: an address,
 // or a prefix for a spread attack), every other client of the log is good.
-func Genlog(python, shared, dir string) (Log, error) {
+// With cpu, the log is combined_cpu and every attacker is labelled;
+// without, it is combined and the `cpu` attackers, invisible there, are
+// not labelled at all (see the package doc).
+func Genlog(python, shared, dir string, cpu bool) (Log, error) {
 	tool := filepath.Join(shared, "tools", "genlog.py")
-	log, tf := filepath.Join(dir, "genlog.log"), filepath.Join(dir, "genlog.truth.json")
+	name, format := "genlog", "combined"
+	if cpu {
+		name, format = "genlog+cpu", "combined_cpu"
+	}
+	log, tf := filepath.Join(dir, name+".log"), filepath.Join(dir, name+".truth.json")
 	args := append([]string{tool}, genlogArgs...)
-	args = append(args, "--truth", tf, "-o", log)
+	args = append(args, "--format", format, "--truth", tf, "-o", log)
 	if out, err := exec.Command(python, args...).CombinedOutput(); err != nil {
 		return Log{}, fmt.Errorf("genlog.py: %w\n%s", err, out)
 	}
@@ -183,7 +190,7 @@ func Genlog(python, shared, dir string) (Log, error) {
 	if err := json.Unmarshal(raw, &tr); err != nil {
 		return Log{}, fmt.Errorf("%s: %w", tf, err)
 	}
-	lg := Log{Name: "genlog", Files: []string{log}}
+	lg := Log{Name: name, Files: []string{log}, CPU: cpu}
 	bad := map[netip.Addr]bool{}
 	for i, a := range tr.Attackers {
 		for _, s := range a.IPs {
@@ -192,6 +199,9 @@ func Genlog(python, shared, dir string) (Log, error) {
 				return Log{}, fmt.Errorf("%s: attackers[%d].ips: %w", tf, i, err)
 			}
 			bad[ip] = true
+			if a.Kind == "cpu" && !cpu {
+				continue
+			}
 			lg.Truth = append(lg.Truth, Truth{Prefix: netip.PrefixFrom(ip, ip.BitLen()), Attacker: true,
 				Why: "genlog " + a.Kind + " attacker (key " + a.Key + ")"})
 		}
@@ -244,15 +254,27 @@ func All(ctx context.Context, cfg *rules.Config, python, shared, labelsDir, dir 
 	}
 	logs = append(logs, sc...)
 	if shared != "" {
-		g, err := Genlog(python, shared, dir)
-		if err != nil {
-			return nil, err
+		for _, cpu := range []bool{false, true} {
+			g, err := Genlog(python, shared, dir, cpu)
+			if err != nil {
+				return nil, err
+			}
+			logs = append(logs, g)
 		}
-		logs = append(logs, g)
 	}
+	var cpuCfg *rules.Config
 	rows := make([]Row, 0, len(logs))
 	for _, lg := range logs {
-		r, err := Evaluate(ctx, cfg, lg)
+		c := cfg
+		if lg.CPU {
+			if cpuCfg == nil {
+				if cpuCfg, err = CPUConfig(cfg); err != nil {
+					return nil, err
+				}
+			}
+			c = cpuCfg
+		}
+		r, err := Evaluate(ctx, c, lg)
 		if err != nil {
 			return nil, err
 		}
@@ -281,4 +303,48 @@ func writeLabels(path, name string, truth []Truth) error {
 	}
 	head := "# The truth of the generated scenario " + name + " (internal/evalgen).\n"
 	return os.WriteFile(path, append([]byte(head), data...), 0o644)
+}
+
+// CPUConfig is cfg as the example tells a user whose log carries CPU
+// seconds to change it: the source reads the example's commented
+// log_format (combined + rt= and cpu=) with its commented cpu_field, and
+// the commented `heavy` rule is switched on. cfg is the embedded example
+// (File "example.yaml") or a file holding the same commented lines.
+func CPUConfig(cfg *rules.Config) (*rules.Config, error) {
+	text := rules.Example()
+	if cfg.File != "example.yaml" {
+		var err error
+		if text, err = os.ReadFile(cfg.File); err != nil {
+			return nil, err
+		}
+	}
+	lines := strings.Split(string(text), "\n")
+	var logFormat, cpuField string
+	for _, l := range lines {
+		t := strings.TrimSpace(l)
+		if v, ok := strings.CutPrefix(t, "# log_format: "); ok && logFormat == "" {
+			logFormat = v
+		}
+		if v, ok := strings.CutPrefix(t, "# cpu_field: "); ok && cpuField == "" {
+			cpuField, _, _ = strings.Cut(v, " ")
+		}
+	}
+	swapped, heavy := false, false
+	for i := 0; i < len(lines); i++ {
+		switch {
+		case !swapped && strings.TrimSpace(lines[i]) == "format: combined":
+			indent := lines[i][:len(lines[i])-len(strings.TrimLeft(lines[i], " "))]
+			lines[i] = indent + "log_format: " + logFormat + "\n" + indent + "cpu_field: " + cpuField
+			swapped = true
+		case lines[i] == "  # - name: heavy":
+			for ; i < len(lines) && strings.HasPrefix(lines[i], "  # "); i++ {
+				lines[i] = "  " + lines[i][len("  # "):]
+			}
+			heavy = true
+		}
+	}
+	if logFormat == "" || cpuField == "" || !swapped || !heavy {
+		return nil, fmt.Errorf("%s: no commented log_format, cpu_field and heavy rule to switch on", cfg.File)
+	}
+	return rules.Parse(cfg.File+" (CPU variant)", []byte(strings.Join(lines, "\n")), configOptions())
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/logjail/logjail/checkpoint"
+	"github.com/logjail/logjail/goodbots"
 	"github.com/logjail/logjail/internal/gcgoal"
 	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/replay"
@@ -113,7 +114,7 @@ func runReplay(cmd *cobra.Command, o *replayOptions, args []string, s streams) e
 	if o.output != "text" && o.output != "json" {
 		return usageError(fmt.Errorf("--output %q: want text or json", o.output))
 	}
-	var ro replay.Options
+	ro := replay.Options{AgentKind: agentKind}
 	var err error
 	if ro.From, err = parseWhen("from", o.from); err != nil {
 		return usageError(err)
@@ -237,4 +238,11 @@ func human(n int64) string {
 		return fmt.Sprintf("%.0fk", float64(n)/1e3)
 	}
 	return fmt.Sprint(n)
+}
+
+// agentKind tells replay which user agents are uptime monitors and
+// crawlers, so that their bans are flagged as risky.
+func agentKind(ua string) (name, kind string) {
+	n, k := goodbots.Agent(ua)
+	return n, k.String()
 }
