@@ -1,5 +1,7 @@
 package signatures
 
+import "strings"
+
 // automaton is an Aho–Corasick automaton over lower-cased bytes, built
 // into a full transition table: one load per byte of input, no failure
 // links followed while scanning, no allocation.
@@ -10,7 +12,12 @@ package signatures
 // is the next state's row offset (state × classes), with flagOut set when
 // that state ends a literal.
 type automaton struct {
-	class   [256]uint8
+	class [256]uint8
+	start [256]bool // the byte leaves the root: it starts a literal
+	// few are the bytes that start a literal when they are at most
+	// maxFew: the scan then skips to the next of them with
+	// strings.IndexByte (vectorised) instead of byte by byte.
+	few     string
 	classes int
 	next    []uint32
 	// out[state] lists the hits of a state: the literals that end there
@@ -25,6 +32,32 @@ type hit struct {
 }
 
 const flagOut = 1 << 31
+
+const maxFew = 3
+
+// skip returns the index in s of the first byte that starts a literal, or
+// -1.
+func (a *automaton) skip(s string) int {
+	if a.few == "" {
+		for i := 0; i < len(s); i++ {
+			if a.start[s[i]] {
+				return i
+			}
+		}
+		return -1
+	}
+	best := -1
+	for k := 0; k < len(a.few); k++ {
+		end := len(s)
+		if best >= 0 {
+			end = best
+		}
+		if j := strings.IndexByte(s[:end], a.few[k]); j >= 0 {
+			best = j
+		}
+	}
+	return best
+}
 
 // lit is one literal to find, for pattern.
 type lit struct {
@@ -103,6 +136,16 @@ func buildAutomaton(lits []lit) *automaton {
 			nodes[t].fail = nodes[f].goTo[c]
 			queue = append(queue, t)
 		}
+	}
+	var few []byte
+	for c := 0; c < 256; c++ {
+		a.start[c] = a.class[c] != 0 && nodes[0].goTo[a.class[c]] != 0
+		if a.start[c] {
+			few = append(few, byte(c))
+		}
+	}
+	if len(few) <= maxFew {
+		a.few = string(few)
 	}
 	a.next = make([]uint32, len(nodes)*n)
 	a.out = make([][]hit, len(nodes))

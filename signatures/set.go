@@ -15,7 +15,10 @@ import (
 type Set struct {
 	families []string
 	patterns []*Pattern
-	ac       *automaton
+	// req finds the literals of the patterns on path, query and request;
+	// hdr those of the patterns on user_agent and referer (few, so that
+	// the scan skips most of a user agent's bytes).
+	req, hdr *automaton
 	uses     [numFields]bool
 	stream   bool // some pattern looks at path, query or request
 }
@@ -23,7 +26,7 @@ type Set struct {
 // Compile builds the Set of the patterns of every family given.
 func Compile(fams ...*Family) (*Set, error) {
 	s := &Set{}
-	var lits []lit
+	var reqLits, hdrLits []lit
 	for _, f := range fams {
 		if f == nil {
 			return nil, errors.New("signatures: nil family")
@@ -35,8 +38,15 @@ func Compile(fams ...*Family) (*Set, error) {
 			}
 			i := len(s.patterns)
 			s.patterns = append(s.patterns, p)
+			onReq := p.has(FieldPath) || p.has(FieldQuery) || p.has(FieldRequest)
+			onHdr := p.has(FieldUserAgent) || p.has(FieldReferer)
 			for _, l := range p.Literals {
-				lits = append(lits, lit{text: l, pattern: i})
+				if onReq {
+					reqLits = append(reqLits, lit{text: l, pattern: i})
+				}
+				if onHdr {
+					hdrLits = append(hdrLits, lit{text: l, pattern: i})
+				}
 			}
 			for _, fl := range p.Fields {
 				s.uses[fl] = true
@@ -44,7 +54,8 @@ func Compile(fams ...*Family) (*Set, error) {
 		}
 	}
 	s.stream = s.uses[FieldPath] || s.uses[FieldQuery] || s.uses[FieldRequest]
-	s.ac = buildAutomaton(lits)
+	s.req = buildAutomaton(reqLits)
+	s.hdr = buildAutomaton(hdrLits)
 	return s, nil
 }
 
@@ -87,39 +98,41 @@ func (s *Set) First(e *parser.Entry) *Pattern {
 	if s.stream {
 		var st uint32
 		var p *Pattern
-		if e.Has&parser.HasMethod != 0 {
-			if st, p = s.scan(e, st, e.Method, FieldRequest, true, &t); p != nil {
-				return p
+		if e.Has&parser.HasPath != 0 {
+			if e.Has&parser.HasMethod != 0 {
+				if st, p = s.scan(s.req, e, st, e.Method, FieldRequest, true, &t); p != nil {
+					return p
+				}
+				if st, p = s.scan(s.req, e, st, " ", FieldRequest, true, &t); p != nil {
+					return p
+				}
 			}
-			if st, p = s.scan(e, st, " ", FieldRequest, true, &t); p != nil {
-				return p
-			}
-			if st, p = s.scan(e, st, e.Path, FieldPath, true, &t); p != nil {
+			if st, p = s.scan(s.req, e, st, e.Path, FieldPath, true, &t); p != nil {
 				return p
 			}
 			if e.Has&parser.HasQuery != 0 {
-				if st, p = s.scan(e, st, "?", FieldRequest, true, &t); p != nil {
+				if st, p = s.scan(s.req, e, st, "?", FieldRequest, true, &t); p != nil {
 					return p
 				}
-				if _, p = s.scan(e, st, e.Query, FieldQuery, true, &t); p != nil {
+				if _, p = s.scan(s.req, e, st, e.Query, FieldQuery, true, &t); p != nil {
 					return p
 				}
 			}
 		} else if s.uses[FieldRequest] {
 			if raw, ok := e.Get("request"); ok {
-				if _, p = s.scan(e, 0, raw, FieldRequest, true, &t); p != nil {
+				if _, p = s.scan(s.req, e, 0, raw, FieldRequest, true, &t); p != nil {
 					return p
 				}
 			}
 		}
 	}
 	if s.uses[FieldUserAgent] && e.Has&parser.HasUserAgent != 0 {
-		if _, p := s.scan(e, 0, e.UserAgent, FieldUserAgent, false, &t); p != nil {
+		if _, p := s.scan(s.hdr, e, 0, e.UserAgent, FieldUserAgent, false, &t); p != nil {
 			return p
 		}
 	}
 	if s.uses[FieldReferer] && e.Has&parser.HasReferer != 0 {
-		if _, p := s.scan(e, 0, e.Referer, FieldReferer, false, &t); p != nil {
+		if _, p := s.scan(s.hdr, e, 0, e.Referer, FieldReferer, false, &t); p != nil {
 			return p
 		}
 	}
@@ -129,9 +142,16 @@ func (s *Set) First(e *parser.Entry) *Pattern {
 // scan feeds text to the automaton from state st. field is what a hit
 // wholly inside text is; inRequest says text is part of the request line,
 // where a hit anywhere counts for `request` patterns.
-func (s *Set) scan(e *parser.Entry, st uint32, text string, field Field, inRequest bool, t *tried) (uint32, *Pattern) {
-	a := s.ac
+func (s *Set) scan(a *automaton, e *parser.Entry, st uint32, text string, field Field, inRequest bool, t *tried) (uint32, *Pattern) {
 	for i := 0; i < len(text); i++ {
+		if st == 0 {
+			// At the root, skip the bytes that start no literal.
+			j := a.skip(text[i:])
+			if j < 0 {
+				break
+			}
+			i += j
+		}
 		st = a.next[st&^flagOut+uint32(a.class[text[i]])]
 		if st&flagOut == 0 {
 			continue
@@ -171,8 +191,9 @@ func (p *Pattern) MatchEntry(e *parser.Entry) bool {
 }
 
 // Value returns field f of e: the request is "METHOD PATH" or "METHOD
-// PATH?QUERY" (a new string), or the request as logged when the line's
-// was no request a parser could split.
+// PATH?QUERY" (a new string; without "METHOD " when the format logs no
+// method), or the request as logged when the line's was no request a
+// parser could split.
 func Value(e *parser.Entry, f Field) (string, bool) {
 	switch f {
 	case FieldPath:
@@ -184,13 +205,17 @@ func Value(e *parser.Entry, f Field) (string, bool) {
 	case FieldReferer:
 		return e.Referer, e.Has&parser.HasReferer != 0
 	case FieldRequest:
-		if e.Has&parser.HasMethod == 0 {
+		if e.Has&parser.HasPath == 0 {
 			return e.Get("request")
 		}
+		v := e.Path
 		if e.Has&parser.HasQuery != 0 {
-			return e.Method + " " + e.Path + "?" + e.Query, true
+			v += "?" + e.Query
 		}
-		return e.Method + " " + e.Path, true
+		if e.Has&parser.HasMethod != 0 {
+			v = e.Method + " " + v
+		}
+		return v, true
 	}
 	return "", false
 }

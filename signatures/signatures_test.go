@@ -17,11 +17,7 @@ func combined(t testing.TB) *parser.Parser {
 	return p
 }
 
-// cleanLine is a full combined line for a request target, as a browser
-// would send it.
-func cleanLine(target string) string {
-	return `203.0.113.9 - - [25/Nov/2026:10:00:00 +0000] "GET ` + target + ` HTTP/1.1" 200 5120 "https://www.example.com/" "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"`
-}
+func cleanLine(target string) string { return BrowserLine(target) }
 
 func parse(t *testing.T, p *parser.Parser, line string) *parser.Entry {
 	t.Helper()
@@ -50,6 +46,9 @@ func TestFamilies(t *testing.T) {
 			}
 			if f.Name != name {
 				t.Fatalf("%s: family %q, want %q", f.File, f.Name, name)
+			}
+			if err := Check(f); err != nil {
+				t.Error(err)
 			}
 			all, err := Compile(f)
 			if err != nil {
@@ -161,5 +160,24 @@ func TestParseErrors(t *testing.T) {
 	}
 	if _, err := Load("nonesuch"); err == nil {
 		t.Error("Load(nonesuch): no error")
+	}
+}
+
+// TestCheck: a family whose test lines misbehave is reported with the
+// file, the pattern's line and the key.
+func TestCheck(t *testing.T) {
+	text := "family: mine\npatterns:\n" +
+		"  - name: a\n    fields: [path]\n    pattern: '/secret-[a-z]+'\n" +
+		"    match: ['198.51.100.7 - - [25/Nov/2026:10:00:00 +0000] \"GET /public HTTP/1.1\" 404 1 \"-\" \"x\"']\n" +
+		"    clean: [/secret-admin]\n"
+	f, err := Parse("mine.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Check(f)
+	for _, want := range []string{`mine.yaml:3: a.match[0]: does not match`, `mine.yaml:3: a.clean[0]: matches "/secret-admin"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want %q", err, want)
+		}
 	}
 }
