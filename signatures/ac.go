@@ -35,17 +35,8 @@ const flagOut = 1 << 31
 
 const maxFew = 3
 
-// skip returns the index in s of the first byte that starts a literal, or
-// -1.
-func (a *automaton) skip(s string) int {
-	if a.few == "" {
-		for i := 0; i < len(s); i++ {
-			if a.start[s[i]] {
-				return i
-			}
-		}
-		return -1
-	}
+// skipFew returns the index in s of the first of the bytes a.few, or -1.
+func (a *automaton) skipFew(s string) int {
 	best := -1
 	for k := 0; k < len(a.few); k++ {
 		end := len(s)

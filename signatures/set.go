@@ -146,11 +146,20 @@ func (s *Set) scan(a *automaton, e *parser.Entry, st uint32, text string, field 
 	for i := 0; i < len(text); i++ {
 		if st == 0 {
 			// At the root, skip the bytes that start no literal.
-			j := a.skip(text[i:])
-			if j < 0 {
-				break
+			if a.few != "" {
+				j := a.skipFew(text[i:])
+				if j < 0 {
+					break
+				}
+				i += j
+			} else {
+				for i < len(text) && !a.start[text[i]] {
+					i++
+				}
+				if i == len(text) {
+					break
+				}
 			}
-			i += j
 		}
 		st = a.next[st&^flagOut+uint32(a.class[text[i]])]
 		if st&flagOut == 0 {
