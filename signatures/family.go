@@ -33,6 +33,10 @@ type Pattern struct {
 	// match of Expr contains one of them, ignoring ASCII case. Declared
 	// (`literal:`) or extracted from Expr's syntax tree.
 	Literals []string
+	// Declared says the literals were declared (`literal:`), not
+	// extracted: then a match of Expr may lack them (a mixed encoding the
+	// declaration left out), and the Set misses it.
+	Declared bool
 	// Match are full combined log lines the pattern must match; Clean are
 	// request targets ("/path?query") or full combined log lines it must
 	// not match.
@@ -280,6 +284,7 @@ func (d *fdecoder) pattern(n *yaml.Node, path string) *Pattern {
 		} else {
 			p.re = re
 			if literal != nil {
+				p.Declared = true
 				for _, l := range literal {
 					p.Literals = append(p.Literals, lower(l))
 				}
