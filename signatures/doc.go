@@ -34,9 +34,9 @@
 // /config.json, /phpinfo.php and every .sql file are not signatures (some
 // sites publish them; web apps fetch their own SQL migrations); a "../"
 // counts anywhere in the path (clients resolve it before sending) but
-// only two levels deep in the query; ${...} counts only with a lookup
-// name (jndi, env, lower, ::-, ...) since a broken single-page app sends
-// /api/items/${itemId}; a shell command counts only after a shell
+// only two levels deep in the query; ${...} counts only as a lookup
+// (${jndi:, ${env:, ${lower:, ${::-, ${${) since a broken single-page app
+// sends /api/items/${itemId} and /api/${env}/items; a shell command counts only after a shell
 // separator or in a shell construct, so a search for "wget http" does
 // not.
 //
