@@ -1,9 +1,12 @@
 package signatures_test
 
 import (
+	"bufio"
 	"cmp"
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -14,6 +17,7 @@ import (
 
 	gocmp "github.com/google/go-cmp/cmp"
 
+	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/replay"
 	"github.com/logjail/logjail/rules"
 )
@@ -121,5 +125,77 @@ func TestExampleRules(t *testing.T) {
 	}
 	if diff := gocmp.Diff(want, got); diff != "" {
 		t.Errorf("bans by probes and panels (-want +got):\n%s", diff)
+	}
+}
+
+// TestExampleSampleLogs replays the bundled sample logs with the example
+// configuration: the ordinary visitors of access.log (a real Apache log)
+// are banned by neither probes nor panels; the probers of bots.log (a
+// real nginx log of a site without WordPress) are, and none of the keys
+// banned has mostly 2xx/3xx answers.
+func TestExampleSampleLogs(t *testing.T) {
+	cfg, err := rules.Parse("example.yaml", rules.Example(), rules.Options{HostAddrs: []netip.Addr{}, Cores: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		log            string
+		probes, panels int
+	}{
+		{"access.log", 0, 0},
+		{"bots.log.gz", 26, 254},
+	} {
+		t.Run(tc.log, func(t *testing.T) {
+			name := filepath.Join("..", "testdata", "logs", "sample", tc.log)
+			rep, err := replay.Run(context.Background(), cfg, []replay.Input{{Name: name, Source: cfg.Sources[0]}}, replay.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys := map[string]map[string]bool{"probes": {}, "panels": {}}
+			for _, d := range rep.Decisions {
+				if d.Kind == "ban" && keys[d.Rule] != nil {
+					keys[d.Rule][d.Key] = true
+				}
+			}
+			if len(keys["probes"]) != tc.probes || len(keys["panels"]) != tc.panels {
+				t.Errorf("keys banned: probes %d, panels %d; want %d, %d", len(keys["probes"]), len(keys["panels"]), tc.probes, tc.panels)
+			}
+			// The answers each banned key had over the whole log.
+			f, err := os.Open(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var r io.Reader = f
+			if strings.HasSuffix(name, ".gz") {
+				if r, err = gzip.NewReader(f); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p, err := parser.New(cfg.Sources[0].Parser)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ok, all := map[string]int{}, map[string]int{}
+			sc := bufio.NewScanner(r)
+			for n := 1; sc.Scan(); n++ {
+				e, err := p.ParseString(sc.Text(), n)
+				if err != nil {
+					continue
+				}
+				k := cfg.IPKey(e.IP)
+				all[k]++
+				if e.Status < 400 {
+					ok[k]++
+				}
+			}
+			for rule, ks := range keys {
+				for k := range ks {
+					if 2*ok[k] > all[k] {
+						t.Errorf("%s banned %s, which had %d of %d answers under 400", rule, k, ok[k], all[k])
+					}
+				}
+			}
+		})
 	}
 }
