@@ -127,6 +127,9 @@ func (c *Config) ClassifyCached(kcache *KeyCache, src *Source, e *parser.Entry, 
 		case rangeBanned:
 			return dst, VerdictDenied
 		}
+		if s := c.ruleSpecs[rg.rule].sigs; s != nil && !s.Match(e) {
+			return dst, VerdictCharged
+		}
 		r := c.Rules[rg.rule]
 		key := rg.key
 		if !rg.group {
@@ -152,6 +155,9 @@ func (c *Config) ClassifyCached(kcache *KeyCache, src *Source, e *parser.Entry, 
 	}
 	for _, i := range rules {
 		if m := c.ruleSpecs[i].match; m != nil && !m.match(e) {
+			continue
+		}
+		if s := c.ruleSpecs[i].sigs; s != nil && !s.Match(e) {
 			continue
 		}
 		r := c.Rules[i]

@@ -22,6 +22,7 @@ import (
 
 	"github.com/logjail/logjail/goodbots"
 	"github.com/logjail/logjail/parser"
+	"github.com/logjail/logjail/signatures"
 )
 
 // Defaults of the configuration (DESIGN.md, "The configuration contract").
@@ -162,7 +163,8 @@ type rangeDef struct {
 }
 
 type ruleSpec struct {
-	match *matcher // nil: every entry
+	match *matcher        // nil: every entry
+	sigs  *signatures.Set // nil: every entry
 }
 
 // Load reads, validates and compiles the configuration file at path and the

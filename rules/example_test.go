@@ -24,6 +24,28 @@ func TestExample(t *testing.T) {
 	if web.Name != "web" || web.Parser.Format != "combined" || !slices.Contains(web.Paths, "/var/log/nginx/access.log") {
 		t.Errorf("source: %+v", web)
 	}
+	if c.Rule("probes") == nil || c.Rule("panels") == nil || c.Rule("probes").Index > c.Rule("flood").Index {
+		t.Errorf("want rules probes and panels above flood")
+	}
+	for _, tc := range []struct {
+		path   string
+		status int
+		want   []string
+	}{
+		{"/wp-login.php", 404, []string{"panels", "flood", "scanners"}},
+		{"/wp-login.php", 401, []string{"flood"}},
+		{"/.git/config", 404, []string{"probes", "flood", "scanners"}},
+	} {
+		e := parser.Entry{IP: netip.MustParseAddr("203.0.113.7"), Path: tc.path, Status: tc.status, Has: parser.HasPath | parser.HasStatus}
+		charges, _ := c.Classify(c.Sources[0], &e, nil)
+		var got []string
+		for _, ch := range charges {
+			got = append(got, ch.Rule.Name)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s %d (-want +got):\n%s", tc.path, tc.status, diff)
+		}
+	}
 	if c.Rule("flood") == nil || c.Rule("flood").Throttle == nil || c.Rule("scanners") == nil {
 		t.Errorf("want rules flood (with throttle) and scanners, have %d rules", len(c.Rules))
 	}
@@ -32,11 +54,14 @@ func TestExample(t *testing.T) {
 			t.Errorf("%s not allowed", a)
 		}
 	}
-	// Static files do not count towards flood; pages do.
+	// Static files do not count towards flood; pages do. Probes count
+	// whatever the status; panels only on a 4xx other than 401.
 	for path, want := range map[string][]string{
 		"/static/js/vendor.2df89c15.js": nil,
 		"/images/products/50239.webp":   nil,
 		"/products/82441-utpara":        {"flood"},
+		"/.env":                         {"probes", "flood"},
+		"/wp-login.php":                 {"flood"},
 	} {
 		e := parser.Entry{IP: netip.MustParseAddr("203.0.113.7"), Path: path, Status: 200, Has: parser.HasPath | parser.HasStatus}
 		charges, _ := c.Classify(web, &e, nil)

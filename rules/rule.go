@@ -9,9 +9,9 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-var ruleKeys = []string{"name", "sources", "match", "key", "limits", "combine", "throttle", "ban", "log_only"}
+var ruleKeys = []string{"name", "sources", "match", "signatures", "key", "limits", "combine", "throttle", "ban", "log_only"}
 
-var rangeKeys = []string{"cidrs", "group", "key", "limits", "combine", "throttle", "ban", "log_only"}
+var rangeKeys = []string{"cidrs", "group", "signatures", "key", "limits", "combine", "throttle", "ban", "log_only"}
 
 var banKeys = []string{"after", "for", "factor", "max", "remember"}
 
@@ -170,6 +170,10 @@ func (b *builder) ruleBody(r *Rule, n *yaml.Node, path string, fields []field, g
 			}
 		case "log_only":
 			b.boolean(f.val, f.path, &r.LogOnly)
+		case "signatures":
+			set := b.signatures(f)
+			b.c.ruleSpecs = growSpecs(b.c.ruleSpecs, r.Index)
+			b.c.ruleSpecs[r.Index].sigs = set
 		}
 	}
 	if !haveLimits {

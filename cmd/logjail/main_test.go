@@ -139,7 +139,8 @@ func TestReplaySample(t *testing.T) {
 		t.Fatalf("exit %d; stderr: %s", code, stderr)
 	}
 	for _, want := range []string{"SUMMARY\n", "16912 read, 16912 parsed, 0 rejected", "rule flood", "rule scanners", "LIMIT", "p99", "keys banned", "(rule scanners)",
-		"decisions:  20 throttles, 15 bans, 15 unbans", "BUSIEST KEYS", "COSTLIEST KEYS: none (no line carried CPU seconds)"} {
+		"rule probes: 0 keys throttled, 26 keys banned", "rule panels: 0 keys throttled, 254 keys banned", "rate 2 per 14d > 1 (rule probes)",
+		"decisions:  20 throttles, 461 bans, 433 unbans", "BUSIEST KEYS", "COSTLIEST KEYS: none (no line carried CPU seconds)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("replay report lacks %q:\n%s", want, out)
 		}
