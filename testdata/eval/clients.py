@@ -102,7 +102,10 @@ SIGNATURE = re.compile(
     r'/sumthin|w00t|\$\{jndi|wget\s+http|curl\s+http|/boaform|/HNAP1|fgt_lang|/actuator/|XDEBUG_SESSION|'
     r'/etc/passwd|\.\.%2f|\.\.%5c|\.\.%255c|\.\.%c0|\.\.%c1|/\.\./|wp-login\.php|/wp-admin|xmlrpc\.php|'
     r'[?&]author=\d|/administrator/|fckeditor|phpmyadmin|/pma/|myadmin|/manager/html|/solr/|/owa/|'
-    r'/user/register|/cgi-bin/|muieblackcat|/muie|%u9090|^PUT /scripts/|/wp-content/(plugins|themes)/[^ ?]*\.php|/system_api\.php|/streaming/clients_live\.php)', re.I)
+    r'/user/register|/ecp/|/cgi-bin/|muieblackcat|/muie|%u9090|^PUT /scripts/|/wp-content/(plugins|themes)/[^ ?]*\.php|/system_api\.php|/streaming/clients_live\.php|'
+    r'wlwmanifest\.xml|/(backup|site|public_html|wordpress|www|web|db|database|htdocs)\.(zip|rar|7z|tar|tar\.gz|tgz|sql)\b)', re.I)
+# HEADER_SIGNATURE: the same in the user agent or the referer (Log4Shell).
+HEADER_SIGNATURE = re.compile(r'\$\{jndi|\$\{\$\{|\(\) \{ :;\};', re.I)
 BOT = re.compile(r'(googlebot|bingbot|msnbot|slurp|yandex|baiduspider|ahrefsbot|mj12bot|dotbot|petalbot|'
                  r'semrushbot|exabot|archive\.org|applebot|duckduckbot|barkrowler|feedfetcher|feedparser|'
                  r'tiny tiny rss|feedly|rss|let\'s encrypt|uptimerobot|pingdom|ezooms|bot\b|crawler|spider)', re.I)
@@ -144,7 +147,7 @@ def draft(name, by, honeypot):
         rs.sort(key=lambda r: r[3])
         n = len(rs)
         span = (rs[-1][3] - rs[0][3]).total_seconds()
-        sig = [r for r in rs if SIGNATURE.search(r[4]) or PROBE_LINE.search(r[4])]
+        sig = [r for r in rs if SIGNATURE.search(r[4]) or PROBE_LINE.search(r[4]) or HEADER_SIGNATURE.search(r[6] or '')]
         c4 = sum(1 for r in rs if 400 <= r[5] < 500)
         paths4 = {r[4] for r in rs if 400 <= r[5] < 500}
         uas = collections.Counter(r[6] for r in rs)
@@ -158,6 +161,8 @@ def draft(name, by, honeypot):
                 p = (q[0] + ' ' + q[1] if len(q) > 1 else r[4])
                 p = re.sub(r'[^\x21-\x7e ]', '?', p)
                 m = SIGNATURE.search(p) or PROBE_LINE.search(p)
+                if not m and HEADER_SIGNATURE.search(r[6] or ''):
+                    p += ' with user agent ' + clean(r[6])[:30]
                 if len(p) > 60 and m and m.start() > 30:
                     p = p[:20] + '...' + p[m.start() - 5:m.start() + 30] + '...'
                 elif len(p) > 60:
