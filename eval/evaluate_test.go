@@ -124,7 +124,7 @@ good clients banned:
 unlabelled keys banned (unreviewed):
   scenario/b: 203.0.113.0/24
 
-goals, not enforced yet (eval.EnforceGoals):
+goals, enforced:
   false bans <= 0                          1        NOT MET
   missed <= 10%                            20.0%    NOT MET
   median requests before a ban <= 20       3        MET

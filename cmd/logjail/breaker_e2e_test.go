@@ -121,7 +121,7 @@ func TestBreakerLive(t *testing.T) {
 	e.waitFor("the trip's log line", func() bool { return len(e.breakerRecords("breaker-trip")) > 0 })
 	rec := e.breakerRecords("breaker-trip")[0]
 	if rec["level"] != "ERROR" || rec["bans"] != 3.0 || rec["window"] != "1m0s" || rec["max_bans_per_minute"] != 2.0 ||
-		fmt.Sprint(rec["log_only_rules"]) != "[flood slow]" || rec["rule"] != "flood" || rec["key"] != "198.51.100.3" || rec["trips"] != 1.0 {
+		fmt.Sprint(rec["log_only_rules"]) != "[flood slow good_bots]" || rec["rule"] != "flood" || rec["key"] != "198.51.100.3" || rec["trips"] != 1.0 {
 		t.Errorf("the trip's log record: %v", rec)
 	}
 	if note, _ := rec["note"].(string); !strings.Contains(note, "logjail breaker reset") || rec["source"] != "web" {
@@ -132,14 +132,14 @@ func TestBreakerLive(t *testing.T) {
 	b := e.breaker()
 	br := b.Breaker
 	if !br.Open || br.Trips != 1 || br.Tripped == nil || br.Bans != 3 || br.WindowSeconds != 60 || br.Limit != 2 ||
-		br.TripRule != "flood" || br.TripKey != "198.51.100.3" || !slices.Equal(br.LogOnlyRules, []string{"flood", "slow"}) || br.Reset != nil {
+		br.TripRule != "flood" || br.TripKey != "198.51.100.3" || !slices.Equal(br.LogOnlyRules, []string{"flood", "slow", "good_bots"}) || br.Reset != nil {
 		t.Errorf("breaker status after the trip: %+v", br)
 	}
 	if got := eventKinds(b.Events); !slices.Equal(got, []string{"breaker-trip"}) || !strings.Contains(b.Events[0].Reason, "3 bans within 1m > max_bans_per_minute 2") {
 		t.Errorf("breaker events: %+v", b.Events)
 	}
 	out := e.must(0, "breaker", "status")
-	for _, want := range []string{"breaker:   OPEN since ", "rules flood, slow are log-only until `logjail breaker reset` (tripped 1 time)",
+	for _, want := range []string{"breaker:   OPEN since ", "rules flood, slow, good_bots are log-only until `logjail breaker reset` (tripped 1 time)",
 		"3 bans within 1m0s > max_bans_per_minute 2; the last: 198.51.100.3, rule flood", "reset:     never", "breaker-trip: 3 bans"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("breaker status lacks %q:\n%s", want, out)
@@ -184,7 +184,7 @@ func TestBreakerLive(t *testing.T) {
 
 	// The reset, through the socket: who made it is in the history.
 	out = e.must(0, "breaker", "reset")
-	if !strings.Contains(out, "circuit breaker reset: rules flood, slow act again") {
+	if !strings.Contains(out, "circuit breaker reset: rules flood, slow, good_bots act again") {
 		t.Errorf("breaker reset said:\n%s", out)
 	}
 	b = e.breaker()
@@ -235,7 +235,7 @@ func TestBreakerOffline(t *testing.T) {
 	// A restart keeps it open and says so.
 	e.start()
 	rs := e.breakerRecords("breaker-open")
-	if len(rs) != 1 || rs[0]["level"] != "ERROR" || rs[0]["bans"] != 3.0 || fmt.Sprint(rs[0]["log_only_rules"]) != "[flood slow]" {
+	if len(rs) != 1 || rs[0]["level"] != "ERROR" || rs[0]["bans"] != 3.0 || fmt.Sprint(rs[0]["log_only_rules"]) != "[flood slow good_bots]" {
 		t.Errorf("the restart's breaker records: %v", rs)
 	}
 	if b := e.breaker(); !b.Live || !b.Breaker.Open {
