@@ -181,6 +181,7 @@ func TestRiskyBans(t *testing.T) {
 func TestAfterExact(t *testing.T) {
 	cfg := parseConfig(t, `
 sources: [{name: web, paths: [/var/log/access.log], format: combined, timezone: UTC}]
+good_bots: {verify: off}
 rules:
   - name: probe
     match: {status: '^404$'}
