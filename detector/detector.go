@@ -173,6 +173,7 @@ type Detector struct {
 	vals  []float64
 	overs []bool
 	peaks []float64
+	sig   string // the charge's signature (rules.Charge.Signature), for its reasons
 }
 
 // New returns an empty Detector.
@@ -233,6 +234,7 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 	if s.multi() {
 		d.noteAddr(s, c.Addr, ns)
 	}
+	d.sig = c.Signature
 	over := d.measure(i, s, ri, ns, c)
 	if over {
 		x := d.ext(s)

@@ -393,6 +393,10 @@ func (d *Detector) overReason(ri *ruleInfo) string {
 			fmt.Fprintf(&b, "last %d within %s < %s", li.lastN, time.Duration(v*1e9).Round(time.Millisecond), fmtDur(li.window))
 		}
 	}
+	if d.sig != "" {
+		// A `signatures:` rule: what the entry that tipped it matched.
+		fmt.Fprintf(&b, ", signature %s", d.sig)
+	}
 	fmt.Fprintf(&b, " (rule %s)", ri.rule.Name)
 	return b.String()
 }

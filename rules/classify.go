@@ -127,8 +127,13 @@ func (c *Config) ClassifyCached(kcache *KeyCache, src *Source, e *parser.Entry, 
 		case rangeBanned:
 			return dst, VerdictDenied
 		}
-		if s := c.ruleSpecs[rg.rule].sigs; s != nil && !s.Match(e) {
-			return dst, VerdictCharged
+		sig := ""
+		if s := c.ruleSpecs[rg.rule].sigs; s != nil {
+			p := s.First(e)
+			if p == nil {
+				return dst, VerdictCharged
+			}
+			sig = p.ID
 		}
 		r := c.Rules[rg.rule]
 		key := rg.key
@@ -137,7 +142,7 @@ func (c *Config) ClassifyCached(kcache *KeyCache, src *Source, e *parser.Entry, 
 				return dst, VerdictCharged
 			}
 		}
-		return append(dst, Charge{Rule: r, Key: key, Addr: a, CPU: cpu, Duration: dur}), VerdictCharged
+		return append(dst, Charge{Rule: r, Key: key, Addr: a, CPU: cpu, Duration: dur, Signature: sig}), VerdictCharged
 	}
 	var claims string
 	if c.bots != nil && e.Has&parser.HasUserAgent != 0 {
@@ -157,15 +162,20 @@ func (c *Config) ClassifyCached(kcache *KeyCache, src *Source, e *parser.Entry, 
 		if m := c.ruleSpecs[i].match; m != nil && !m.match(e) {
 			continue
 		}
-		if s := c.ruleSpecs[i].sigs; s != nil && !s.Match(e) {
-			continue
+		sig := ""
+		if s := c.ruleSpecs[i].sigs; s != nil {
+			p := s.First(e)
+			if p == nil {
+				continue
+			}
+			sig = p.ID
 		}
 		r := c.Rules[i]
 		key, ok := kc.key(c, r.Key, e)
 		if !ok {
 			continue
 		}
-		dst = append(dst, Charge{Rule: r, Key: key, Addr: a, CPU: cpu, Duration: dur, Claims: claims})
+		dst = append(dst, Charge{Rule: r, Key: key, Addr: a, CPU: cpu, Duration: dur, Claims: claims, Signature: sig})
 	}
 	return dst, VerdictCharged
 }

@@ -97,6 +97,9 @@ type Charge struct {
 	// answer still pending): the entry is charged as an ordinary client.
 	// "" otherwise.
 	Claims string
+	// Signature is the pattern ("family/name") that let the entry into a
+	// rule with `signatures:`, "" for other rules: a ban's reason names it.
+	Signature string
 }
 
 // Verdict says how the lists and ranges treated an entry.

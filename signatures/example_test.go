@@ -106,6 +106,10 @@ func TestExampleRules(t *testing.T) {
 			}
 		}
 		got = append(got, fmt.Sprintf("%s %s after %d requests for %s", d.Rule, d.Key, n, d.Until.Sub(d.Time)))
+		// The reason names the pattern the banning request matched.
+		if d.Key == "203.0.113.12" && !strings.Contains(d.Reason, ", signature exploits/composer-vendor (rule probes)") {
+			t.Errorf("ban of 203.0.113.12: reason %q does not name the first pattern its request matched", d.Reason)
+		}
 	}
 	want := []string{
 		"probes 203.0.113.10 after 1 requests for 24h0m0s",

@@ -27,6 +27,7 @@ type Family struct {
 type Pattern struct {
 	Family string
 	Name   string
+	ID     string // "family/name", as a ban's reason names it
 	Fields []Field
 	Expr   string
 	// Literals are the pattern's required literals in lower case: every
@@ -168,6 +169,7 @@ func Parse(file string, data []byte) (*Family, error) {
 				continue
 			}
 			p.Family = f.Name
+			p.ID = f.Name + "/" + p.Name
 			if first, dup := names[p.Name]; dup {
 				d.errorf(n, path+".name", "duplicate name %q (first at line %d)", p.Name, first)
 				continue
