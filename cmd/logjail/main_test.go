@@ -139,7 +139,7 @@ func TestReplaySample(t *testing.T) {
 		t.Fatalf("exit %d; stderr: %s", code, stderr)
 	}
 	for _, want := range []string{"SUMMARY\n", "16912 read, 16912 parsed, 0 rejected", "rule flood", "rule scanners", "LIMIT", "p99", "keys banned", "(rule scanners)",
-		"rule probes: 0 keys throttled, 125 keys banned", "rule panels: 0 keys throttled, 600 keys banned", "rate 1 per 14d > 0 (rule probes)",
+		"rule probes: 0 keys throttled, 125 keys banned", "rule panels: 0 keys throttled, 600 keys banned", "rate 1 per 14d > 0, signature secrets/dotenv (rule probes)",
 		"decisions:  20 throttles, 1736 bans, 1650 unbans", "BUSIEST KEYS", "COSTLIEST KEYS: none (no line carried CPU seconds)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("replay report lacks %q:\n%s", want, out)
