@@ -618,12 +618,15 @@ func (b *builder) prefixList(n *yaml.Node, path string) []listed {
 	return out
 }
 
-// listFile reads a `file:` list: one address or CIDR a line, '#' comments.
-func (b *builder) listFile(n *yaml.Node, path, item, name string) []listed {
+// readFile reads the file a `file:PATH` item (item) names (name, relative
+// to the config's directory), and notes it among the files whose change
+// reloads the daemon. It returns the file's path and contents, or "" after
+// reporting the error at n.
+func (b *builder) readFile(n *yaml.Node, path, item, name string) (string, []byte) {
 	name = strings.TrimSpace(name)
 	if name == "" {
 		b.errorf(n, path, "%q: no file name", item)
-		return nil
+		return "", nil
 	}
 	if !filepath.IsAbs(name) {
 		name = filepath.Join(b.dir, name)
@@ -635,10 +638,19 @@ func (b *builder) listFile(n *yaml.Node, path, item, name string) []listed {
 			err = pe.Err
 		}
 		b.errorf(n, path, "%q: %s: %v", item, name, err)
-		return nil
+		return "", nil
 	}
 	if !slices.Contains(b.c.listFiles, name) {
 		b.c.listFiles = append(b.c.listFiles, name)
+	}
+	return name, data
+}
+
+// listFile reads a `file:` list: one address or CIDR a line, '#' comments.
+func (b *builder) listFile(n *yaml.Node, path, item, name string) []listed {
+	name, data := b.readFile(n, path, item, name)
+	if name == "" {
+		return nil
 	}
 	var out []listed
 	sc := bufio.NewScanner(bytes.NewReader(data))

@@ -2,10 +2,6 @@ package rules
 
 import (
 	"errors"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -66,24 +62,9 @@ func (b *builder) signatures(f field) *signatures.Set {
 
 // familyFile reads a family file named by `file:PATH`.
 func (b *builder) familyFile(n *yaml.Node, path, item, name string) *signatures.Family {
+	name, data := b.readFile(n, path, item, name) // a change reloads, as a list's does
 	if name == "" {
-		b.errorf(n, path, "%q: no file name", item)
 		return nil
-	}
-	if !filepath.IsAbs(name) {
-		name = filepath.Join(b.dir, name)
-	}
-	data, err := os.ReadFile(name)
-	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		b.errorf(n, path, "%q: %s: %v", item, name, err)
-		return nil
-	}
-	if !slices.Contains(b.c.listFiles, name) {
-		b.c.listFiles = append(b.c.listFiles, name) // a change reloads, as a list's does
 	}
 	fam, err := signatures.Parse(name, data)
 	if err == nil {
