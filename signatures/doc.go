@@ -81,6 +81,15 @@
 // only when one of its literals is found in one of its fields, at most
 // once per entry.
 //
+// Set.First gives the first pattern (in family, then file order) that an
+// entry matches; rules.Charge.Signature carries its Pattern.ID
+// ("family/name") and the detector names it in the reason of the ban it
+// causes: `rate 1 per 14d > 0, signature secrets/dotenv (rule probes)`.
+// When one client sends two probes in the same second, the reason names
+// the one read first; replay merges files by time, and the order of one
+// second's lines from two files is not defined, so that name (not the ban)
+// may differ with the order of the files.
+//
 // A *Set is immutable and safe for concurrent use. The package has no
 // state of its own.
 package signatures
