@@ -4,6 +4,9 @@
 //
 //   - parser: one access-log line to a parser.Entry (formats, no I/O).
 //   - rules: the one YAML configuration, compiled (match, keys, limits, lists, ranges).
+//   - signatures: requests no visitor makes (secrets, VCS files, exploits,
+//     traversal, shell droppers, admin panels), as tested family files,
+//     and the literal-first matcher behind a rule's `signatures:`.
 //   - goodbots: the known crawlers and uptime monitors (user agents,
 //     published ranges, reverse DNS), and their verification.
 //   - detector: sliding windows per (rule, key) and the ban ladder, on log time.
@@ -41,6 +44,8 @@
 //     under CI=true).
 //   - internal/samplelog: the generated PHP-FPM sample log (with a known
 //     CPU hog) that `make try`, the README's first command, replays.
+//   - internal/dnstest: a real dnsmasq on loopback for the reverse-DNS
+//     tests.
 //   - internal/evalgen: the generated scenarios of the evaluation, each a
 //     log and its truth.
 //   - scripts/try.sh (`make try`) and scripts/newcomer.sh: the first
