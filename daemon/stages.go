@@ -24,15 +24,12 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// Run's stages. Run is the sequence; each stage is a method of the
-// decider, the one struct that holds the daemon's state, and fills in the
-// fields the next ones use: loadConfig (cfg), serveEndpoints (eps: they
-// answer before the database is opened), openState (db), restore (det,
-// positions, dl, w), startActions (acts), openControl (srv), startSources
-// (the followers, the dispatcher and the parsing workers), serve (the
-// decider's goroutine, the list watcher, the endpoints' failures) and
-// drain (wait for them all). What a stage opens is closed, in the reverse
-// order, when Run returns, whichever stage failed (decider.undo).
+// Run's stages (the package doc, "Stages"), and the fields of the
+// decider each fills in for the next: loadConfig (cfg, bots),
+// serveEndpoints (eps), openState (db), restore (det, positions, dl, w),
+// startActions (acts, allowed), openControl (srv), startSources
+// (stopFollowing), serve (p, lists, started). undo and undoAll close what
+// they opened.
 
 // Run runs the daemon until ctx is done (then it checkpoints and returns
 // nil) or an error makes it stop.
