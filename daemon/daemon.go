@@ -3,6 +3,16 @@
 // its state into the store (package checkpoint), so that a restart goes on
 // exactly where it stopped.
 //
+// Stages. Run (stages.go) is a sequence of named stages: load the
+// configuration, serve the endpoints, open the state, restore, start the
+// actions, open the control socket, start the sources, serve, drain. Each
+// is a method of the decider, the one struct that holds the daemon's
+// state, and fills in what the next ones use; what a stage opens is closed
+// in the reverse order when Run returns, whichever stage failed. Once the
+// decider's goroutine runs, it alone reads and writes the configuration
+// (a reload replaces it): the stages that start goroutines hand them what
+// they need of it (the sources) before.
+//
 // Goroutines, all under one errgroup and one context: one follower per
 // source (package follow) sends batches of whole lines; a dispatcher hands
 // each batch to the parsing workers (one per core) and, in arrival order,
@@ -86,15 +96,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/logjail/logjail/actions"
@@ -109,7 +114,6 @@ import (
 	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/source"
 	"github.com/logjail/logjail/store"
-	"golang.org/x/sync/errgroup"
 )
 
 // Hooks are what the daemon reports to its surroundings (systemd). Every
@@ -166,251 +170,6 @@ type parsed struct {
 	rejected int
 	firstErr error // why the first rejected line was rejected
 	done     chan struct{}
-}
-
-// Run runs the daemon until ctx is done (then it checkpoints and returns
-// nil) or an error makes it stop.
-func Run(ctx context.Context, o Options) error {
-	log := o.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	now := o.Now
-	if now == nil {
-		now = time.Now
-	}
-	// good_bots: {verify: dns} verifies crawlers by reverse DNS through
-	// the system's resolver, with one cache for the daemon's life: every
-	// reload gets the same Verifier. Under verify: ranges it is unused.
-	bots := o.Verifier
-	if bots == nil {
-		bots = goodbots.NewVerifier(goodbots.Options{Resolver: net.DefaultResolver})
-		defer bots.Close()
-	}
-	cfg, err := rules.Load(o.ConfigPath, rules.Options{Verifier: bots})
-	if err != nil {
-		return fmt.Errorf("configuration: %w", err)
-	}
-	for _, w := range cfg.Warnings() {
-		log.Warn("configuration", "warning", w.Error())
-	}
-	// The decision endpoints answer from the first moment, by their `fail:`
-	// until the actions manager has loaded the bans, however many there
-	// are to read: a proxy is never left without an answer.
-	eps, err := openEndpoints(cfg, log)
-	if err != nil {
-		return err
-	}
-	eps.serve(log)
-	defer eps.close()
-	if o.Hooks.Endpoints != nil {
-		o.Hooks.Endpoints(eps.health)
-	}
-	db, err := store.Open(DBPath(cfg), store.Options{})
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	if o.Metrics != nil {
-		o.Metrics.SetActiveBans(db.CountActiveBansByKind) // what list shows, operators' bans included
-	}
-
-	var dc *decider // made below; the breaker trips only in its hands
-	det := pipeline.NewLiveDetector(cfg, func(b detector.BreakerState) { dc.tripped(b) })
-	positions, st, err := checkpoint.Restore(db, cfg, det)
-	if err != nil {
-		return err
-	}
-	log.Info("state restored", "db", DBPath(cfg), "keys", st.Keys, "dropped", st.Dropped, "reset", st.Reset, "files", len(positions))
-	dl := ops.NewDecisionLog(log, ops.DecisionLogOptions{})
-	breakerAtStart(det, cfg, dl, o.Metrics)
-	w := checkpoint.NewAsyncWriter(db)
-	resumed, err := db.ActiveBans()
-	if err != nil {
-		return err
-	}
-	t0 := now()
-	if err := w.Resume(cfg, det, t0); err != nil {
-		return err
-	}
-	dl.Decisions(ops.SourceResume, ops.ResumeLifts(resumed, cfg, t0))
-	acts, allowed, err := startActions(cfg, db, log, now, eps.views)
-	if err != nil {
-		return err
-	}
-	// Restoring a large state (a million keys) leaves as much garbage as it
-	// keeps: collect it now rather than in a collection that would run
-	// alongside the first minutes of work and of the endpoint's answers.
-	runtime.GC()
-	defer func() {
-		if err := acts.Close(); err != nil {
-			log.Error("closing actions", "err", err)
-		}
-	}()
-
-	var srv *control.Server
-	if o.ServeControl && cfg.ControlSocket != "" {
-		if o.Control == nil {
-			o.Control = NewControl()
-		}
-		srv, err = control.Listen(control.ServerOptions{Path: cfg.ControlSocket, Daemon: o.Control, DB: db,
-			Logger: log.With("component", "control"), Now: now})
-		if err != nil {
-			return err
-		}
-		defer srv.Close()
-	}
-	if o.Control != nil {
-		o.Control.endpoints.Store(eps)
-	}
-
-	reload := o.Reload
-	if reload == nil {
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
-		ch := make(chan struct{}, 1)
-		go func() {
-			for range hup {
-				select {
-				case ch <- struct{}{}:
-				default:
-				}
-			}
-		}()
-		reload = ch
-	}
-
-	g, gctx := errgroup.WithContext(ctx)
-	workers := max(1, runtime.GOMAXPROCS(0))
-	batches := make(chan sourceBatch, 2*len(cfg.Sources)+workers)
-	work := make(chan *parsed, workers)
-	ordered := make(chan *parsed, 2*workers+2)
-
-	// Followers: one per source.
-	followCtx, stopFollowing := context.WithCancel(gctx)
-	defer stopFollowing()
-	var followers errgroup.Group
-	for _, src := range cfg.Sources {
-		out := make(chan follow.Batch)
-		followers.Go(func() error {
-			return follow.Follow(followCtx, follow.Options{
-				Paths: src.Paths, Positions: positions, FromStart: src.From == "start",
-				Poll: o.Poll, Rescan: o.Rescan, Logger: log.With("source", src.Name),
-				OldDir: src.OldDir,
-			}, out)
-		})
-		followers.Go(func() error {
-			for {
-				select {
-				case b := <-out:
-					select {
-					case batches <- sourceBatch{src, b}:
-					case <-followCtx.Done():
-						return nil
-					}
-				case <-followCtx.Done():
-					return nil
-				}
-			}
-		})
-	}
-	g.Go(func() error {
-		err := followers.Wait()
-		if errors.Is(err, context.Canceled) {
-			return nil
-		}
-		return err
-	})
-
-	// Dispatcher: parse in parallel, decide in arrival order.
-	g.Go(func() error {
-		defer close(work)
-		defer close(ordered)
-		parsers := map[*rules.Source]*parser.Parser{}
-		for {
-			var sb sourceBatch
-			select {
-			case sb = <-batches:
-			case <-gctx.Done():
-				return nil
-			}
-			pr := parsers[sb.src]
-			if pr == nil {
-				var err error
-				if pr, err = compile(sb.src, sb.b); err != nil {
-					// `format: auto` read nothing it knows in these lines:
-					// they are rejected, and the next batch is tried.
-					log.Error("format", "source", sb.src.Name, "path", sb.b.Path, "lines", len(sb.b.Lines), "err", err)
-				} else {
-					parsers[sb.src] = pr
-					log.Info("format", "source", sb.src.Name, "format", pr.Name())
-				}
-			}
-			p := &parsed{src: sb.src, parser: pr, batch: sb.b, done: make(chan struct{})}
-			select {
-			case ordered <- p:
-			case <-gctx.Done():
-				return nil
-			}
-			select {
-			case work <- p:
-			case <-gctx.Done():
-				return nil
-			}
-		}
-	})
-	for range workers {
-		g.Go(func() error {
-			for p := range work {
-				p.parse()
-			}
-			return nil
-		})
-	}
-
-	if srv != nil {
-		g.Go(func() error { return srv.Serve(gctx) })
-		log.Info("control socket", "path", srv.Path())
-	}
-
-	// Decider: the one owner of the detector and the writer.
-	d := &decider{started: now(), lastLine: map[string]time.Time{}, rejectLogged: map[string]time.Time{}, db: db, cfg: cfg, det: det, p: pipeline.NewWithDetector(cfg, det), w: w, acts: acts, log: log, dl: dl, o: &o, now: now, configPath: o.ConfigPath, bots: bots,
-		guards: map[string]*fileGuard{}, clocks: map[string]*clockCounts{}, positions: positions}
-	dc = d
-	d.static()
-	if len(allowed) > 0 {
-		d.liftAllowed(allowed)
-	}
-	d.lists = make(chan struct{}, 1)
-	lw := newListWatcher(d.listFiles)
-	g.Go(func() error { lw.run(gctx, d.lists); return nil })
-	g.Go(func() error {
-		err := d.run(gctx, ordered, reload)
-		stopFollowing()
-		return err
-	})
-	eps.setWindows(windows{d})
-	g.Go(func() error { // an endpoint that stops serving stops the daemon
-		select {
-		case err := <-eps.failed:
-			return err
-		case <-gctx.Done():
-			return nil
-		}
-	})
-	if o.Hooks.Ready != nil {
-		o.Hooks.Ready()
-	}
-	log.Info("following", "sources", len(cfg.Sources), "workers", workers)
-	err = g.Wait()
-	if o.Hooks.Stopping != nil {
-		o.Hooks.Stopping()
-	}
-	if errors.Is(err, context.Canceled) {
-		err = nil
-	}
-	return err
 }
 
 // startActions builds the configured actions and starts them from the
@@ -497,7 +256,9 @@ func (p *parsed) parse() {
 	}
 }
 
-// decider processes parsed batches in order and owns all the state.
+// decider is the daemon's state, in one struct: Run's stages (stages.go)
+// fill it in; then the decider's goroutine (run) processes parsed batches
+// in order and owns all the state.
 type decider struct {
 	// mu guards the detector and cfg against the endpoint's readers: the
 	// decider holds it while it handles an event.
@@ -534,6 +295,13 @@ type decider struct {
 	guards    map[string]*fileGuard
 	clocks    map[string]*clockCounts
 	positions map[string]store.Position // restored at start
+
+	// What the stages opened and started (stages.go).
+	eps           *endpoints
+	srv           *control.Server // the control socket's; nil when not served
+	allowed       []store.Ban     // the resumed rule bans the allow list covers (startActions)
+	stopFollowing func()          // stops the followers, once the decider has stopped
+	undos         []func()        // closes what the stages opened, the last first
 }
 
 // fileGuard is the neighbour rule of one followed path (its rotated

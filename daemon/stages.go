@@ -1,0 +1,375 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/logjail/logjail/checkpoint"
+	"github.com/logjail/logjail/control"
+	"github.com/logjail/logjail/follow"
+	"github.com/logjail/logjail/goodbots"
+	"github.com/logjail/logjail/ops"
+	"github.com/logjail/logjail/parser"
+	"github.com/logjail/logjail/pipeline"
+	"github.com/logjail/logjail/rules"
+	"github.com/logjail/logjail/store"
+	"golang.org/x/sync/errgroup"
+)
+
+// Run's stages (the package doc, "Stages"), and the fields of the
+// decider each fills in for the next: loadConfig (cfg, bots),
+// serveEndpoints (eps), openState (db), restore (det, positions, dl, w),
+// startActions (acts, allowed), openControl (srv), startSources
+// (stopFollowing), serve (p, lists, started). undo and undoAll close what
+// they opened.
+
+// Run runs the daemon until ctx is done (then it checkpoints and returns
+// nil) or an error makes it stop.
+func Run(ctx context.Context, o Options) error {
+	d := newDecider(&o)
+	defer d.undoAll()
+	for _, stage := range []func() error{
+		d.loadConfig, d.serveEndpoints, d.openState, d.restore, d.startActions, d.openControl,
+	} {
+		if err := stage(); err != nil {
+			return err
+		}
+	}
+	reload := d.reloads()
+	g, gctx := errgroup.WithContext(ctx)
+	ordered := d.startSources(gctx, g)
+	d.serve(gctx, g, ordered, reload)
+	return d.drain(g)
+}
+
+// newDecider is the decider of a run, before its stages: Options' defaults
+// filled in.
+func newDecider(o *Options) *decider {
+	d := &decider{o: o, log: o.Logger, now: o.Now, configPath: o.ConfigPath, bots: o.Verifier,
+		lastLine: map[string]time.Time{}, rejectLogged: map[string]time.Time{},
+		guards: map[string]*fileGuard{}, clocks: map[string]*clockCounts{}}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	if d.now == nil {
+		d.now = time.Now
+	}
+	return d
+}
+
+// undo has f run when Run returns, before what earlier stages opened.
+func (d *decider) undo(f func()) { d.undos = append(d.undos, f) }
+
+// undoAll closes what the stages opened, the last first.
+func (d *decider) undoAll() {
+	for i := len(d.undos) - 1; i >= 0; i-- {
+		d.undos[i]()
+	}
+}
+
+// loadConfig loads the configuration.
+func (d *decider) loadConfig() error {
+	// good_bots: {verify: dns} verifies crawlers by reverse DNS through
+	// the system's resolver, with one cache for the daemon's life: every
+	// reload gets the same Verifier. Under verify: ranges it is unused.
+	if d.bots == nil {
+		d.bots = goodbots.NewVerifier(goodbots.Options{Resolver: net.DefaultResolver})
+		d.undo(d.bots.Close)
+	}
+	cfg, err := rules.Load(d.configPath, rules.Options{Verifier: d.bots})
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	for _, w := range cfg.Warnings() {
+		d.log.Warn("configuration", "warning", w.Error())
+	}
+	d.cfg = cfg
+	return nil
+}
+
+// serveEndpoints opens the decision endpoints and serves them: they answer
+// from the first moment, by their `fail:` until the actions manager has
+// loaded the bans, however many there are to read: a proxy is never left
+// without an answer.
+func (d *decider) serveEndpoints() error {
+	eps, err := openEndpoints(d.cfg, d.log)
+	if err != nil {
+		return err
+	}
+	eps.serve(d.log)
+	d.undo(eps.close)
+	d.eps = eps
+	if d.o.Hooks.Endpoints != nil {
+		d.o.Hooks.Endpoints(eps.health)
+	}
+	return nil
+}
+
+// openState opens the database.
+func (d *decider) openState() error {
+	db, err := store.Open(DBPath(d.cfg), store.Options{})
+	if err != nil {
+		return err
+	}
+	d.undo(func() { db.Close() })
+	d.db = db
+	if d.o.Metrics != nil {
+		d.o.Metrics.SetActiveBans(db.CountActiveBansByKind) // what list shows, operators' bans included
+	}
+	return nil
+}
+
+// restore builds the detector from the last checkpoint and resumes the
+// store's bans on the wall clock (the package doc's "Time").
+func (d *decider) restore() error {
+	d.det = pipeline.NewLiveDetector(d.cfg, d.tripped) // the breaker trips only in the decider's hands
+	positions, st, err := checkpoint.Restore(d.db, d.cfg, d.det)
+	if err != nil {
+		return err
+	}
+	d.positions = positions
+	d.log.Info("state restored", "db", DBPath(d.cfg), "keys", st.Keys, "dropped", st.Dropped, "reset", st.Reset, "files", len(positions))
+	d.dl = ops.NewDecisionLog(d.log, ops.DecisionLogOptions{})
+	breakerAtStart(d.det, d.cfg, d.dl, d.o.Metrics)
+	d.w = checkpoint.NewAsyncWriter(d.db)
+	resumed, err := d.db.ActiveBans()
+	if err != nil {
+		return err
+	}
+	t0 := d.now()
+	if err := d.w.Resume(d.cfg, d.det, t0); err != nil {
+		return err
+	}
+	d.dl.Decisions(ops.SourceResume, ops.ResumeLifts(resumed, d.cfg, t0))
+	return nil
+}
+
+// startActions builds the actions and starts them from the store's active
+// bans (the function startActions, in daemon.go); the decision endpoints'
+// views are among them.
+func (d *decider) startActions() error {
+	var err error
+	d.acts, d.allowed, err = startActions(d.cfg, d.db, d.log, d.now, d.eps.views)
+	if err != nil {
+		return err
+	}
+	// Restoring a large state (a million keys) leaves as much garbage as it
+	// keeps: collect it now rather than in a collection that would run
+	// alongside the first minutes of work and of the endpoint's answers.
+	runtime.GC()
+	d.undo(func() {
+		if err := d.acts.Close(); err != nil {
+			d.log.Error("closing actions", "err", err)
+		}
+	})
+	return nil
+}
+
+// openControl listens on the control socket, when it is to be served, and
+// hands the Control the endpoints for its status.
+func (d *decider) openControl() error {
+	if d.o.ServeControl && d.cfg.ControlSocket != "" {
+		if d.o.Control == nil {
+			d.o.Control = NewControl()
+		}
+		srv, err := control.Listen(control.ServerOptions{Path: d.cfg.ControlSocket, Daemon: d.o.Control, DB: d.db,
+			Logger: d.log.With("component", "control"), Now: d.now})
+		if err != nil {
+			return err
+		}
+		d.undo(func() { srv.Close() })
+		d.srv = srv
+	}
+	if d.o.Control != nil {
+		d.o.Control.endpoints.Store(d.eps)
+	}
+	return nil
+}
+
+// reloads is the channel of reload requests: Options.Reload, or the
+// process's SIGHUPs (several pending are one).
+func (d *decider) reloads() <-chan struct{} {
+	if d.o.Reload != nil {
+		return d.o.Reload
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	d.undo(func() { signal.Stop(hup) })
+	ch := make(chan struct{}, 1)
+	go func() {
+		for range hup {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return ch
+}
+
+// parseWorkers is how many goroutines parse lines: one per core.
+func parseWorkers() int { return max(1, runtime.GOMAXPROCS(0)) }
+
+// startSources starts, in g, one follower per source, the dispatcher and
+// the parsing workers; it returns the parsed batches in arrival order.
+func (d *decider) startSources(gctx context.Context, g *errgroup.Group) <-chan *parsed {
+	// The sources are the configuration's at start: a reload keeps them
+	// (they take a restart), and the decider alone reads d.cfg from now on.
+	sources := d.cfg.Sources
+	workers := parseWorkers()
+	batches := make(chan sourceBatch, 2*len(sources)+workers)
+	work := make(chan *parsed, workers)
+	ordered := make(chan *parsed, 2*workers+2)
+
+	followCtx, stopFollowing := context.WithCancel(gctx)
+	d.undo(stopFollowing)
+	d.stopFollowing = stopFollowing
+	g.Go(func() error {
+		err := d.follow(followCtx, sources, batches)
+		if errors.Is(err, context.Canceled) {
+			return nil
+		}
+		return err
+	})
+	g.Go(func() error { return d.dispatch(gctx, batches, work, ordered) })
+	for range workers {
+		g.Go(func() error {
+			for p := range work {
+				p.parse()
+			}
+			return nil
+		})
+	}
+	return ordered
+}
+
+// follow follows the sources, one follower each, sending their batches on
+// batches until ctx is done.
+func (d *decider) follow(ctx context.Context, sources []*rules.Source, batches chan<- sourceBatch) error {
+	var followers errgroup.Group
+	for _, src := range sources {
+		out := make(chan follow.Batch)
+		followers.Go(func() error {
+			return follow.Follow(ctx, follow.Options{
+				Paths: src.Paths, Positions: d.positions, FromStart: src.From == "start",
+				Poll: d.o.Poll, Rescan: d.o.Rescan, Logger: d.log.With("source", src.Name),
+				OldDir: src.OldDir,
+			}, out)
+		})
+		followers.Go(func() error {
+			for {
+				select {
+				case b := <-out:
+					select {
+					case batches <- sourceBatch{src, b}:
+					case <-ctx.Done():
+						return nil
+					}
+				case <-ctx.Done():
+					return nil
+				}
+			}
+		})
+	}
+	return followers.Wait()
+}
+
+// dispatch parses in parallel and decides in arrival order: it hands each
+// batch to the workers (work) and, in the order they came, to the decider
+// (ordered).
+func (d *decider) dispatch(ctx context.Context, batches <-chan sourceBatch, work, ordered chan<- *parsed) error {
+	defer close(work)
+	defer close(ordered)
+	parsers := map[*rules.Source]*parser.Parser{}
+	for {
+		var sb sourceBatch
+		select {
+		case sb = <-batches:
+		case <-ctx.Done():
+			return nil
+		}
+		pr := parsers[sb.src]
+		if pr == nil {
+			var err error
+			if pr, err = compile(sb.src, sb.b); err != nil {
+				// `format: auto` read nothing it knows in these lines:
+				// they are rejected, and the next batch is tried.
+				d.log.Error("format", "source", sb.src.Name, "path", sb.b.Path, "lines", len(sb.b.Lines), "err", err)
+			} else {
+				parsers[sb.src] = pr
+				d.log.Info("format", "source", sb.src.Name, "format", pr.Name())
+			}
+		}
+		p := &parsed{src: sb.src, parser: pr, batch: sb.b, done: make(chan struct{})}
+		select {
+		case ordered <- p:
+		case <-ctx.Done():
+			return nil
+		}
+		select {
+		case work <- p:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// serve starts, in g, the control socket's server, the decider's own
+// goroutine (which stops the followers when it ends), the list watcher
+// and the watch on the endpoints, then says the daemon is ready.
+func (d *decider) serve(gctx context.Context, g *errgroup.Group, ordered <-chan *parsed, reload <-chan struct{}) {
+	if srv := d.srv; srv != nil {
+		g.Go(func() error { return srv.Serve(gctx) })
+		d.log.Info("control socket", "path", srv.Path())
+	}
+	sources := len(d.cfg.Sources) // read before the decider runs: it owns d.cfg then
+	d.started = d.now()
+	d.p = pipeline.NewWithDetector(d.cfg, d.det)
+	d.static()
+	if len(d.allowed) > 0 {
+		d.liftAllowed(d.allowed)
+	}
+	d.lists = make(chan struct{}, 1)
+	lw := newListWatcher(d.listFiles)
+	g.Go(func() error { lw.run(gctx, d.lists); return nil })
+	g.Go(func() error {
+		err := d.run(gctx, ordered, reload)
+		d.stopFollowing()
+		return err
+	})
+	d.eps.setWindows(windows{d})
+	failed := d.eps.failed
+	g.Go(func() error { // an endpoint that stops serving stops the daemon
+		select {
+		case err := <-failed:
+			return err
+		case <-gctx.Done():
+			return nil
+		}
+	})
+	if d.o.Hooks.Ready != nil {
+		d.o.Hooks.Ready()
+	}
+	d.log.Info("following", "sources", sources, "workers", parseWorkers())
+}
+
+// drain waits for the goroutines of g: the decider's took the last
+// checkpoint when it stopped. A stop asked for by ctx is no error.
+func (d *decider) drain(g *errgroup.Group) error {
+	err := g.Wait()
+	if d.o.Hooks.Stopping != nil {
+		d.o.Hooks.Stopping()
+	}
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
