@@ -19,6 +19,7 @@ func TestRuntimeFailureExit4(t *testing.T) {
 		{"ban", "203.0.113.7", "--for", "1h"},
 		{"unban", "203.0.113.7"},
 		{"clean"},
+		{"run"},
 	} {
 		t.Run(args[0], func(t *testing.T) {
 			state := filepath.Join(dir, "state")
