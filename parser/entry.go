@@ -121,8 +121,17 @@ func (r FieldRef) Name() string { return r.name }
 // one of its other Fields.
 func (r FieldRef) Own() bool { return r.id != fieldNamed }
 
+// hasBit is the presence bit of each of Entry's own fields (none for ip and
+// time, which are present when set). Read only.
+var hasBit = [...]Has{fieldMethod: HasMethod, fieldPath: HasPath, fieldQuery: HasQuery,
+	fieldProtocol: HasProtocol, fieldStatus: HasStatus, fieldBytes: HasBytes, fieldReferer: HasReferer,
+	fieldUserAgent: HasUserAgent, fieldUser: HasUser, fieldHost: HasHost, fieldDuration: HasDuration, fieldCPU: HasCPU}
+
 // Get returns the field r names from e; ok is false when e does not carry it.
 func (r FieldRef) Get(e *Entry) (string, bool) {
+	if bit := hasBit[r.id]; bit != 0 && e.Has&bit == 0 {
+		return "", false
+	}
 	switch r.id {
 	case fieldIP:
 		if !e.IP.IsValid() {
@@ -135,40 +144,28 @@ func (r FieldRef) Get(e *Entry) (string, bool) {
 		}
 		return e.Time.Format(time.RFC3339Nano), true
 	case fieldMethod:
-		return e.Method, e.Has&HasMethod != 0
+		return e.Method, true
 	case fieldPath:
-		return e.Path, e.Has&HasPath != 0
+		return e.Path, true
 	case fieldQuery:
-		return e.Query, e.Has&HasQuery != 0
+		return e.Query, true
 	case fieldProtocol:
-		return e.Protocol, e.Has&HasProtocol != 0
+		return e.Protocol, true
 	case fieldStatus:
-		if e.Has&HasStatus == 0 {
-			return "", false
-		}
 		return strconv.Itoa(e.Status), true
 	case fieldBytes:
-		if e.Has&HasBytes == 0 {
-			return "", false
-		}
 		return strconv.FormatInt(e.Bytes, 10), true
 	case fieldReferer:
-		return e.Referer, e.Has&HasReferer != 0
+		return e.Referer, true
 	case fieldUserAgent:
-		return e.UserAgent, e.Has&HasUserAgent != 0
+		return e.UserAgent, true
 	case fieldUser:
-		return e.User, e.Has&HasUser != 0
+		return e.User, true
 	case fieldHost:
-		return e.Host, e.Has&HasHost != 0
+		return e.Host, true
 	case fieldDuration:
-		if e.Has&HasDuration == 0 {
-			return "", false
-		}
 		return strconv.FormatFloat(e.Duration, 'f', -1, 64), true
 	case fieldCPU:
-		if e.Has&HasCPU == 0 {
-			return "", false
-		}
 		return strconv.FormatFloat(e.CPU, 'f', -1, 64), true
 	}
 	for _, f := range e.Fields {
