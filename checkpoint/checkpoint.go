@@ -397,22 +397,7 @@ func Restore(db *store.DB, cfg *rules.Config, det *detector.Detector) (map[strin
 		return pos, detector.RestoreStats{}, nil
 	}
 	var readErr error
-	states := func(yield func(*detector.KeyState) bool) {
-		errStop := errors.New("stop")
-		var ks detector.KeyState
-		err := db.Keys(func(r *store.KeyRow) error {
-			ks = detector.KeyState{Rule: r.Rule, Key: r.Key, Data: r.Data, LastSeen: r.LastSeen,
-				Requests: r.Requests, Blocked: r.Blocked, CPU: r.CPU, Phase: detector.Kind(r.Phase), Until: r.Until}
-			if !yield(&ks) {
-				return errStop
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, errStop) {
-			readErr = err
-		}
-	}
-	st, err := det.Restore(cfg, global, iter.Seq[*detector.KeyState](states))
+	st, err := det.Restore(cfg, global, KeyStates(db, &readErr))
 	if err == nil {
 		err = readErr
 	}
@@ -427,6 +412,27 @@ func Restore(db *store.DB, cfg *rules.Config, det *detector.Detector) (map[strin
 		pos[p.Path] = p
 	}
 	return pos, st, nil
+}
+
+// KeyStates reads the key states of db's last checkpoint as the detector
+// restores them (Detector.Restore), one at a time and reusing one value; an
+// error that ends the reading early is stored in *readErr.
+func KeyStates(db *store.DB, readErr *error) iter.Seq[*detector.KeyState] {
+	return func(yield func(*detector.KeyState) bool) {
+		errStop := errors.New("stop")
+		var ks detector.KeyState
+		err := db.Keys(func(r *store.KeyRow) error {
+			ks = detector.KeyState{Rule: r.Rule, Key: r.Key, Data: r.Data, LastSeen: r.LastSeen,
+				Requests: r.Requests, Blocked: r.Blocked, CPU: r.CPU, Phase: detector.Kind(r.Phase), Until: r.Until}
+			if !yield(&ks) {
+				return errStop
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStop) {
+			*readErr = err
+		}
+	}
 }
 
 // PruneOptions returns what the cleaner prunes at now under cfg: key states
