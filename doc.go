@@ -40,6 +40,8 @@
 //   - internal/gcgoal: how far a large live heap may grow between
 //     collections (replay and the daemon hold millions of windows).
 //   - internal/nstest: network namespaces for the firewall tests.
+//   - internal/feedtest: the tests' reading loop (one file through the
+//     pipeline into a store, checkpointing as the daemon does).
 //   - internal/testenv: how a test that cannot run here skips (and fails
 //     under CI=true).
 //   - internal/samplelog: the generated PHP-FPM sample log (with a known

@@ -8,8 +8,8 @@
 //
 // The invariant that makes this exact: a checkpoint holds the detector state
 // after some entry and the positions just past the lines that produced the
-// entries before it, never more, never less. Feed keeps it by checkpointing
-// between lines; the daemon does the same. A line a file's guard holds
+// entries before it, never more, never less. The daemon keeps it by checkpointing
+// between lines (so does internal/feedtest, the tests' reading loop). A line a file's guard holds
 // (pipeline.Guard) is not in the state yet: the position saved is the one
 // before it, and the guard's newest time is saved with it (SaveGuard).
 //
@@ -21,7 +21,6 @@ package checkpoint
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"iter"
@@ -29,10 +28,8 @@ import (
 	"time"
 
 	"github.com/logjail/logjail/detector"
-	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/pipeline"
 	"github.com/logjail/logjail/rules"
-	"github.com/logjail/logjail/source"
 	"github.com/logjail/logjail/store"
 )
 
@@ -400,22 +397,7 @@ func Restore(db *store.DB, cfg *rules.Config, det *detector.Detector) (map[strin
 		return pos, detector.RestoreStats{}, nil
 	}
 	var readErr error
-	states := func(yield func(*detector.KeyState) bool) {
-		errStop := errors.New("stop")
-		var ks detector.KeyState
-		err := db.Keys(func(r *store.KeyRow) error {
-			ks = detector.KeyState{Rule: r.Rule, Key: r.Key, Data: r.Data, LastSeen: r.LastSeen,
-				Requests: r.Requests, Blocked: r.Blocked, CPU: r.CPU, Phase: detector.Kind(r.Phase), Until: r.Until}
-			if !yield(&ks) {
-				return errStop
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, errStop) {
-			readErr = err
-		}
-	}
-	st, err := det.Restore(cfg, global, iter.Seq[*detector.KeyState](states))
+	st, err := det.Restore(cfg, global, KeyStates(db, &readErr))
 	if err == nil {
 		err = readErr
 	}
@@ -432,138 +414,25 @@ func Restore(db *store.DB, cfg *rules.Config, det *detector.Detector) (map[strin
 	return pos, st, nil
 }
 
-// FeedOptions tune Feed.
-type FeedOptions struct {
-	Source *rules.Source // the source whose format reads the file
-	// A checkpoint is taken every Every lines (0: never by count) and
-	// whenever cfg.Checkpoint has passed on the wall clock since the last.
-	Every int
-	// Now is the wall clock at start: bans of the checkpoint that ended by
-	// then are recorded as expired. Zero: none (a test, a replay).
-	Now time.Time
-}
-
-// FeedResult says what Feed read.
-type FeedResult struct {
-	From     int64 // offset it started at (0: the file from its start)
-	Lines    int64 // lines read this time
-	Rejected int64
-	Outliers int64 // lines far ahead of their neighbours (pipeline.Guard): not charged
-	Restored detector.RestoreStats
-}
-
-// Feed reads the file at path through the pipeline into db, from where the
-// last checkpoint left it (or from its start when the file at path is not
-// the one the position was saved for), checkpointing every o.Every lines
-// and at the end. It is the daemon's reading loop for one file without the
-// following, and what the crash test kills and restarts.
-func Feed(ctx context.Context, cfg *rules.Config, db *store.DB, path string, o FeedOptions) (FeedResult, error) {
-	var res FeedResult
-	src := o.Source
-	if src == nil {
-		if src = cfg.SourceFor(path); src == nil {
-			return res, fmt.Errorf("%s: no source reads it", path)
-		}
-	}
-	det := pipeline.NewDetector(cfg)
-	positions, st, err := Restore(db, cfg, det)
-	if err != nil {
-		return res, err
-	}
-	res.Restored = st
-	id, err := source.Identify(path)
-	if err != nil {
-		return res, err
-	}
-	var offset int64
-	var line int
-	if p, ok := positions[path]; ok {
-		if id.Continues(p.File(), p.Offset) {
-			offset, line = p.Offset, int(p.Line)
-		}
-	}
-	res.From = offset
-	lg, err := source.OpenLogAt(path, src.Parser, nil, offset, line)
-	if err != nil {
-		return res, err
-	}
-	defer lg.Close()
-
-	p := pipeline.NewWithDetector(cfg, det)
-	w := NewAsyncWriter(db)
-	defer w.Close()
-	if err := w.Resume(cfg, det, o.Now); err != nil {
-		return res, err
-	}
-	// The file's lines pass its guard, as in the daemon: while a line is
-	// held, the position saved is the one before it.
-	g := pipeline.NewGuard(cfg)
-	if err := RestoreGuard(db, path, g); err != nil {
-		return res, err
-	}
-	var heldAt, heldLine int64
-	position := func() store.Position {
-		if _, held := g.Held(); held {
-			return store.PositionAt(path, id, heldAt, heldLine)
-		}
-		return store.PositionAt(path, id, lg.Lines.Offset(), int64(lg.Lines.Line()))
-	}
-	var out []detector.Decision
-	var last time.Time
-	charge := func(e *parser.Entry) {
-		if e == nil {
-			return
-		}
-		out = p.Process(src, e, out[:0])
-		w.Decisions(out)
-		last = e.Time
-	}
-	flushed := time.Now()
-	for n := 1; ; n++ {
-		at, atLine := lg.Lines.Offset(), int64(lg.Lines.Line())
-		l, no, ok := lg.Lines.Next()
-		if !ok {
-			break
-		}
-		res.Lines++
-		e, err := lg.Parser.ParseString(l, no)
-		if err == nil && lg.Lines.Truncated() {
-			err = source.TooLong(no)
-		}
-		if err != nil {
-			res.Rejected++
-		} else {
-			released, now := g.Step(&e)
-			charge(released)
-			if now {
-				charge(&e)
-			} else {
-				heldAt, heldLine = at, atLine
+// KeyStates reads the key states of db's last checkpoint as the detector
+// restores them (Detector.Restore), one at a time and reusing one value; an
+// error that ends the reading early is stored in *readErr.
+func KeyStates(db *store.DB, readErr *error) iter.Seq[*detector.KeyState] {
+	return func(yield func(*detector.KeyState) bool) {
+		errStop := errors.New("stop")
+		var ks detector.KeyState
+		err := db.Keys(func(r *store.KeyRow) error {
+			ks = detector.KeyState{Rule: r.Rule, Key: r.Key, Data: r.Data, LastSeen: r.LastSeen,
+				Requests: r.Requests, Blocked: r.Blocked, CPU: r.CPU, Phase: detector.Kind(r.Phase), Until: r.Until}
+			if !yield(&ks) {
+				return errStop
 			}
-		}
-		if (o.Every > 0 && n%o.Every == 0) || (n%1024 == 0 && time.Since(flushed) >= cfg.Checkpoint) {
-			if err := ctx.Err(); err != nil {
-				return res, err
-			}
-			w.Position(position())
-			w.SaveGuard(path, g)
-			if err := w.Flush(det, last); err != nil {
-				return res, err
-			}
-			flushed = time.Now()
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStop) {
+			*readErr = err
 		}
 	}
-	if err := lg.Lines.Err(); err != nil {
-		return res, fmt.Errorf("%s: %w", path, err)
-	}
-	charge(g.ReleaseHeld()) // the end of the file: nothing contradicts it
-	res.Outliers, _ = g.Outliers()
-	w.Position(position())
-	w.SaveGuard(path, g)
-	if err := w.Flush(det, last); err != nil {
-		return res, err
-	}
-	return res, w.Close()
 }
 
 // PruneOptions returns what the cleaner prunes at now under cfg: key states

@@ -1,4 +1,4 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logjail/logjail/checkpoint"
+	"github.com/logjail/logjail/internal/feedtest"
 	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/store"
 )
@@ -47,14 +49,14 @@ func writeLines(t *testing.T, path, ip string, sec, n int) {
 	}
 }
 
-func feed(t *testing.T, cfg *rules.Config, dbPath, log string) FeedResult {
+func feed(t *testing.T, cfg *rules.Config, dbPath, log string) feedtest.Result {
 	t.Helper()
 	db, err := store.Open(dbPath, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	res, err := Feed(context.Background(), cfg, db, log, FeedOptions{Every: 3})
+	res, err := feedtest.Feed(context.Background(), cfg, db, log, feedtest.Options{Every: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,37 +142,6 @@ rules:
 	}
 }
 
-// TestMerge: a checkpoint that failed is written with the next one, whose
-// rows win: nothing of it is lost, nothing newer is overwritten.
-func TestMerge(t *testing.T) {
-	old := &store.Checkpoint{
-		Events:    []store.Event{{Key: "e1"}},
-		Keys:      []store.KeyRow{{Rule: "r", Key: "A", Requests: 1}, {Rule: "r", Key: "B", Requests: 1}},
-		SetBans:   []store.Ban{{Rule: "r", Key: "X", Kind: "ban"}},
-		DelBans:   []store.BanKey{{Rule: "r", Key: "Y"}},
-		Positions: []store.Position{{Path: "/a", Offset: 1}, {Path: "/b", Offset: 5}},
-	}
-	c := &store.Checkpoint{
-		Global:    []byte("new"),
-		Events:    []store.Event{{Key: "e2"}},
-		Keys:      []store.KeyRow{{Rule: "r", Key: "B", Requests: 2}, {Rule: "r", Key: "C", Requests: 2}},
-		DelBans:   []store.BanKey{{Rule: "r", Key: "X"}},
-		Positions: []store.Position{{Path: "/a", Offset: 9}},
-	}
-	m := merge(old, c)
-	got := fmt.Sprint(m.Events, m.Keys, m.SetBans, m.DelBans, m.Positions, string(m.Global))
-	want := fmt.Sprint(
-		[]store.Event{{Key: "e1"}, {Key: "e2"}},
-		[]store.KeyRow{{Rule: "r", Key: "B", Requests: 2}, {Rule: "r", Key: "C", Requests: 2}, {Rule: "r", Key: "A", Requests: 1}},
-		[]store.Ban(nil),
-		[]store.BanKey{{Rule: "r", Key: "X"}, {Rule: "r", Key: "Y"}},
-		[]store.Position{{Path: "/a", Offset: 9}, {Path: "/b", Offset: 5}},
-		"new")
-	if got != want {
-		t.Errorf("merge:\n got %s\nwant %s", got, want)
-	}
-}
-
 // TestBansThatEndedWhileStopped: a ban that ended while logjail was not
 // running leaves the active bans at start and is recorded as expired once;
 // when the logs' time passes its end, the detector's own unban is not
@@ -187,7 +158,7 @@ func TestBansThatEndedWhileStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
-	if _, err := Feed(context.Background(), cfg, db, log, FeedOptions{Every: 3, Now: now}); err != nil {
+	if _, err := feedtest.Feed(context.Background(), cfg, db, log, feedtest.Options{Every: 3, Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
@@ -224,7 +195,7 @@ func TestBansThatEndedWhileStopped(t *testing.T) {
 func TestPruneOptions(t *testing.T) {
 	cfg := parse(t, floodConfig+"history_retention: 7d\n")
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	p := PruneOptions(cfg, now, 100)
+	p := checkpoint.PruneOptions(cfg, now, 100)
 	// The longest window is "1000 per minute"; remember is the default 30 days.
 	want := store.PruneOptions{KeysBefore: now.Add(-2 * time.Minute), KeepBannedSince: now.Add(-30 * 24 * time.Hour),
 		HistoryBefore: now.Add(-7 * 24 * time.Hour), VacuumPages: 100}

@@ -1,4 +1,4 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/logjail/logjail/internal/feedtest"
 	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/store"
 )
@@ -111,7 +112,7 @@ func TestCrashFeeder(t *testing.T) {
 	}
 	defer db.Close()
 	cfg := crashRules(t)
-	if _, err := Feed(context.Background(), cfg, db, logPath, FeedOptions{Source: cfg.Sources[0], Every: 700}); err != nil {
+	if _, err := feedtest.Feed(context.Background(), cfg, db, logPath, feedtest.Options{Source: cfg.Sources[0], Every: 700}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -190,7 +191,7 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if _, err := Feed(context.Background(), cfg, db, logPath, FeedOptions{Source: cfg.Sources[0], Every: 700}); err != nil {
+	if _, err := feedtest.Feed(context.Background(), cfg, db, logPath, feedtest.Options{Source: cfg.Sources[0], Every: 700}); err != nil {
 		t.Fatal(err)
 	}
 	whole := time.Since(start)
@@ -247,7 +248,7 @@ func TestCrashRecovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Feed(context.Background(), cfg, db, logPath, FeedOptions{Source: cfg.Sources[0], Every: 700})
+	res, err := feedtest.Feed(context.Background(), cfg, db, logPath, feedtest.Options{Source: cfg.Sources[0], Every: 700})
 	db.Close()
 	if err != nil {
 		t.Fatal(err)

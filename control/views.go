@@ -2,7 +2,6 @@ package control
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"iter"
 	"math"
@@ -11,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/logjail/logjail/checkpoint"
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/store"
@@ -332,25 +332,11 @@ func RestoreDetector(db *store.DB, cfg *rules.Config, det *detector.Detector, ke
 		return at, err
 	}
 	var readErr error
-	states := func(yield func(*detector.KeyState) bool) {
-		if !keys {
-			return
-		}
-		stop := context.Canceled
-		var ks detector.KeyState
-		err := db.Keys(func(r *store.KeyRow) error {
-			ks = detector.KeyState{Rule: r.Rule, Key: r.Key, Data: r.Data, LastSeen: r.LastSeen,
-				Requests: r.Requests, Blocked: r.Blocked, CPU: r.CPU, Phase: detector.Kind(r.Phase), Until: r.Until}
-			if !yield(&ks) {
-				return stop
-			}
-			return nil
-		})
-		if err != nil && err != stop {
-			readErr = err
-		}
+	states := iter.Seq[*detector.KeyState](func(func(*detector.KeyState) bool) {})
+	if keys {
+		states = checkpoint.KeyStates(db, &readErr)
 	}
-	if _, err := det.Restore(cfg, global, iter.Seq[*detector.KeyState](states)); err != nil {
+	if _, err := det.Restore(cfg, global, states); err != nil {
 		return at, err
 	}
 	return at, readErr

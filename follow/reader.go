@@ -282,10 +282,8 @@ func (f *follower) drain(ctx context.Context, path string, r *reader) (more bool
 	for {
 		n, rerr := r.f.ReadAt(f.buf, r.pos)
 		if n > 0 {
-			r.pos += int64(n)
 			read += n
-			r.lastGrowth = f.now()
-			if err := r.lines(f.buf[:n], emit); err != nil {
+			if err := f.consume(r, n, emit); err != nil {
 				return false, err
 			}
 		}
@@ -301,6 +299,14 @@ func (f *follower) drain(ctx context.Context, path string, r *reader) (more bool
 		}
 	}
 	return more, send()
+}
+
+// consume takes the n bytes just read into f.buf as r's, past r.pos, and
+// emits their whole lines.
+func (f *follower) consume(r *reader, n int, emit func(Line) error) error {
+	r.pos += int64(n)
+	r.lastGrowth = f.now()
+	return r.lines(f.buf[:n], emit)
 }
 
 // batcher returns the functions that collect r's lines into batches for
@@ -346,10 +352,8 @@ func (f *follower) drainStream(ctx context.Context, path string, r *reader) (mor
 	for {
 		n, rerr := r.z.Read(f.buf)
 		if n > 0 {
-			r.pos += int64(n)
 			read += n
-			r.lastGrowth = f.now()
-			if err := r.lines(f.buf[:n], emit); err != nil {
+			if err := f.consume(r, n, emit); err != nil {
 				return false, err
 			}
 		}

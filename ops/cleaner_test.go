@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/logjail/logjail/checkpoint"
 	"github.com/logjail/logjail/detector"
+	"github.com/logjail/logjail/internal/feedtest"
 	"github.com/logjail/logjail/pipeline"
 	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/store"
@@ -144,7 +145,7 @@ func cleanFixture(t *testing.T, cfgText string) (*rules.Config, *store.DB, *dete
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	if _, err := checkpoint.Feed(context.Background(), cfg, db, log, checkpoint.FeedOptions{Source: cfg.Sources[0]}); err != nil {
+	if _, err := feedtest.Feed(context.Background(), cfg, db, log, feedtest.Options{Source: cfg.Sources[0]}); err != nil {
 		t.Fatal(err)
 	}
 	if got := banKeys(t, db); !slices.Equal(got, []string{"203.0.113.1", "203.0.113.2"}) {

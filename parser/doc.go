@@ -4,7 +4,14 @@
 // access.format, or a JSON field mapping) is compiled once by New into a
 // field scanner: a list of literal separators and field readers. Parsing a
 // line walks that list; no regular expression runs on the hot path, times
-// and numbers are read by hand.
+// and numbers are read by hand. Apache's LogFormat and PHP-FPM's
+// access.format are one compiler (compilePercent); what sets the two
+// families apart (escapes, modifiers, %t's brackets, the finest duration,
+// the directive letters) is data.
+//
+// A field of an Entry is read by name in one place: FieldRef (Ref resolves
+// the name once; Entry.Get is Ref(name).Get). rules' `match` reads its
+// fields through it.
 //
 // Invariants:
 //   - no I/O, no package-level mutable state, no clock: the time of an Entry

@@ -2,6 +2,8 @@ package parser
 
 import (
 	"net/netip"
+	"slices"
+	"strconv"
 	"time"
 )
 
@@ -52,4 +54,124 @@ type Entry struct {
 	CPU       float64 // seconds
 	Has       Has
 	Fields    []Field // other named fields, in format order
+}
+
+// Get returns any field by its DESIGN.md name (ip, time, method, path, query,
+// protocol, status, bytes, referer, user_agent, user, host, duration, cpu) or
+// the name of one of its other Fields. ok is false when the line does not
+// carry it. It is Ref(name).Get(e).
+func (e *Entry) Get(name string) (string, bool) {
+	return Ref(name).Get(e)
+}
+
+// entryFields are the DESIGN.md names of Entry's own fields, in the order of
+// the fieldID constants from fieldIP on. Read only.
+var entryFields = [...]string{"ip", "time", "method", "path", "query", "protocol", "status", "bytes", "referer", "user_agent", "user", "host", "duration", "cpu"}
+
+// EntryFields returns the DESIGN.md names of Entry's own fields (those Get
+// reads from a place of their own, not from Fields), a fresh slice.
+func EntryFields() []string {
+	return slices.Clone(entryFields[:])
+}
+
+// fieldID says which of Entry's own fields a FieldRef reads; fieldNamed is one
+// of Fields.
+type fieldID uint8
+
+const (
+	fieldNamed fieldID = iota
+	fieldIP
+	fieldTime
+	fieldMethod
+	fieldPath
+	fieldQuery
+	fieldProtocol
+	fieldStatus
+	fieldBytes
+	fieldReferer
+	fieldUserAgent
+	fieldUser
+	fieldHost
+	fieldDuration
+	fieldCPU
+)
+
+// FieldRef is a field name resolved once (Ref), so that reading it from many
+// entries compares no names: the one accessor behind Entry.Get and rules'
+// `match`. The zero value reads the named field "" (never present).
+type FieldRef struct {
+	id   fieldID
+	name string
+}
+
+// Ref resolves name as Get reads it.
+func Ref(name string) FieldRef {
+	for i, n := range entryFields {
+		if n == name {
+			return FieldRef{id: fieldIP + fieldID(i), name: name}
+		}
+	}
+	return FieldRef{name: name}
+}
+
+// Name returns the name r was resolved from.
+func (r FieldRef) Name() string { return r.name }
+
+// Own reports whether r names one of Entry's own fields (EntryFields), not
+// one of its other Fields.
+func (r FieldRef) Own() bool { return r.id != fieldNamed }
+
+// hasBit is the presence bit of each of Entry's own fields (none for ip and
+// time, which are present when set). Read only.
+var hasBit = [...]Has{fieldMethod: HasMethod, fieldPath: HasPath, fieldQuery: HasQuery,
+	fieldProtocol: HasProtocol, fieldStatus: HasStatus, fieldBytes: HasBytes, fieldReferer: HasReferer,
+	fieldUserAgent: HasUserAgent, fieldUser: HasUser, fieldHost: HasHost, fieldDuration: HasDuration, fieldCPU: HasCPU}
+
+// Get returns the field r names from e; ok is false when e does not carry it.
+func (r FieldRef) Get(e *Entry) (string, bool) {
+	if bit := hasBit[r.id]; bit != 0 && e.Has&bit == 0 {
+		return "", false
+	}
+	switch r.id {
+	case fieldIP:
+		if !e.IP.IsValid() {
+			return "", false
+		}
+		return e.IP.String(), true
+	case fieldTime:
+		if e.Time.IsZero() {
+			return "", false
+		}
+		return e.Time.Format(time.RFC3339Nano), true
+	case fieldMethod:
+		return e.Method, true
+	case fieldPath:
+		return e.Path, true
+	case fieldQuery:
+		return e.Query, true
+	case fieldProtocol:
+		return e.Protocol, true
+	case fieldStatus:
+		return strconv.Itoa(e.Status), true
+	case fieldBytes:
+		return strconv.FormatInt(e.Bytes, 10), true
+	case fieldReferer:
+		return e.Referer, true
+	case fieldUserAgent:
+		return e.UserAgent, true
+	case fieldUser:
+		return e.User, true
+	case fieldHost:
+		return e.Host, true
+	case fieldDuration:
+		return strconv.FormatFloat(e.Duration, 'f', -1, 64), true
+	case fieldCPU:
+		return strconv.FormatFloat(e.CPU, 'f', -1, 64), true
+	}
+	for _, f := range e.Fields {
+		if f.Name == r.name {
+			return f.Value, true
+		}
+	}
+	return "", false
 }

@@ -154,9 +154,31 @@ func directive(f string, i int, family string, modifiers bool) (c byte, arg stri
 	return f[i], arg, hasArg, i + 1, nil
 }
 
+// percentFormat is what sets one %-directive format family apart (Apache's
+// LogFormat, PHP-FPM's access.format); compilePercent is the one compiler
+// of both.
+type percentFormat struct {
+	family    string // "apache" or "fpm", in errors
+	unescape  bool   // read the backslash escapes of a server config first
+	modifiers bool   // status conditions and '<' '>' '!' ',' before the letter
+	// bracketTime: %t without an argument writes its own brackets.
+	bracketTime bool
+	// finestDuration: of several durations, the finest is the entry's.
+	finestDuration bool
+	directive      func(c byte, arg string, hasArg bool) (item, error)
+}
+
 // compileApache turns an Apache LogFormat string into items.
 func compileApache(f string) ([]item, error) {
-	f = unescapeFormat(f)
+	return compilePercent(f, percentFormat{family: "apache", unescape: true, modifiers: true,
+		bracketTime: true, finestDuration: true, directive: apacheDirective})
+}
+
+// compilePercent turns a format string of the family pf into items.
+func compilePercent(f string, pf percentFormat) ([]item, error) {
+	if pf.unescape {
+		f = unescapeFormat(f)
+	}
 	var items []item
 	for i := 0; i < len(f); {
 		if f[i] != '%' {
@@ -169,7 +191,7 @@ func compileApache(f string) ([]item, error) {
 			continue
 		}
 		start := i
-		c, arg, hasArg, next, err := directive(f, i, "apache", true)
+		c, arg, hasArg, next, err := directive(f, i, pf.family, pf.modifiers)
 		if err != nil {
 			return nil, err
 		}
@@ -178,11 +200,11 @@ func compileApache(f string) ([]item, error) {
 			items = appendLit(items, "%")
 			continue
 		}
-		it, err := apacheDirective(c, arg, hasArg)
+		it, err := pf.directive(c, arg, hasArg)
 		if err != nil {
-			return nil, fmt.Errorf("apache format: %s: %w", f[start:i], err)
+			return nil, fmt.Errorf("%s format: %s: %w", pf.family, f[start:i], err)
 		}
-		if c == 't' && !hasArg {
+		if pf.bracketTime && c == 't' && !hasArg {
 			// %t writes its own brackets.
 			items = appendLit(items, "[")
 			items = append(items, it)
@@ -191,7 +213,9 @@ func compileApache(f string) ([]item, error) {
 		}
 		items = append(items, it)
 	}
-	finestDuration(items)
+	if pf.finestDuration {
+		finestDuration(items)
+	}
 	return items, nil
 }
 
@@ -355,34 +379,7 @@ func apacheDirective(c byte, arg string, hasArg bool) (item, error) {
 
 // compileFPM turns a PHP-FPM access.format string into items.
 func compileFPM(f string) ([]item, error) {
-	var items []item
-	for i := 0; i < len(f); {
-		if f[i] != '%' {
-			j := strings.IndexByte(f[i:], '%')
-			if j < 0 {
-				j = len(f) - i
-			}
-			items = appendLit(items, f[i:i+j])
-			i += j
-			continue
-		}
-		start := i
-		c, arg, hasArg, next, err := directive(f, i, "fpm", false)
-		if err != nil {
-			return nil, err
-		}
-		i = next
-		if c == '%' {
-			items = appendLit(items, "%")
-			continue
-		}
-		it, err := fpmDirective(c, arg, hasArg)
-		if err != nil {
-			return nil, fmt.Errorf("fpm format: %s: %w", f[start:i], err)
-		}
-		items = append(items, it)
-	}
-	return items, nil
+	return compilePercent(f, percentFormat{family: "fpm", directive: fpmDirective})
 }
 
 func fpmDirective(c byte, arg string, hasArg bool) (item, error) {

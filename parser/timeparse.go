@@ -231,15 +231,7 @@ func (r *timeReader) clf(s string) (time.Time, bool) {
 	if !(ok1 && ok2 && ok3 && ok4 && ok5) || mo == 0 {
 		return time.Time{}, false
 	}
-	ns, i := fraction(s, 20)
-	if i < len(s) && s[i] == ' ' {
-		i++
-	}
-	off, i, hasZone, bad := zoneOffset(s, i)
-	if bad || i != len(s) {
-		return time.Time{}, false
-	}
-	return r.date(y, mo, d, h, mi, sec, ns, off, hasZone)
+	return r.afterSeconds(s, 20, y, mo, d, h, mi, sec)
 }
 
 // iso reads "2006-01-02T15:04:05[.frac][Z|±hh:mm|±hhmm]" (also with a space
@@ -258,7 +250,14 @@ func (r *timeReader) iso(s string) (time.Time, bool) {
 	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) {
 		return time.Time{}, false
 	}
-	ns, i := fraction(s, 19)
+	return r.afterSeconds(s, 19, y, mo, d, h, mi, sec)
+}
+
+// afterSeconds reads what may follow the seconds at s[i:] in clf and iso
+// times (an optional fraction, a blank, an optional zone, then the end of s)
+// and returns the time.
+func (r *timeReader) afterSeconds(s string, i, y, mo, d, h, mi, sec int) (time.Time, bool) {
+	ns, i := fraction(s, i)
 	if i < len(s) && s[i] == ' ' {
 		i++
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/logjail/logjail/checkpoint"
+	"github.com/logjail/logjail/internal/feedtest"
 	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/store"
 )
@@ -64,7 +64,7 @@ rules:
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := checkpoint.Feed(context.Background(), cfg, db, log, checkpoint.FeedOptions{}); err != nil {
+	if _, err := feedtest.Feed(context.Background(), cfg, db, log, feedtest.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if bans, _ := db.ActiveBans(); len(bans) != 2 {

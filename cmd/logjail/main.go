@@ -29,6 +29,14 @@
 //	   the config is invalid (check), nothing matched
 //	2  usage error, or a config that cannot be loaded
 //	3  the daemon is needed and unreachable
+//	4  runtime failure: the command started and failed (database, I/O)
+//
+// Code 4 is logjail's addition to DESIGN.md's table: an error a command
+// returns without a code of its own (exitError) is a runtime failure, so
+// that a script tells "fix the command line or the config" (2) from "the
+// machine failed under it" (4). Cobra's own errors (unknown command, bad
+// arguments, bad flags) stay usage errors. A command interrupted by a
+// signal before it finished is a runtime failure too.
 package main
 
 import (
@@ -53,6 +61,7 @@ const (
 	exitNegative    = 1
 	exitUsage       = 2
 	exitUnreachable = 3
+	exitRuntime     = 4
 )
 
 // exitError carries an exit code up to main. A nil err with a code means
@@ -91,7 +100,8 @@ per key, and throttles or bans the keys that go over a rule's limits.
 
 Exit codes: 0 done (every line parsed, config valid); 1 done with a negative
 answer (lines rejected, config invalid, nothing matched); 2 usage error or a
-config that cannot be loaded; 3 the daemon is needed and unreachable.`,
+config that cannot be loaded; 3 the daemon is needed and unreachable; 4 runtime
+failure: the command started and failed (database, I/O).`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
@@ -115,9 +125,28 @@ config that cannot be loaded; 3 the daemon is needed and unreachable.`,
 		newBreakerCmd(s),
 		newVersionCmd(s),
 	)
+	runtimeFailures(root)
 	root.Version = versionText()
 	root.SetVersionTemplate("{{.Version}}\n")
 	return root
+}
+
+// runtimeFailures makes every command under c return an error that carries
+// no exit code as a runtime failure (exit 4): the command had started.
+func runtimeFailures(c *cobra.Command) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			err := run(cmd, args)
+			var ee *exitError
+			if err != nil && !errors.As(err, &ee) {
+				return &exitError{code: exitRuntime, err: err}
+			}
+			return err
+		}
+	}
+	for _, sub := range c.Commands() {
+		runtimeFailures(sub)
+	}
 }
 
 // execute runs the command line args and returns the process exit code.
