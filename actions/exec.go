@@ -58,8 +58,6 @@ import (
 	"time"
 )
 
-func init() { register("exec", buildExec) }
-
 // execStderrMax is how much of a failed command's stderr its error quotes.
 const execStderrMax = 200
 
