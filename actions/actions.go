@@ -129,28 +129,69 @@ type Env struct {
 // same builders (`logjail check`, a reload) before anything is changed.
 type Builder func(o *Options, env Env) (Backend, error)
 
-var builders = map[string]Builder{}
+// Registry is the action types a program knows: for each, how it is built
+// (or, for a type the daemon runs itself, how its options are checked).
+// Build it with Builtin; it is a value, passed to whoever builds or checks
+// actions (the daemon, `logjail check`, `logjail clean --flush`), never a
+// package variable. It does not change once built and is safe for
+// concurrent use.
+type Registry struct {
+	types []actionType
+}
 
-// validators check the options of action types that Build does not build
-// (the endpoint, which the daemon runs itself).
-var validators = map[string]func(o *Options){}
+// actionType is one row of the registry: a type the manager drives (build
+// set), or one another package runs, whose options check reads (the
+// endpoint); a row with neither is a type this registry cannot build.
+type actionType struct {
+	name  string
+	build Builder
+	check func(o *Options)
+}
 
-// RegisterValidator has Build (and so Check) check the options of an action
-// type it does not build: the endpoint package registers its own.
-func RegisterValidator(typ string, check func(o *Options)) { validators[typ] = check }
+// Builtin returns the registry of every action type logjail has, in the
+// order the configuration documents them. endpoint checks the options of
+// the decision endpoint (endpoint.CheckOptions): the endpoint package runs
+// it inside the daemon and imports this one, so this one cannot name it
+// and takes it from the caller. nil: the registry knows the endpoint but
+// cannot check it, and Build reports it as not built in.
+func Builtin(endpoint func(o *Options)) *Registry {
+	return &Registry{types: []actionType{
+		{name: "blockfile", build: buildBlockfile},
+		{name: "nginx", build: buildListFile},
+		{name: "apache", build: buildListFile},
+		{name: "haproxy", build: buildListFile},
+		{name: "list", build: buildListFile},
+		{name: "iptables", build: newIPTables},
+		{name: "nftables", build: buildNftables},
+		{name: "endpoint", check: endpoint},
+		{name: "exec", build: buildExec},
+	}}
+}
+
+// Types returns the names of the registry's types, in its order.
+func (r *Registry) Types() []string {
+	out := make([]string, len(r.types))
+	for i, t := range r.types {
+		out[i] = t.name
+	}
+	return out
+}
+
+// lookup returns the row of type typ; an empty one (neither build nor
+// check) for a type the registry does not have.
+func (r *Registry) lookup(typ string) actionType {
+	for _, t := range r.types {
+		if t.name == typ {
+			return t
+		}
+	}
+	return actionType{}
+}
 
 // OptionsOf returns the Options of action index of cfg, for a package that
 // runs an action itself (the endpoint).
 func OptionsOf(cfg *rules.Config, index int) *Options {
 	return newOptions(cfg.File, index, cfg.Actions[index])
-}
-
-// register adds the builder of an action type; types register in init.
-func register(typ string, b Builder) {
-	if _, dup := builders[typ]; dup {
-		panic("actions: type registered twice: " + typ)
-	}
-	builders[typ] = b
 }
 
 // Configured is a built action with what the manager needs to know of it.
@@ -160,11 +201,12 @@ type Configured struct {
 	Kinds []Kind // the kinds it acts on (`on:`), default [ban]
 }
 
-// Build builds the configured actions, in order; the endpoint (which reads
-// the detector, not entries) is left to the daemon. Errors name the file,
-// line and option: `logjail.yaml:88: actions[1].reload: want a list of
-// strings`; all of them are returned, joined.
-func Build(cfg *rules.Config, env Env) ([]Configured, error) {
+// Build builds the configured actions of the registry's types, in order;
+// the endpoint (which reads the detector, not entries) is left to the
+// daemon, its options checked. Errors name the file, line and option:
+// `logjail.yaml:88: actions[1].reload: want a list of strings`; all of
+// them are returned, joined.
+func (r *Registry) Build(cfg *rules.Config, env Env) ([]Configured, error) {
 	if env.Now == nil {
 		env.Now = time.Now
 	}
@@ -175,27 +217,22 @@ func Build(cfg *rules.Config, env Env) ([]Configured, error) {
 	var errs []error
 	names := map[string]int{}
 	for i, a := range cfg.Actions {
-		if check, ok := validators[a.Type]; ok {
-			o := newOptions(cfg.File, i, a)
-			check(o)
+		t := r.lookup(a.Type)
+		o := newOptions(cfg.File, i, a)
+		switch {
+		case t.check != nil:
+			t.check(o)
 			if err := o.Err(); err != nil {
 				errs = append(errs, err)
 			}
 			continue
-		}
-		if a.Type == "endpoint" {
-			continue // not linked into this program: the daemon's own
-		}
-		o := newOptions(cfg.File, i, a)
-		kinds := o.kinds()
-		name := o.String("name", a.Type)
-		b, ok := builders[a.Type]
-		if !ok {
-			o.errorf("type", "%q is not built into this logjail", a.Type)
-			errs = append(errs, o.Err())
+		case t.build == nil:
+			errs = append(errs, fmtErr(cfg.File, a.Line, o.path("type"), "%q is not built into this logjail", a.Type))
 			continue
 		}
-		be, err := b(o, env)
+		kinds := o.kinds()
+		name := o.String("name", a.Type)
+		be, err := t.build(o, env)
 		if err == nil {
 			err = o.Err()
 		}
@@ -221,8 +258,8 @@ func Build(cfg *rules.Config, env Env) ([]Configured, error) {
 }
 
 // Check builds the configured actions and closes them: the errors of Build.
-func Check(cfg *rules.Config) error {
-	cs, err := Build(cfg, Env{})
+func (r *Registry) Check(cfg *rules.Config) error {
+	cs, err := r.Build(cfg, Env{})
 	for _, c := range cs {
 		c.Close()
 	}

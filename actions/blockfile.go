@@ -72,8 +72,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func init() { register("blockfile", buildBlockfile) }
-
 var (
 	_ Backend = (*blockfile)(nil)
 	_ Flusher = (*blockfile)(nil)

@@ -20,7 +20,7 @@ var bfNow = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 // bfBuild builds a blockfile action on dir, its clock at bfNow.
 func bfBuild(t testing.TB, dir string) *blockfile {
 	t.Helper()
-	b, err := builders["blockfile"](NewOptions("logjail.yaml", 0, "blockfile", map[string]any{"dir": dir}), Env{Now: func() time.Time { return bfNow }})
+	b, err := buildBlockfile(NewOptions("logjail.yaml", 0, "blockfile", map[string]any{"dir": dir}), Env{Now: func() time.Time { return bfNow }})
 	if err != nil {
 		t.Fatal(err)
 	}

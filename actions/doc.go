@@ -51,6 +51,25 @@
 // left by an earlier run agree with the store's active bans: a crash
 // neither loses a ban nor leaves a stale one.
 //
+// # The registry of action types
+//
+// The action types are one table, in Builtin: each type's name and its
+// builder, and the endpoint's row, whose options the endpoint package
+// checks (endpoint.CheckOptions). No type registers itself, and nothing of
+// it is a package variable: Builtin returns a Registry value, which the
+// callers pass where actions are built or checked (the daemon at start and
+// on reload, `logjail check`, `logjail clean --flush`, tests); two
+// registries share nothing. The endpoint package imports this one (its
+// Bans view is a Backend, its options are read with Options), so this one
+// cannot name it: Builtin takes the endpoint's check from its caller
+// rather than have the table live in a third package. A registry built
+// with nil for it knows the type all the same, and Build reports an
+// endpoint action as not built into this logjail (the daemon and the
+// command line always pass it; the package's own tests need not). Adding
+// a type is a file here with its builder and one row of the table;
+// rules.ActionTypes, the types a configuration accepts, must name it too
+// (TestBuiltinTypes compares the two and the example's comment).
+//
 // Throttles reach only the actions configured with `on: [throttle, ban]`
 // (and the decision endpoint). Allowed prefixes (the allow list, the host's
 // own addresses, trusted proxies) inside a blocked prefix are exempted by

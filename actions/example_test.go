@@ -1,4 +1,4 @@
-package actions
+package actions_test
 
 import (
 	"net/netip"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/logjail/logjail/actions"
+	"github.com/logjail/logjail/endpoint"
 	"github.com/logjail/logjail/rules"
 )
 
@@ -41,7 +43,7 @@ func TestExampleActions(t *testing.T) {
 	if types < 5 || len(cfg.Actions) != types+1 {
 		t.Fatalf("uncommented %d action types, the configuration has %d actions", types, len(cfg.Actions))
 	}
-	cs, err := Build(cfg, Env{})
+	cs, err := actions.Builtin(endpoint.CheckOptions).Build(cfg, actions.Env{})
 	if err != nil {
 		t.Fatalf("the example's actions do not build: %v", err)
 	}
@@ -50,10 +52,9 @@ func TestExampleActions(t *testing.T) {
 		got = append(got, c.Type)
 		c.Close()
 	}
-	// The endpoint is the daemon's: Build leaves it out, and this test
-	// binary does not link package endpoint, whose validator reads its
-	// options. It is uncommented here all the same, so that it parses;
-	// endpoint's TestExampleEndpoint reads its options and their defaults.
+	// The endpoint is the daemon's: Build checks its options (the
+	// registry's endpoint row) and leaves it out; endpoint's
+	// TestExampleEndpoint reads its options and their defaults.
 	want := "blockfile nginx iptables nftables exec"
 	if strings.Join(got, " ") != want {
 		t.Errorf("built %v, want %s (the endpoint is not built here)", got, want)

@@ -58,8 +58,6 @@ import (
 	"time"
 )
 
-func init() { register("exec", buildExec) }
-
 // execStderrMax is how much of a failed command's stderr its error quotes.
 const execStderrMax = 200
 
@@ -82,16 +80,30 @@ const (
 	execNumPlaceholders
 )
 
-var execPlaceholders = map[string]int{
-	"address": execAddress,
-	"prefix":  execPrefix,
-	"family":  execFamily,
-	"key":     execKey,
-	"rule":    execRule,
-	"reason":  execReason,
-	"until":   execUntil,
-	"timeout": execTimeout,
-	"kind":    execKind,
+// execPlaceholder returns the placeholder called name ({name} in a
+// template); false for a name that is none.
+func execPlaceholder(name string) (int, bool) {
+	switch name {
+	case "address":
+		return execAddress, true
+	case "prefix":
+		return execPrefix, true
+	case "family":
+		return execFamily, true
+	case "key":
+		return execKey, true
+	case "rule":
+		return execRule, true
+	case "reason":
+		return execReason, true
+	case "until":
+		return execUntil, true
+	case "timeout":
+		return execTimeout, true
+	case "kind":
+		return execKind, true
+	}
+	return 0, false
 }
 
 // execPart is a piece of an argv element: literal text, or a placeholder
@@ -113,7 +125,7 @@ func parseExecTemplate(o *Options, key string, argv []string) execTemplate {
 		last := 0
 		for _, m := range execPlaceholderRe.FindAllStringSubmatchIndex(s, -1) {
 			name := s[m[2]:m[3]]
-			ph, ok := execPlaceholders[name]
+			ph, ok := execPlaceholder(name)
 			if !ok {
 				o.Errorf(key, "{%s} in %q is no placeholder (there are {address}, {prefix}, {family}, {key}, {rule}, {reason}, {until}, {timeout}, {kind})", name, s)
 				continue

@@ -62,7 +62,7 @@ actions:
 		}
 	}
 
-	cs, err := actions.Build(cfg, actions.Env{StateDir: dir, Now: time.Now})
+	cs, err := actions.Builtin(endpoint.CheckOptions).Build(cfg, actions.Env{StateDir: dir, Now: time.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

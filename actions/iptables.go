@@ -61,8 +61,6 @@ import (
 	"github.com/coreos/go-iptables/iptables"
 )
 
-func init() { register("iptables", newIPTables) }
-
 // The iptables action's limits.
 const (
 	iptMaxPorts      = 15                    // a multiport match holds 15 ports
@@ -97,7 +95,8 @@ var (
 	_ Flusher = (*IPTables)(nil)
 )
 
-// IPTables is the iptables action (type: iptables). Build it with Build.
+// IPTables is the iptables action (type: iptables). Build it with
+// Registry.Build.
 type IPTables struct {
 	name   string
 	chain  string

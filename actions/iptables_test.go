@@ -22,7 +22,7 @@ import (
 // logjail.yaml would at line 7.
 func iptTestBuild(t testing.TB, opts map[string]any) *IPTables {
 	t.Helper()
-	cs, err := Build(&rules.Config{File: "logjail.yaml", Actions: []rules.Action{{Type: "iptables", Line: 7, Options: opts}}}, Env{})
+	cs, err := Builtin(nil).Build(&rules.Config{File: "logjail.yaml", Actions: []rules.Action{{Type: "iptables", Line: 7, Options: opts}}}, Env{})
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -512,7 +512,7 @@ func TestIptablesOptions(t *testing.T) {
 		{"unknown option", map[string]any{"chian": "LOGJAIL"}, "chian"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Build(&rules.Config{File: "logjail.yaml", Actions: []rules.Action{{Type: "iptables", Line: 7, Options: c.opts}}}, Env{})
+			_, err := Builtin(nil).Build(&rules.Config{File: "logjail.yaml", Actions: []rules.Action{{Type: "iptables", Line: 7, Options: c.opts}}}, Env{})
 			want := "logjail.yaml:7: actions[0]." + c.key + ":"
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("Build(%v): error %v, want one with %q", c.opts, err, want)

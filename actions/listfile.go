@@ -111,12 +111,6 @@ const (
 
 var listVariableRE = regexp.MustCompile(`^\$[a-z_][a-z0-9_]*$`)
 
-func init() {
-	for _, typ := range []string{"nginx", "apache", "haproxy", "list"} {
-		register(typ, buildListFile)
-	}
-}
-
 var (
 	_ Backend = (*listFile)(nil)
 	_ Flusher = (*listFile)(nil)

@@ -51,7 +51,7 @@ func lfPrefixes(ss ...string) []netip.Prefix {
 // lfBuild builds a list-file action of typ from opts.
 func lfBuild(t testing.TB, typ string, opts map[string]any) *listFile {
 	t.Helper()
-	b, err := builders[typ](NewOptions("logjail.yaml", 0, typ, opts), Env{})
+	b, err := buildListFile(NewOptions("logjail.yaml", 0, typ, opts), Env{})
 	if err != nil {
 		t.Fatalf("build %s %v: %v", typ, opts, err)
 	}
@@ -594,7 +594,7 @@ func TestListFileBuildErrors(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parse: %v", err)
 			}
-			err = Check(cfg)
+			err = Builtin(nil).Check(cfg)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Check: %v\nwant an error containing %q", err, tt.want)
 			}
@@ -615,7 +615,7 @@ actions:
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := Build(cfg, Env{})
+	cs, err := Builtin(nil).Build(cfg, Env{})
 	if err != nil {
 		t.Fatal(err)
 	}

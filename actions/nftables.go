@@ -74,8 +74,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func init() { register("nftables", buildNftables) }
-
 const (
 	// nftMaxTimeout caps a kernel timeout: a longer ban is refreshed by the
 	// next Sync long before it runs out.

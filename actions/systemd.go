@@ -19,7 +19,7 @@ const runtimeDir = "/run/logjail"
 // /run/logjail): `logjail check --systemd` prints it, for
 // /etc/systemd/system/logjail.service.d/actions.conf. Every line has a
 // comment that says which action needs it and why. It assumes cfg is valid
-// (Check).
+// (Registry.Check).
 func SystemdDropIn(cfg *rules.Config) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# /etc/systemd/system/logjail.service.d/actions.conf\n")

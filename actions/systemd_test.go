@@ -48,7 +48,7 @@ func TestSystemdDropIn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Check(cfg); err != nil {
+	if err := Builtin(nil).Check(cfg); err != nil {
 		t.Fatal(err)
 	}
 	d := SystemdDropIn(cfg)

@@ -178,7 +178,7 @@ type parsed struct {
 // agree with the store. Bans of rules no longer configured (Resume lifts
 // them) and bans already over block nothing.
 func startActions(cfg *rules.Config, db *store.DB, log *slog.Logger, now func() time.Time, more []actions.Configured) (*actions.Manager, []store.Ban, error) {
-	cs, err := actions.Build(cfg, actions.Env{StateDir: cfg.StateDir, Now: now})
+	cs, err := actionTypes().Build(cfg, actions.Env{StateDir: cfg.StateDir, Now: now})
 	if err != nil {
 		return nil, nil, fmt.Errorf("actions: %w", err)
 	}
@@ -763,7 +763,7 @@ func (d *decider) reload() {
 	}
 	cfg, err := rules.Load(d.configPath, rules.Options{Verifier: d.bots})
 	if err == nil && !reflect.DeepEqual(d.cfg.Actions, cfg.Actions) {
-		if err = actions.Check(cfg); err == nil {
+		if err = actionTypes().Check(cfg); err == nil {
 			d.log.Warn("reload: the actions changed; they take a restart (the running ones stay)")
 			cfg.Actions = d.cfg.Actions
 		}

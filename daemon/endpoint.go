@@ -179,3 +179,8 @@ func (w windows) Windows(a netip.Addr, rule string, now time.Time) ([]endpoint.W
 	}
 	return out, nil
 }
+
+// actionTypes is the registry of the action types the daemon builds (at
+// start) and checks (on reload): every built-in type, the endpoint checked
+// by its own package.
+func actionTypes() *actions.Registry { return actions.Builtin(endpoint.CheckOptions) }

@@ -101,6 +101,12 @@
 // detector (set with SetWindows once it is restored, safely while
 // serving). No request reads the database.
 //
+// The endpoint is the `endpoint` row of the actions registry: the daemon
+// runs it itself (it reads the detector, not only the bans), and the
+// registry's Build and Check only check its options, with CheckOptions,
+// which the callers hand to actions.Builtin (this package imports actions,
+// not the other way round). Nothing registers itself in init.
+//
 // The endpoint listens on loopback (127.0.0.1:7390 by default) or a unix
 // socket (listen: unix:/run/logjail/auth.sock, mode 0666: nothing can be
 // changed through it), and refuses a non-loopback address without

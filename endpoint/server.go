@@ -54,9 +54,11 @@ const (
 // DefaultListen is where an endpoint listens without `listen:`.
 const DefaultListen = "127.0.0.1:7390"
 
-func init() {
-	actions.RegisterValidator("endpoint", func(o *actions.Options) { parseOptions(o) })
-}
+// CheckOptions reads the options of an endpoint action, recording every
+// problem in o (o.Err reports them): the endpoint's row of the actions
+// registry, actions.Builtin(endpoint.CheckOptions), so that `logjail
+// check` and a reload check the endpoint as the daemon will open it.
+func CheckOptions(o *actions.Options) { parseOptions(o) }
 
 // Configs reads the endpoint actions of cfg; the errors name the file,
 // line and option.

@@ -244,7 +244,7 @@ func TestListenLoopbackOnly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = actions.Check(cfg)
+		err = actions.Builtin(CheckOptions).Check(cfg)
 		if c.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "logjail.yaml:4: actions[0].listen")) {
 			t.Errorf("listen %s allow_remote %v: %v", c.listen, c.remote, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/logjail/logjail/actions"
+	"github.com/logjail/logjail/endpoint"
 	"github.com/logjail/logjail/rules"
 	"github.com/spf13/cobra"
 )
@@ -44,7 +45,7 @@ Exit codes: 0 valid; 1 invalid; 2 no configuration file.`,
 			}
 			cfg, err := rules.Load(path, rules.Options{})
 			if err == nil {
-				err = actions.Check(cfg)
+				err = actions.Builtin(endpoint.CheckOptions).Check(cfg)
 			}
 			if err != nil {
 				return &exitError{code: exitNegative, err: configErrors(err)}

@@ -12,6 +12,7 @@ import (
 	"github.com/logjail/logjail/actions"
 	"github.com/logjail/logjail/checkpoint"
 	"github.com/logjail/logjail/daemon"
+	"github.com/logjail/logjail/endpoint"
 	"github.com/logjail/logjail/ops"
 	"github.com/logjail/logjail/pipeline"
 	"github.com/logjail/logjail/rules"
@@ -142,7 +143,7 @@ func flushActions(cfg *rules.Config, path string, s streams) error {
 		// Held until the flush is done: no daemon starts meanwhile.
 		defer db.Close()
 	}
-	cs, err := actions.Build(cfg, actions.Env{})
+	cs, err := actions.Builtin(endpoint.CheckOptions).Build(cfg, actions.Env{})
 	if err != nil {
 		return usageError(err)
 	}

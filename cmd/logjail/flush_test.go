@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/logjail/logjail/actions"
+	"github.com/logjail/logjail/endpoint"
 	"github.com/logjail/logjail/internal/nstest"
 	"github.com/logjail/logjail/rules"
 )
@@ -44,7 +45,7 @@ actions:
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := actions.Build(cfg, actions.Env{})
+	cs, err := actions.Builtin(endpoint.CheckOptions).Build(cfg, actions.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}
