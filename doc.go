@@ -1,6 +1,8 @@
 // Package logjail is a log-driven ban daemon for web servers.
 //
-// Where things are:
+// Where things are (docs/architecture.md: what flows between them, and
+// where to add a limit kind, a format, an action, a source, a state
+// backend):
 //
 //   - parser: one access-log line to a parser.Entry (formats, no I/O).
 //   - rules: the one YAML configuration, compiled (match, keys, limits, lists, ranges).
@@ -29,7 +31,8 @@
 //     act, checkpoint, clean, reload).
 //   - actions: what makes a ban real (block files, proxy list files,
 //     iptables and ipset, nftables, exec), driven by one manager that keeps
-//     the union of active bans per prefix and reconciles every backend.
+//     the union of active bans per prefix and reconciles every backend;
+//     the types are one table, actions.Builtin.
 //   - endpoint: the decision endpoint a reverse proxy asks (/auth, and the
 //     Cerberus /v1/throttle).
 //   - control: the operator's API on the control socket, and the engine
