@@ -74,4 +74,9 @@
 // (and the decision endpoint). Allowed prefixes (the allow list, the host's
 // own addresses, trusted proxies) inside a blocked prefix are exempted by
 // every backend that can express it.
+//
+// Boundaries: It owns making bans real: the backends, the registry of action
+// types (Builtin) and the manager that reconciles them. It must not decide
+// who is banned (the detector and the operator do), and every command it
+// runs is argv, never a shell.
 package actions

@@ -17,6 +17,10 @@
 // cleaner's passes), the detector's bans on log time. One unban reaches
 // the history per ban: the one of the clock that ends it first; Keep drops
 // the other.
+//
+// Boundaries: It owns turning the detector's state and the logs' positions
+// into store rows and back. It must not speak SQL (store does) nor decide
+// anything.
 package checkpoint
 
 import (

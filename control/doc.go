@@ -17,4 +17,8 @@
 //
 // The JSON documents (types.go) are the API's and the commands' --output
 // json: fields are added, never changed or removed, under SchemaVersion.
+//
+// Boundaries: It owns the operator's API on the control socket and the
+// engine behind ban and unban. It must not follow logs or run actions
+// itself: the daemon does, as asked.
 package control

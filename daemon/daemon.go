@@ -89,6 +89,10 @@
 // change reloads as SIGHUP does; an address the allow list now covers
 // loses its rule bans at once (watch.go).
 // SIGTERM and SIGINT take a last checkpoint and return nil.
+//
+// Boundaries: It owns `logjail run`: the stages that wire every other
+// package together. It must not hold logic another package owns: each stage
+// calls it.
 package daemon
 
 import (

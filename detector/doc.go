@@ -207,4 +207,8 @@
 // (rule "deny", until zero) for each key it has not seen in the previous call,
 // and an unban (reason "removed from config") for each key that left the
 // list, so that a reload lifts what was removed.
+//
+// Boundaries: It owns the windows, the ban ladder and the key table, on log
+// time. It must not do I/O or read the wall clock (every time comes from
+// its caller), and a key's state in the slab holds no pointer.
 package detector

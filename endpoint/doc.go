@@ -111,4 +111,7 @@
 // socket (listen: unix:/run/logjail/auth.sock, mode 0666: nothing can be
 // changed through it), and refuses a non-loopback address without
 // allow_remote: true, since it tells anyone who asks who is banned.
+//
+// Boundaries: It owns the decision endpoint. It must not write state or
+// decide bans: it answers from the ban set the daemon gives it.
 package endpoint

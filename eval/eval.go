@@ -74,6 +74,10 @@
 // client's requests, and drafts labels to review), add it to realLogs in
 // logs.go, and run `go test ./eval -run TestFigures -update` to write the
 // new figures.
+//
+// Boundaries: It owns the labelled evaluation. It must not label with
+// logjail's own decisions: the labels come from testdata/eval/clients.py's
+// criteria, reviewed by hand.
 package eval
 
 import (

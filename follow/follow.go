@@ -102,6 +102,10 @@
 // and a warning says so. Rotated names that package rotation does not know
 // (logrotate's `extension`, which puts the number before the suffix) are
 // not found.
+//
+// Boundaries: It owns following a source's files live with exact offsets,
+// through rotation. It must not parse lines (the daemon's pipeline does) nor
+// decide anything.
 package follow
 
 import (

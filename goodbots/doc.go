@@ -83,4 +83,8 @@
 // decide slightly differently from a replay of the same lines (which
 // checks the ranges only): the price of verifying crawlers that publish
 // no ranges.
+//
+// Boundaries: It owns the known crawlers and monitors and their
+// verification. Its only I/O is DNS, through the Resolver it is given,
+// asynchronously and bounded; it must not decide bans.
 package goodbots

@@ -85,4 +85,7 @@
 // (`logjail history`). Breaker lines are never left out. The limiter runs
 // on the real clock (it measures the rate lines are written), not on the
 // daemon's injected wall clock.
+//
+// Boundaries: It owns metrics, the logs, the cleaner and systemd
+// notification. It must not decide bans.
 package ops

@@ -51,4 +51,8 @@
 // The client address honours X-Forwarded-For only when the connecting
 // address is in Options.TrustedProxies: the client is then the rightmost
 // address that is not a trusted proxy.
+//
+// Boundaries: It owns the formats and parser.Entry. It must not do I/O (it
+// is given text, never a file), know the rules, keys or limits, or read the
+// clock: every time it returns is the line's own.
 package parser

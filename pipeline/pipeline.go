@@ -50,6 +50,10 @@
 // it is counted (logjail_lines_future_total, `status`) and logged at most
 // once a minute per source. It is applied before the neighbour rule, so
 // such a line is neither charged nor the file's newest time.
+//
+// Boundaries: It owns the one path from entries to decisions
+// (rules.Classify, then the detector) that replay and the daemon share. It
+// must not read logs, write state or act: its callers do.
 package pipeline
 
 import (

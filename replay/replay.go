@@ -68,6 +68,10 @@
 // how lines of one second from several files interleave; only a risky
 // ban's user agent (RiskyBan.UserAgent, the banning request's, at most 256
 // bytes, kept for risky bans only) may.
+//
+// Boundaries: It owns replaying old logs through the pipeline and the
+// report. It must not act on anything nor write the database itself: a
+// Recorder it is given (checkpoint.Writer for --db) does.
 package replay
 
 import (

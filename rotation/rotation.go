@@ -43,6 +43,11 @@
 // magic bytes, whatever the name says.
 //
 // Nothing here keeps state; every function is safe for concurrent use.
+//
+// Boundaries: It owns what a log's rotated siblings are called and in what
+// order they are read, and a file's identity (device, inode, fingerprint).
+// It must not read lines nor keep positions: source reads, follow follows,
+// store keeps the offsets.
 package rotation
 
 import (

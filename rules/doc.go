@@ -64,6 +64,11 @@
 // A *Config is immutable once built and safe for concurrent use. Classify
 // allocates nothing but the key strings it must build. The package has no
 // state of its own: a reload is a new Load.
+//
+// Boundaries: It owns the configuration: decoding, checking, compiling, and
+// Classify (an entry to its charges). It must not keep state across entries
+// (that is the detector's), act, or open a database; its only I/O is reading
+// the config and the files it names.
 package rules
 
 import _ "embed"

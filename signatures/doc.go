@@ -92,4 +92,8 @@
 //
 // A *Set is immutable and safe for concurrent use. The package has no
 // state of its own.
+//
+// Boundaries: It owns the signature families and their matcher. It must not
+// read files or the clock, nor decide what a match costs: a rule's limits do
+// (rules, detector).
 package signatures

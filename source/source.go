@@ -9,6 +9,10 @@
 // keeps its whole chunk in memory, so a caller that keeps pieces for long
 // (keys, the daemon's state) clones them (strings.Clone). Nothing here
 // parses; nothing here keeps global state.
+//
+// Boundaries: It owns opening a log (plain, compressed, stdin, globs) and
+// cutting it into lines. It must not decide what a line means (parser) nor
+// remember where it stopped (follow, store).
 package source
 
 import (

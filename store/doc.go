@@ -203,4 +203,9 @@
 // incremental vacuum every minute): the bound is 2.3 MB, the database
 // stays under 1.1 MB. A million tracked keys take about 320 MB (640 MB
 // bound).
+//
+// Boundaries: It owns the SQLite database: the schema, and every read and
+// write of it. It is the only package that imports database/sql and
+// go-sqlite3; it must not know the detector's windows beyond the rows it
+// is given.
 package store
