@@ -127,13 +127,9 @@ func (c *Config) ClassifyCached(kcache *KeyCache, src *Source, e *parser.Entry, 
 		case rangeBanned:
 			return dst, VerdictDenied
 		}
-		sig := ""
-		if s := c.ruleSpecs[rg.rule].sigs; s != nil {
-			p := s.First(e)
-			if p == nil {
-				return dst, VerdictCharged
-			}
-			sig = p.ID
+		sig, ok := c.ruleSpecs[rg.rule].signature(e)
+		if !ok {
+			return dst, VerdictCharged
 		}
 		r := c.Rules[rg.rule]
 		key := rg.key
@@ -162,13 +158,9 @@ func (c *Config) ClassifyCached(kcache *KeyCache, src *Source, e *parser.Entry, 
 		if m := c.ruleSpecs[i].match; m != nil && !m.match(e) {
 			continue
 		}
-		sig := ""
-		if s := c.ruleSpecs[i].sigs; s != nil {
-			p := s.First(e)
-			if p == nil {
-				continue
-			}
-			sig = p.ID
+		sig, ok := c.ruleSpecs[i].signature(e)
+		if !ok {
+			continue
 		}
 		r := c.Rules[i]
 		key, ok := kc.key(c, r.Key, e)

@@ -167,6 +167,18 @@ type ruleSpec struct {
 	sigs  *signatures.Set // nil: every entry
 }
 
+// signature reports whether e passes the spec's `signatures:` (true when
+// it has none) and the ID of the first pattern it matched ("" for none).
+func (sp *ruleSpec) signature(e *parser.Entry) (string, bool) {
+	if sp.sigs == nil {
+		return "", true
+	}
+	if p := sp.sigs.First(e); p != nil {
+		return p.ID, true
+	}
+	return "", false
+}
+
 // Load reads, validates and compiles the configuration file at path and the
 // `file:` lists it names (relative to its directory). Every problem is
 // returned at once: an errors.Join of *Error.
