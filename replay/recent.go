@@ -69,12 +69,23 @@ type rec struct {
 // recent is the ring of the last recentLines entries.
 type recent struct {
 	recs  []rec
-	heads []int64 // per bucket: 1 + the sequence number of its newest record, 0 for none
-	n     int64   // records added: the next sequence number
+	heads []head // per bucket: its newest record
+	n     int64  // records added: the next sequence number
+}
+
+// head is a bucket's newest record: its sequence number (plus one; 0 for
+// none) and a copy of its client and visit, so that an entry of the
+// client that came last to its bucket (most entries) reads one place in
+// memory, not two.
+type head struct {
+	seq    int64
+	hi, lo uint64
+	first  int64
+	seen   uint32
 }
 
 func newRecent() *recent {
-	return &recent{recs: make([]rec, recentLines), heads: make([]int64, recentBucket)}
+	return &recent{recs: make([]rec, recentLines), heads: make([]head, recentBucket)}
 }
 
 func addrWords(a netip.Addr) (hi, lo uint64) {
@@ -97,7 +108,15 @@ func (r *recent) add(e *parser.Entry) {
 	b := recentHash(hi, lo)
 	t := e.Time.UnixNano()
 	first, seen := t, uint32(1)
-	p := r.heads[b]
+	h := &r.heads[b]
+	p := h.seq
+	if p != 0 && h.hi == hi && h.lo == lo && r.valid(p-1) {
+		p = 0 // the bucket's newest record is this client's: no walk
+		first, seen = min(h.first, t), h.seen+1
+		if seen == 0 {
+			seen--
+		}
+	}
 	for steps := 0; p != 0 && steps < recentWalk && r.valid(p-1); steps++ {
 		q := &r.recs[(p-1)&(recentLines-1)]
 		if q.hi == hi && q.lo == lo {
@@ -116,15 +135,15 @@ func (r *recent) add(e *parser.Entry) {
 	if e.Has&parser.HasPath != 0 && isStatic(e.Path) {
 		flags |= recStatic
 	}
-	r.recs[r.n&(recentLines-1)] = rec{hi: hi, lo: lo, t: t, first: first, prev: r.heads[b], seen: seen, flags: flags}
+	r.recs[r.n&(recentLines-1)] = rec{hi: hi, lo: lo, t: t, first: first, prev: h.seq, seen: seen, flags: flags}
 	r.n++
-	r.heads[b] = r.n
+	*h = head{seq: r.n, hi: hi, lo: lo, first: first, seen: seen}
 }
 
 // latest returns the newest record of a, or nil.
 func (r *recent) latest(a netip.Addr) *rec {
 	hi, lo := addrWords(a)
-	p := r.heads[recentHash(hi, lo)]
+	p := r.heads[recentHash(hi, lo)].seq
 	for steps := 0; p != 0 && steps < recentWalk && r.valid(p-1); steps++ {
 		q := &r.recs[(p-1)&(recentLines-1)]
 		if q.hi == hi && q.lo == lo {
@@ -150,7 +169,7 @@ func (r *recent) burst(a netip.Addr, t time.Time) burstStats {
 	hi, lo := addrWords(a)
 	end := t.UnixNano()
 	from := end - int64(burstWindow)
-	p := r.heads[recentHash(hi, lo)]
+	p := r.heads[recentHash(hi, lo)].seq
 	var newest, oldest int64
 	// Walk the bucket's chain back, skipping other clients' records (as
 	// many as burstRequests*4 at most).
