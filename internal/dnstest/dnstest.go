@@ -9,6 +9,7 @@ package dnstest
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net"
 	"os/exec"
 	"strconv"
@@ -40,13 +41,48 @@ var zones = []string{"in-addr.arpa", "ip6.arpa", "googlebot.com", "google.com", 
 func Start(t testing.TB, records ...string) *Server {
 	t.Helper()
 	bin := testenv.Need(t, "dnsmasq")[0]
-	// A free port: bind it, note it, let it go for dnsmasq.
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// dnsmasq binds its port for UDP and TCP. A port free for both when
+	// picked can be taken by another test process before dnsmasq binds it;
+	// then dnsmasq exits with "Address already in use" and the next free
+	// port is tried.
+	var s *Server
+	for attempt := 1; ; attempt++ {
+		var err error
+		s, err = start(t, bin, freePort(t), records)
+		if err == nil {
+			break
+		}
+		if attempt == 5 || !strings.Contains(err.Error(), "Address already in use") {
+			t.Fatal(err)
+		}
 	}
-	port := pc.LocalAddr().(*net.UDPAddr).Port
-	pc.Close()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// freePort returns a loopback port that was free for both UDP and TCP.
+func freePort(t testing.TB) int {
+	t.Helper()
+	for i := 0; i < 20; i++ {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := pc.LocalAddr().(*net.UDPAddr).Port
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		pc.Close()
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port
+	}
+	t.Fatal("no loopback port free for both UDP and TCP in 20 tries")
+	return 0
+}
+
+// start runs dnsmasq on port and waits until it says it has started.
+func start(t testing.TB, bin string, port int, records []string) (*Server, error) {
 	args := []string{"--no-daemon", "--keep-in-foreground", "--conf-file=/dev/null", "--port=" + strconv.Itoa(port),
 		"--listen-address=127.0.0.1", "--bind-interfaces", "--no-resolv", "--no-hosts", "--pid-file=",
 		"--log-queries", "--log-facility=-", "--user=root"}
@@ -57,10 +93,10 @@ func Start(t testing.TB, records ...string) *Server {
 	s := &Server{cmd: exec.Command(bin, args...), port: port, done: make(chan struct{})}
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	started := make(chan struct{})
 	go func() {
@@ -76,15 +112,16 @@ func Start(t testing.TB, records ...string) *Server {
 			}
 		}
 	}()
-	t.Cleanup(s.Stop)
 	select {
 	case <-started:
+		return s, nil
 	case <-s.done:
-		t.Fatalf("dnsmasq exited: %s", s.Log())
+		s.cmd.Wait()
+		return nil, fmt.Errorf("dnsmasq exited: %s", s.Log())
 	case <-time.After(10 * time.Second):
-		t.Fatalf("dnsmasq did not start in 10s: %s", s.Log())
+		s.Stop()
+		return nil, fmt.Errorf("dnsmasq did not start in 10s: %s", s.Log())
 	}
-	return s
 }
 
 // Stop ends the server, by its PID; a second Stop does nothing.
