@@ -9,7 +9,7 @@
 // no daemon the CLI runs them on a detector restored from the database and
 // checkpoints them, and the daemon applies them when it starts. The
 // breaker's trips and resets are history events of their own kinds
-// (store.KindBreakerTrip, store.KindBreakerReset), with no rule and the
+// (state.KindBreakerTrip, state.KindBreakerReset), with no rule and the
 // key BreakerKey;
 // BreakerStatus lists them (docs/control.md, "The circuit breaker"). The reads (List, ReadHistory,
 // StatusOf, RestoreDetector) work on a read-only database, so a member of

@@ -13,7 +13,7 @@ import (
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/ops"
 	"github.com/logjail/logjail/rules"
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 )
 
 // Control is a handle on a running daemon for what operators ask of it:
@@ -183,7 +183,7 @@ func (c *Control) Unban(ctx context.Context, rule, key, who, reason string) ([]d
 // Status reports the daemon's state.
 func (c *Control) Status(ctx context.Context) (*control.Status, error) {
 	st := &control.Status{Version: control.SchemaVersion, Live: true, Logjail: control.Version(), PID: os.Getpid()}
-	var db *store.DB
+	var db state.Store
 	var cfg *rules.Config
 	var now time.Time
 	lastLine := map[string]time.Time{}
