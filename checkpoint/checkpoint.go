@@ -1,10 +1,13 @@
-// Package checkpoint joins the detector and the store. A Writer turns
+// Package checkpoint joins the detector and the state. A Writer turns
 // decisions into history and into the table of active bans, collects the key
 // states the detector changed and the source positions that fed them, and
-// writes them all as one checkpoint (one SQLite transaction). Restore gives a
+// writes them all as one checkpoint (one state.Checkpoint, all or nothing)
+// into a state.CheckpointSink. Restore gives a
 // fresh detector back the state of the last checkpoint, with the positions,
 // so that reading the logs again from there rebuilds exactly the state a
-// crash lost: no line counted twice, none lost.
+// crash lost: no line counted twice, none lost. Restore, KeyStates and
+// RestoreGuard read a state.RestoreSource. Both are interfaces, so that
+// a state other than the SQLite store (package store) plugs in.
 //
 // The invariant that makes this exact: a checkpoint holds the detector state
 // after some entry and the positions just past the lines that produced the
@@ -19,8 +22,9 @@
 // the other.
 //
 // Boundaries: It owns turning the detector's state and the logs' positions
-// into store rows and back. It must not speak SQL (store does) nor decide
-// anything.
+// into state rows and back. It must not know the implementation of the
+// state (it takes state's interfaces, never *store.DB), speak SQL (store
+// does), nor decide anything.
 package checkpoint
 
 import (

@@ -13,7 +13,10 @@
 // key BreakerKey;
 // BreakerStatus lists them (docs/control.md, "The circuit breaker"). The reads (List, ReadHistory,
 // StatusOf, RestoreDetector) work on a read-only database, so a member of
-// the logjail group can list while the daemon writes.
+// the logjail group can list while the daemon writes. They take state's
+// interfaces (state.Ledger, state.Reader, state.RestoreSource,
+// state.BanReader), not the SQLite store: what opens the state (the
+// daemon, cmd/logjail's opener) hands it in.
 //
 // The JSON documents (types.go) are the API's and the commands' --output
 // json: fields are added, never changed or removed, under SchemaVersion.

@@ -21,6 +21,10 @@
 // identity (device, inode, head hash, size) as given: the follower
 // decides from it whether the file is still the one read.
 //
+// A checkpoint with a row no reader could use is refused whole: a KeyRow
+// or a Ban without a rule or a key, a Ban of a kind other than throttle
+// or ban, an Event without a kind, a Position without a path.
+//
 // History is append-only and ordered. History returns events newest
 // first; events of one millisecond come newest written first. A
 // HistoryQuery's zero fields select everything; Since is inclusive,
