@@ -148,44 +148,53 @@ const (
 )
 
 // ActiveBans: see DB.ActiveBans.
-func (s *Snapshot) ActiveBans() ([]Ban, error) {
-	bs, err := s.bans(activeBansQuery)
-	if err != nil {
-		return nil, s.errf("read bans", "%w", err)
-	}
-	return bs, nil
-}
+func (s *Snapshot) ActiveBans() ([]Ban, error) { return s.bans("read bans", activeBansQuery) }
 
 // EndedBans: see DB.EndedBans.
 func (s *Snapshot) EndedBans(t time.Time) ([]Ban, error) {
-	bs, err := s.bans(endedBansQuery, t.UnixMilli())
+	return s.bans("read ended bans", endedBansQuery, t.UnixMilli())
+}
+
+// bans returns the bans q selects; nil on error.
+func (s *Snapshot) bans(op, q string, args ...any) ([]Ban, error) {
+	var bs []Ban
+	err := s.eachBan(op, q, args, func(b *Ban) error {
+		bs = append(bs, *b) // its Addresses are its own: parseAddrs makes them
+		return nil
+	})
 	if err != nil {
-		return nil, s.errf("read ended bans", "%w", err)
+		return nil, err
 	}
 	return bs, nil
 }
 
-func (s *Snapshot) bans(q string, args ...any) ([]Ban, error) {
+// eachBan calls fn with each ban q selects, reusing one Ban. An error
+// from fn is returned as it is; the others are s.errf(op, …).
+func (s *Snapshot) eachBan(op, q string, args []any, fn func(*Ban) error) error {
 	rows, err := s.q.QueryContext(context.Background(), q, args...)
 	if err != nil {
-		return nil, err
+		return s.errf(op, "%w", err)
 	}
 	defer rows.Close()
-	var bs []Ban
+	var b Ban
+	var since, until sql.NullInt64
+	var as string
 	for rows.Next() {
-		var b Ban
-		var since, until sql.NullInt64
-		var as string
 		if err := rows.Scan(&b.Rule, &b.Key, &b.Kind, &since, &until, &b.Reason, &b.Violations, &as, &b.Origin, &b.Who, &b.LogOnly); err != nil {
-			return nil, err
+			return s.errf(op, "%w", err)
 		}
 		b.Since, b.Until = fromMS(since), fromMS(until)
 		if b.Addresses, err = parseAddrs(as); err != nil {
-			return nil, fmt.Errorf("ban %s %s: %w", b.Rule, b.Key, err)
+			return s.errf(op, "ban %s %s: %w", b.Rule, b.Key, err)
 		}
-		bs = append(bs, b)
+		if err := fn(&b); err != nil {
+			return err
+		}
 	}
-	return bs, rows.Err()
+	if err := rows.Err(); err != nil {
+		return s.errf(op, "%w", err)
+	}
+	return nil
 }
 
 // historyQuery builds the SQL for q: the key index serves a query by key,
@@ -364,30 +373,7 @@ func (db *DB) EachActiveBan(fn func(*Ban) error) error { return db.snap().EachAc
 
 // EachActiveBan: see DB.EachActiveBan.
 func (s *Snapshot) EachActiveBan(fn func(*Ban) error) error {
-	rows, err := s.q.QueryContext(context.Background(), activeBansQuery)
-	if err != nil {
-		return s.errf("read bans", "%w", err)
-	}
-	defer rows.Close()
-	var b Ban
-	var since, until sql.NullInt64
-	var as string
-	for rows.Next() {
-		if err := rows.Scan(&b.Rule, &b.Key, &b.Kind, &since, &until, &b.Reason, &b.Violations, &as, &b.Origin, &b.Who, &b.LogOnly); err != nil {
-			return s.errf("read bans", "%w", err)
-		}
-		b.Since, b.Until = fromMS(since), fromMS(until)
-		if b.Addresses, err = parseAddrs(as); err != nil {
-			return s.errf("read bans", "ban %s %s: %w", b.Rule, b.Key, err)
-		}
-		if err := fn(&b); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return s.errf("read bans", "%w", err)
-	}
-	return nil
+	return s.eachBan("read bans", activeBansQuery, nil, fn)
 }
 
 // CountActiveBansByKind returns how many throttles and bans are active, by
