@@ -26,6 +26,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -584,27 +585,17 @@ func model(n int) contents {
 		}
 		c.Meta["seq"] = ck.Meta["seq"]
 	}
-	for _, k := range slices.Sorted(mapsKeys(keys)) {
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		c.Keys = append(c.Keys, keys[k])
 	}
-	for _, k := range slices.Sorted(mapsKeys(bans)) {
+	for _, k := range slices.Sorted(maps.Keys(bans)) {
 		c.Bans = append(c.Bans, bans[k])
 	}
-	for _, k := range slices.Sorted(mapsKeys(pos)) {
+	for _, k := range slices.Sorted(maps.Keys(pos)) {
 		c.Positions = append(c.Positions, pos[k])
 	}
 	slices.Reverse(c.History) // newest first: each checkpoint's time is later
 	return c
-}
-
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // seqOf is the checkpoint number a state says it holds (0: none).
@@ -656,7 +647,7 @@ func canon(c contents) string {
 	for _, p := range c.Positions {
 		fmt.Fprintf(&b, "position %+v\n", p)
 	}
-	for _, k := range slices.Sorted(mapsKeys(c.Meta)) {
+	for _, k := range slices.Sorted(maps.Keys(c.Meta)) {
 		fmt.Fprintf(&b, "meta %q %q\n", k, c.Meta[k])
 	}
 	return b.String()
