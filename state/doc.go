@@ -6,6 +6,27 @@
 // implementation today, and statetest is the conformance suite every
 // implementation passes (store's TestConformance runs it).
 //
+// # The cut
+//
+// Each interface holds the methods its users call, no more:
+//
+//	CheckpointSink  Checkpoint, ActiveBans, Global    checkpoint.Writer (Resume reads the last one back)
+//	RestoreSource   Global, Keys, Positions, Meta     checkpoint.Restore, RestoreGuard, KeyStates; control.RestoreDetector
+//	BanReader       ActiveBans, EachActiveBan, History, the three counts
+//	                                                  the daemon's actions and watcher, control's breaker, the metrics
+//	Reader          RestoreSource and BanReader       control.StatusOf; what Ledger.View hands over
+//	Ledger          Reader and View                   control's List and ReadHistory, its server
+//	Maintenance     EndedBans, Prune, TruncateWAL     ops.CleanWith
+//	Store           all of them and Close             what opens the state: the daemon, cmd/logjail, ops.Clean
+//
+// The offsets and the meta values have no interface of their own: they are
+// written only inside a Checkpoint (atomically with the detector state they
+// go with, which is what makes a restart exact) and read only to restore
+// it, so they belong to CheckpointSink and RestoreSource. The ban ledger's
+// writes are checkpoints too (SetBans, DelBans, Events): its readers have
+// BanReader. Store's extras that no user of the interfaces calls (TopKeys,
+// SetMeta, WALSize) stay store's.
+//
 // # What an implementation guarantees
 //
 // Checkpoints are atomic. Checkpoint applies all of a Checkpoint or, on
@@ -25,11 +46,11 @@
 // or a Ban without a rule or a key, a Ban of a kind other than throttle
 // or ban, an Event without a kind, a Position without a path.
 //
-// History is append-only and ordered. History returns events newest
-// first; events of one millisecond come newest written first. A
-// HistoryQuery's zero fields select everything; Since is inclusive,
-// Until exclusive; Limit keeps the newest. The active bans are listed in
-// (rule, key) order; EndedBans, the soonest ended first.
+// History is appended to (Prune alone deletes it) and ordered. History
+// returns events newest first; events of one millisecond come newest
+// written first. A HistoryQuery's zero fields select everything; Since is
+// inclusive, Until exclusive; Limit keeps the newest. The active bans are
+// listed in (rule, key) order; EndedBans, the soonest ended first.
 //
 // Reads see whole checkpoints. Each read method sees the latest committed
 // checkpoint; View sees one checkpoint throughout. Readers never block
