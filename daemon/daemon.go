@@ -79,7 +79,9 @@
 //
 // Signals. SIGHUP reloads the configuration and its lists: a configuration
 // that does not load is refused, its errors logged, and the running one
-// kept; windows and bans survive (rules are matched by name). A change to
+// kept (every load, at start and on reload, is the one pass of `logjail
+// check`, the actions' options included: a reload refuses what check
+// refuses, with the same problems); windows and bans survive (rules are matched by name). A change to
 // the sources (paths, formats) or to the actions takes a restart; a reload
 // says so. A changed allow list reaches the actions at once, and so do
 // changed ranges: an active ban of range:NAME blocks the range's new CIDRs
@@ -183,8 +185,8 @@ type parsed struct {
 // them) and bans already over block nothing.
 func startActions(cfg *rules.Config, db *store.DB, log *slog.Logger, now func() time.Time, more []actions.Configured) (*actions.Manager, []store.Ban, error) {
 	cs, err := actionTypes().Build(cfg, actions.Env{StateDir: cfg.StateDir, Now: now})
-	if err != nil {
-		return nil, nil, fmt.Errorf("actions: %w", err)
+	if err != nil { // the load checked the options: not reached
+		return nil, nil, configError(err)
 	}
 	cs = append(cs, more...)
 	bans, err := db.ActiveBans()
@@ -765,12 +767,10 @@ func (d *decider) reload() {
 	if d.o.Hooks.Reloading != nil {
 		d.o.Hooks.Reloading()
 	}
-	cfg, err := rules.Load(d.configPath, rules.Options{Verifier: d.bots})
+	cfg, err := d.load()
 	if err == nil && !reflect.DeepEqual(d.cfg.Actions, cfg.Actions) {
-		if err = actionTypes().Check(cfg); err == nil {
-			d.log.Warn("reload: the actions changed; they take a restart (the running ones stay)")
-			cfg.Actions = d.cfg.Actions
-		}
+		d.log.Warn("reload: the actions changed; they take a restart (the running ones stay)")
+		cfg.Actions = d.cfg.Actions
 	}
 	if err == nil && !sameSources(d.cfg, cfg) {
 		d.log.Warn("reload: the sources changed; they take a restart (rules and lists are reloaded)")
