@@ -768,7 +768,7 @@ func (d *decider) reload() {
 		d.o.Hooks.Reloading()
 	}
 	cfg, err := d.load()
-	if err == nil && !reflect.DeepEqual(d.cfg.Actions, cfg.Actions) {
+	if err == nil && !sameActions(d.cfg.Actions, cfg.Actions) {
 		d.log.Warn("reload: the actions changed; they take a restart (the running ones stay)")
 		cfg.Actions = d.cfg.Actions
 	}
@@ -794,6 +794,16 @@ func (d *decider) reload() {
 	if d.o.Hooks.Reloaded != nil {
 		d.o.Hooks.Reloaded(err)
 	}
+}
+
+// sameActions says whether two configurations ask for the same actions:
+// the same types with the same options, in the same order. Where they
+// are written (lines) does not count: a comment added above an action
+// changes nothing that runs.
+func sameActions(a, b []rules.Action) bool {
+	return slices.EqualFunc(a, b, func(x, y rules.Action) bool {
+		return x.Type == y.Type && reflect.DeepEqual(x.Options, y.Options)
+	})
 }
 
 func sameSources(a, b *rules.Config) bool {
