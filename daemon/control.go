@@ -26,7 +26,10 @@ type Control struct {
 	endpoints atomic.Pointer[endpoints] // of the running daemon, for Status
 }
 
-var _ control.Daemon = (*Control)(nil)
+var (
+	_ control.Daemon  = (*Control)(nil)
+	_ control.Cleaner = (*Control)(nil)
+)
 
 type request struct {
 	fn   func(d *decider) error
@@ -254,6 +257,25 @@ func (c *Control) Top(ctx context.Context, req control.TopRequest) (*control.Top
 	}
 	top.Live = true
 	return top, nil
+}
+
+// Clean runs one cleaner pass now, on an operator's word, as the
+// cleaner's schedule does (ops.CleanWith on the decider's writer, in order
+// with the log lines, then every action synced), with req.VacuumPages; it
+// returns once every action undid the bans it lifted, with the report
+// `logjail clean` prints.
+func (c *Control) Clean(ctx context.Context, req control.CleanRequest, who string) (*control.CleanReport, error) {
+	var res *control.CleanReport
+	err := c.do(ctx, func(d *decider) error {
+		st, err := d.clean(req.VacuumPages)
+		if err != nil {
+			return err
+		}
+		res = st.Report(DBPath(d.cfg))
+		res.Live = true
+		return nil
+	})
+	return res, err
 }
 
 // Config returns the configuration in force.
