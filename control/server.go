@@ -234,6 +234,18 @@ func (s *Server) who(r *http.Request) (string, error) {
 	return "", errf(ErrForbidden, "%s may not change anything: root and the members of group %s may", who, s.o.Group)
 }
 
+// changer names the caller of a change (what), or answers the refusal
+// and reports false.
+func (s *Server) changer(w http.ResponseWriter, r *http.Request, what string) (string, bool) {
+	who, err := s.who(r)
+	if err != nil {
+		s.o.Logger.Warn("control: refused", "what", what, "err", err)
+		reply(w, nil, err)
+		return "", false
+	}
+	return who, true
+}
+
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	st, err := s.o.Daemon.Status(r.Context())
 	reply(w, st, err)
@@ -276,10 +288,8 @@ func (s *Server) top(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) ban(w http.ResponseWriter, r *http.Request) {
-	who, err := s.who(r)
-	if err != nil {
-		s.o.Logger.Warn("control: refused", "what", "ban", "err", err)
-		reply(w, nil, err)
+	who, ok := s.changer(w, r, "ban")
+	if !ok {
 		return
 	}
 	var req BanRequest
@@ -296,10 +306,8 @@ func (s *Server) ban(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) unban(w http.ResponseWriter, r *http.Request) {
-	who, err := s.who(r)
-	if err != nil {
-		s.o.Logger.Warn("control: refused", "what", "unban", "err", err)
-		reply(w, nil, err)
+	who, ok := s.changer(w, r, "unban")
+	if !ok {
 		return
 	}
 	var req UnbanRequest
@@ -321,10 +329,8 @@ func (s *Server) breaker(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) resetBreaker(w http.ResponseWriter, r *http.Request) {
-	who, err := s.who(r)
-	if err != nil {
-		s.o.Logger.Warn("control: refused", "what", "breaker reset", "err", err)
-		reply(w, nil, err)
+	who, ok := s.changer(w, r, "breaker reset")
+	if !ok {
 		return
 	}
 	res, err := s.o.Daemon.ResetBreaker(r.Context(), who)
@@ -335,10 +341,8 @@ func (s *Server) resetBreaker(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) clean(w http.ResponseWriter, r *http.Request) {
-	who, err := s.who(r)
-	if err != nil {
-		s.o.Logger.Warn("control: refused", "what", "clean", "err", err)
-		reply(w, nil, err)
+	who, ok := s.changer(w, r, "clean")
+	if !ok {
 		return
 	}
 	c, ok := s.o.Daemon.(Cleaner)
