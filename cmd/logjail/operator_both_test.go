@@ -156,13 +156,19 @@ func TestOperatorBothWays(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.out["top"]), &top); err != nil || top.Live != live || len(top.Keys) == 0 {
 			t.Errorf("live %v: top = %+v (%v), want the keys of the log", live, top, err)
 		}
+		var after control.Top
+		if err := json.Unmarshal([]byte(r.out["top after"]), &after); err != nil || slices.ContainsFunc(after.Keys, func(k control.TopKey) bool { return k.Key == "198.51.100.9" }) {
+			t.Errorf("live %v: top after unban --forget = %+v (%v), want 198.51.100.9's state gone", live, after, err)
+		}
 		if got := banKeys(listOf(t, r.out["list after"])); !slices.Equal(got, []string{"operator 203.0.113.61"}) {
 			t.Errorf("live %v: list after = %v, want the long ban alone", live, got)
 		}
 	}
 
-	// What a daemon started on each result enforces.
+	// What a daemon started on each result enforces, and remembers (a
+	// forgotten state stays forgotten).
 	enforced := map[bool]string{}
+	remembered := map[bool]string{}
 	blocked := map[bool][]string{}
 	for _, live := range []bool{true, false} {
 		e.restore(results[live])
@@ -170,8 +176,13 @@ func TestOperatorBothWays(t *testing.T) {
 		e.waitFor("the actions to sync", func() bool { return e.blockFile("203.0.113.61") })
 		r := bothRun{start: time.Now()}
 		enforced[live] = e.must(0, "list", "--output", "json")
+		remembered[live] = e.must(0, "top", "--output", "json")
 		r.end = time.Now()
 		enforced[live] = normalise(t, "list", enforced[live], r)
+		remembered[live] = normalise(t, "top", remembered[live], r)
+		if strings.Contains(remembered[live], "198.51.100.9") {
+			t.Errorf("live %v: a daemon started on the result remembers the forgotten 198.51.100.9:\n%s", live, remembered[live])
+		}
 		ents, err := os.ReadDir(e.blocked)
 		if err != nil {
 			t.Fatal(err)
@@ -183,6 +194,9 @@ func TestOperatorBothWays(t *testing.T) {
 	}
 	if diff := cmp.Diff(enforced[true], enforced[false]); diff != "" {
 		t.Errorf("a daemon started on each result lists (-online +offline):\n%s", diff)
+	}
+	if diff := cmp.Diff(remembered[true], remembered[false]); diff != "" {
+		t.Errorf("a daemon started on each result tops (-online +offline):\n%s", diff)
 	}
 	if diff := cmp.Diff(blocked[true], blocked[false]); diff != "" || !slices.Equal(blocked[true], []string{"203.0.113.61"}) {
 		t.Errorf("block files: online %v, offline %v; want [203.0.113.61] both", blocked[true], blocked[false])
