@@ -58,6 +58,7 @@
 // json: fields are added, never changed or removed, under SchemaVersion.
 //
 // Boundaries: It owns the operator's API on the control socket and the
-// engine behind ban and unban. It must not follow logs or run actions
-// itself: the daemon does, as asked.
+// engine behind ban, unban, list, history, top and status (clean's pass is
+// package ops'). It must not follow logs or run actions itself: the daemon
+// does, as asked.
 package control

@@ -1,8 +1,9 @@
 package main
 
-// What the operator's commands (list, ban, unban, top, history, status)
-// share: the daemon's socket or, when no daemon answers, the database;
-// exit codes for the API's errors; output.
+// What the operator's commands (list, ban, unban, top, history, status,
+// clean) share: the daemon's socket or, when no daemon answers, the
+// database (the same deciding function either way: control/doc.go); exit
+// codes for the API's errors; output.
 
 import (
 	"context"
