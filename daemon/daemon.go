@@ -423,7 +423,7 @@ func (d *decider) run(ctx context.Context, ordered <-chan *parsed, reload <-chan
 			d.releaseDue()
 		case <-cleanAt:
 			d.mu.Lock()
-			d.clean()
+			d.clean(ops.VacuumPages)
 			d.mu.Unlock()
 			schedule()
 		case <-reload:
@@ -727,9 +727,10 @@ func (d *decider) flush() {
 }
 
 // clean runs one cleaner pass through the daemon's own writer, so that the
-// lifts join its checkpoints in order with the positions.
-func (d *decider) clean() {
-	st, err := ops.CleanWith(d.w, d.db, d.cfg, d.det, d.now(), ops.VacuumPages)
+// lifts join its checkpoints in order with the positions: on the cleaner's
+// schedule (ops.VacuumPages) or an operator's word (Control.Clean).
+func (d *decider) clean(vacuumPages int) (ops.CleanStats, error) {
+	st, err := ops.CleanWith(d.w, d.db, d.cfg, d.det, d.now(), vacuumPages)
 	d.flushed, d.dirty = time.Now(), false
 	d.dl.Decisions(ops.SourceCleaner, st.Unbans)
 	d.acts.Decisions(st.Unbans)
@@ -744,9 +745,10 @@ func (d *decider) clean() {
 	}
 	if err != nil {
 		d.log.Error("cleaner", "err", err)
-		return
+		return st, err
 	}
 	d.log.Debug("cleaner", "expired", st.Expired, "throttles", st.Throttles, "pruned_keys", st.Pruned.Keys, "pruned_history", st.Pruned.History)
+	return st, nil
 }
 
 // stop takes the last checkpoint and waits for it.
