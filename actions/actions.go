@@ -203,22 +203,49 @@ type Configured struct {
 
 // Build builds the configured actions of the registry's types, in order;
 // the endpoint (which reads the detector, not entries) is left to the
-// daemon, its options checked. Errors name the file, line and option:
-// `logjail.yaml:88: actions[1].reload: want a list of strings`; all of
-// them are returned, joined.
+// daemon, its options checked. It finds the problems CheckActions finds,
+// each naming the file, the line of the option's value and the option
+// (`logjail.yaml:88: actions[1].reload: want a list of strings`), all of
+// them joined: none for a configuration loaded with the registry as its
+// checker (rules.Options.Actions), whose load reported them first.
 func (r *Registry) Build(cfg *rules.Config, env Env) ([]Configured, error) {
-	if env.Now == nil {
-		env.Now = time.Now
-	}
 	if env.StateDir == "" {
 		env.StateDir = cfg.StateDir
+	}
+	// An action's index is its position in Config.Actions (what Load sets;
+	// a configuration made by hand may leave it zero).
+	as := slices.Clone(cfg.Actions)
+	for i := range as {
+		as[i].Index = i
+	}
+	return r.build(cfg.File, as, env)
+}
+
+// CheckActions checks the options of actions of the configuration file by
+// building them and closing them (a builder touches nothing outside the
+// process), and returns every problem, each a *rules.Error. It implements
+// rules.ActionChecker: with the registry in rules.Options.Actions, Load
+// checks the actions in the pass that checks the rest of the file.
+func (r *Registry) CheckActions(file string, actions []rules.Action) error {
+	cs, err := r.build(file, actions, Env{})
+	closeAll(cs)
+	return err
+}
+
+var _ rules.ActionChecker = (*Registry)(nil)
+
+// build builds actions, each under its Index; on any problem it builds
+// none and returns them all, joined.
+func (r *Registry) build(file string, actions []rules.Action, env Env) ([]Configured, error) {
+	if env.Now == nil {
+		env.Now = time.Now
 	}
 	var out []Configured
 	var errs []error
 	names := map[string]int{}
-	for i, a := range cfg.Actions {
+	for _, a := range actions {
 		t := r.lookup(a.Type)
-		o := newOptions(cfg.File, i, a)
+		o := newOptions(file, a.Index, a)
 		switch {
 		case t.check != nil:
 			t.check(o)
@@ -227,7 +254,7 @@ func (r *Registry) Build(cfg *rules.Config, env Env) ([]Configured, error) {
 			}
 			continue
 		case t.build == nil:
-			errs = append(errs, fmtErr(cfg.File, a.Line, o.path("type"), "%q is not built into this logjail", a.Type))
+			errs = append(errs, fmtErr(file, o.lineOf("type"), o.path("type"), "%q is not built into this logjail", a.Type))
 			continue
 		}
 		kinds := o.kinds()
@@ -245,13 +272,11 @@ func (r *Registry) Build(cfg *rules.Config, env Env) ([]Configured, error) {
 			errs = append(errs, o.Err())
 			continue
 		}
-		names[name] = i
+		names[name] = a.Index
 		out = append(out, Configured{Backend: be, Type: a.Type, Kinds: kinds})
 	}
 	if len(errs) > 0 {
-		for _, c := range out {
-			c.Close()
-		}
+		closeAll(out)
 		return nil, joinErrors(errs)
 	}
 	return out, nil
@@ -260,10 +285,15 @@ func (r *Registry) Build(cfg *rules.Config, env Env) ([]Configured, error) {
 // Check builds the configured actions and closes them: the errors of Build.
 func (r *Registry) Check(cfg *rules.Config) error {
 	cs, err := r.Build(cfg, Env{})
+	closeAll(cs)
+	return err
+}
+
+// closeAll closes built actions that are not kept.
+func closeAll(cs []Configured) {
 	for _, c := range cs {
 		c.Close()
 	}
-	return err
 }
 
 type joined []error

@@ -57,8 +57,12 @@
 // builder, and the endpoint's row, whose options the endpoint package
 // checks (endpoint.CheckOptions). No type registers itself, and nothing of
 // it is a package variable: Builtin returns a Registry value, which the
-// callers pass where actions are built or checked (the daemon at start and
-// on reload, `logjail check`, `logjail clean --flush`, tests); two
+// callers pass where the configuration is loaded and where actions are
+// built. It is the rules.ActionChecker of every load (rules.Options.Actions:
+// the daemon at start and on reload, every command): CheckActions runs the
+// builders in the pass that checks the rest of the file, so each option's
+// problem is reported with the others, at the line of its value; Build
+// (the daemon's start, `logjail clean --flush`) then finds none. Two
 // registries share nothing. The endpoint package imports this one (its
 // Bans view is a Backend, its options are read with Options), so this one
 // cannot name it: Builtin takes the endpoint's check from its caller

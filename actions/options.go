@@ -15,12 +15,14 @@ import (
 
 // Options reads one action's options (the YAML keys beside `type:`). Every
 // getter marks its key as known; Err reports the errors and every key no
-// getter asked for, each naming the configuration's file, the action's line
-// and the option: `logjail.yaml:88: actions[1].reload: want a list of
-// strings`.
+// getter asked for, each a *rules.Error naming the configuration's file,
+// the line of the option's value (rules.Action.Lines; the action's line
+// for an option it does not list, such as a default) and the option:
+// `logjail.yaml:88: actions[1].reload: want a list of strings`.
 type Options struct {
 	file  string
 	line  int
+	lines map[string]int
 	index int
 	typ   string
 	m     map[string]any
@@ -29,7 +31,7 @@ type Options struct {
 }
 
 func newOptions(file string, index int, a rules.Action) *Options {
-	return &Options{file: file, line: a.Line, index: index, typ: a.Type, m: a.Options, used: map[string]bool{}}
+	return &Options{file: file, line: a.Line, lines: a.Lines, index: index, typ: a.Type, m: a.Options, used: map[string]bool{}}
 }
 
 // NewOptions makes Options for action index of a configuration file from
@@ -46,9 +48,17 @@ func (o *Options) Index() int { return o.index }
 
 func (o *Options) path(key string) string { return fmt.Sprintf("actions[%d].%s", o.index, key) }
 
+// lineOf is the line of key's value, else the action's.
+func (o *Options) lineOf(key string) int {
+	if l, ok := o.lines[key]; ok {
+		return l
+	}
+	return o.line
+}
+
 // errorf records an error about key.
 func (o *Options) errorf(key, format string, a ...any) {
-	o.errs = append(o.errs, fmtErr(o.file, o.line, o.path(key), format, a...))
+	o.errs = append(o.errs, fmtErr(o.file, o.lineOf(key), o.path(key), format, a...))
 }
 
 // Errorf records an error about the option key; Err returns it.
@@ -327,7 +337,7 @@ func (o *Options) Err() error {
 		}
 		sort.Strings(known)
 		for _, k := range unknown {
-			errs = append(errs, fmtErr(o.file, o.line, o.path(k), "unknown option of a %s action (it has: %s)", o.typ, strings.Join(append([]string{"type", "name", "on"}, known...), ", ")))
+			errs = append(errs, fmtErr(o.file, o.lineOf(k), o.path(k), "unknown option of a %s action (it has: %s)", o.typ, strings.Join(append([]string{"type", "name", "on"}, known...), ", ")))
 		}
 	}
 	return joinErrors(errs)

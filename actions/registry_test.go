@@ -1,8 +1,11 @@
 package actions_test
 
 import (
+	"errors"
 	"net/netip"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -107,4 +110,127 @@ func TestRegistriesIndependent(t *testing.T) {
 	if got := bare.Types(); !slices.Equal(got, full.Types()) {
 		t.Errorf("the bare registry lists %v, the full one %v: want the same types", got, full.Types())
 	}
+}
+
+// TestLoadReportsWhatBuildWould: every option error Build can return, Load
+// with the registry as its checker returns first, with the line of the
+// option's value (the action's line for an option the file does not
+// give), and a configuration that Load accepts builds without an error.
+// Each case is one action, its options one a line (block style), so that
+// an option's line is not its action's.
+func TestLoadReportsWhatBuildWould(t *testing.T) {
+	reg := actions.Builtin(endpoint.CheckOptions)
+	const head = "state_dir: /var/lib/logjail\nsources: [{name: web, paths: [/var/log/x.log]}]\nactions:\n"
+	for _, c := range []struct {
+		name, actions string
+		want          []string // the paths of the problems, sorted
+	}{
+		{"blockfile without dir", "  - type: blockfile\n    group: '0'\n", []string{"actions[0].dir"}},
+		{"blockfile with a file", "  - type: blockfile\n    dir: /run/b\n    file: x\n", []string{"actions[0].file"}},
+		{"nginx style", "  - type: nginx\n    file: /etc/nginx/x.conf\n    style: map\n", []string{"actions[0].style"}},
+		{"apache reload as a string", "  - type: apache\n    file: x.conf\n    reload: apachectl graceful\n", []string{"actions[0].reload"}},
+		{"list settle", "  - type: list\n    file: x.list\n    settle: 1m\n    timeout: 0s\n", []string{"actions[0].settle", "actions[0].timeout"}},
+		{"haproxy allow_file", "  - type: haproxy\n    file: x.acl\n    allow_file: x.acl\n", []string{"actions[0].allow_file"}},
+		{"iptables", "  - type: iptables\n    chain: INPUT\n    ports:\n      - 0\n", []string{"actions[0].chain", "actions[0].ports"}},
+		{"iptables protocol", "  - type: iptables\n    mode: ipset\n    protocol: udp\n", []string{"actions[0].protocol"}},
+		{"nftables", "  - type: nftables\n    table: log jail\n    hook: output\n", []string{"actions[0].hook", "actions[0].table"}},
+		{"exec without ban", "  - type: exec\n    timeout: 10m\n", []string{"actions[0].ban", "actions[0].timeout"}},
+		{"exec placeholder", "  - type: exec\n    ban:\n      - block\n      - '{addr}'\n", []string{"actions[0].ban"}},
+		{"on", "  - type: blockfile\n    dir: /run/b\n    on: [never]\n", []string{"actions[0].on"}},
+		{"endpoint", "  - type: endpoint\n    listen: 0.0.0.0:7390\n    max_conns: 0\n", []string{"actions[0].listen", "actions[0].max_conns"}},
+		{"the same name twice", "  - type: blockfile\n    dir: /run/a\n  - type: blockfile\n    name: blockfile\n    dir: /run/b\n", []string{"actions[1].name"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			text := head + c.actions
+			plain, err := rules.Parse("logjail.yaml", []byte(text), rules.Options{HostAddrs: []netip.Addr{}})
+			if err != nil {
+				t.Fatalf("without a checker: %v", err)
+			}
+			_, buildErr := reg.Build(plain, actions.Env{})
+			_, loadErr := rules.Parse("logjail.yaml", []byte(text), rules.Options{HostAddrs: []netip.Addr{}, Actions: reg})
+			built, loaded := problems(t, buildErr), problems(t, loadErr)
+			slices.Sort(built)
+			slices.Sort(loaded)
+			if diff := cmp.Diff(built, loaded); diff != "" {
+				t.Errorf("Build's problems against Load's (-build +load):\n%s", diff)
+			}
+			var paths []string
+			for _, p := range loaded {
+				_, rest, _ := strings.Cut(p, ":")
+				line, rest, _ := strings.Cut(rest, ": ")
+				path, _, _ := strings.Cut(rest, ": ")
+				paths = append(paths, path)
+				if want := optionLine(text, path); line != strconv.Itoa(want) {
+					t.Errorf("%s: at line %s, want %d (its value's)", p, line, want)
+				}
+			}
+			if diff := cmp.Diff(c.want, slices.Sorted(slices.Values(paths))); diff != "" {
+				t.Errorf("the paths of the problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+	for _, name := range []string{"../testdata/rules/valid/full.yaml", "example.yaml"} {
+		data := rules.Example()
+		if name != "example.yaml" {
+			var err error
+			if data, err = os.ReadFile(name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cfg, err := rules.Parse(name, data, rules.Options{HostAddrs: []netip.Addr{}, Actions: reg})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := reg.Check(cfg); err != nil {
+			t.Errorf("%s: Load accepted it, Build refused it: %v", name, err)
+		}
+	}
+}
+
+// problems returns the texts of the *rules.Error values joined in err.
+func problems(t *testing.T, err error) []string {
+	t.Helper()
+	if err == nil {
+		t.Fatal("no error")
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []string
+		for _, e := range j.Unwrap() {
+			out = append(out, problems(t, e)...)
+		}
+		return out
+	}
+	var re *rules.Error
+	if !errors.As(err, &re) {
+		t.Fatalf("%v (%T) is not an *rules.Error", err, err)
+	}
+	return []string{re.Error()}
+}
+
+// optionLine is the line of the value of the option at path
+// ("actions[1].name") in text, one action a "  - type:" line, its options
+// indented under it: the line after the key when its value is a block
+// list; the action's own line for an option it does not give.
+func optionLine(text, path string) int {
+	idx, key, _ := strings.Cut(strings.TrimPrefix(path, "actions["), "].")
+	n, _ := strconv.Atoi(idx)
+	lines := strings.Split(text, "\n")
+	action := -1
+	for i, l := range lines {
+		if strings.HasPrefix(l, "  - type:") {
+			action++
+			if action == n {
+				for j := i + 1; j < len(lines) && strings.HasPrefix(lines[j], "    "); j++ {
+					if k, v, ok := strings.Cut(strings.TrimSpace(lines[j]), ":"); ok && k == key {
+						if strings.TrimSpace(v) == "" {
+							return j + 2
+						}
+						return j + 1
+					}
+				}
+				return i + 1
+			}
+		}
+	}
+	return 0
 }

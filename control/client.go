@@ -148,3 +148,10 @@ func (c *Client) ResetBreaker(ctx context.Context) (*BreakerResetResult, error) 
 	var r BreakerResetResult
 	return &r, c.do(ctx, http.MethodPost, "/v1/breaker/reset", nil, struct{}{}, &r)
 }
+
+// Clean asks the daemon to run one cleaner pass now; it answers once
+// every action undid the bans it lifted.
+func (c *Client) Clean(ctx context.Context, req CleanRequest) (*CleanReport, error) {
+	var r CleanReport
+	return &r, c.do(ctx, http.MethodPost, "/v1/clean", nil, req, &r)
+}

@@ -1,7 +1,8 @@
 // Package control is the operator's side of logjail: the control API that
 // `logjail run` serves on its control_socket (HTTP and JSON over a unix
 // socket, docs/control.md), its client, and what the commands list, ban,
-// unban, top, history, status and breaker do with or without a daemon.
+// unban, top, history, status, clean and breaker do with or without a
+// daemon.
 //
 // The changes (Engine: ban, unban, the circuit breaker's reset) are made
 // the same way by both: the daemon runs them in its decider goroutine, in
@@ -18,10 +19,49 @@
 // state.BanReader), not the SQLite store: what opens the state (the
 // daemon, cmd/logjail's opener) hands it in.
 //
+// One engine, two transports (issue 19): each operator command has one
+// function that decides, given what it works on; with a daemon the CLI
+// reaches it through the socket and the daemon runs it on its own state,
+// with none the CLI runs it on state read from the database.
+//
+//   - ban, unban (--forget too): Engine.Ban and Engine.Unban, on the
+//     daemon's detector and writer in its decider (the active bans read
+//     after a checkpoint of everything decided), or on a detector restored
+//     from the checkpoint and a writer resumed on it; Now the wall clock,
+//     LogTime the newest log time (the daemon's, the checkpoint's). The
+//     decision log gets the same lines (BanResult.LogAttrs), held offline
+//     until the change is written.
+//   - list, history: List and ReadHistory on the database, both ways (the
+//     daemon checkpoints a decision within 10 ms, an operator's change
+//     before it answers), at the reader's wall clock: the CLI always reads
+//     the database itself; GET /v1/bans and /v1/history run the same
+//     functions in the daemon, for other clients.
+//   - top: TopAt on the daemon's detector (its newest log time) or on one
+//     restored from the checkpoint (its log time), read at the later of
+//     that and the wall clock.
+//   - clean: ops.CleanWith in the daemon's decider through its writer
+//     (POST /v1/clean: in order with the log lines, the unbans then handed
+//     to its actions and every action synced, as its schedule does), or
+//     ops.Clean on a detector restored from the database; the same
+//     CleanReport (ops.CleanStats.Report). --vacuum-pages is honoured both
+//     ways (the decider reads no line while pages are given back); the
+//     write-ahead log is truncated both ways unless a reader holds it.
+//     --flush refuses while the daemon runs.
+//   - status: StatusOf (database, positions, bans by rule) and
+//     DetectorStatus (breaker, tracked keys, evictions, heap) on the
+//     daemon's detector or one restored from the checkpoint, keys and
+//     all; live only: pid, uptime, actions, endpoints, lag of the newest
+//     line.
+//
+// cmd/logjail's operator_both_test.go runs every command both ways on two
+// copies of one database and compares the answers and what a daemon
+// started on each result enforces.
+//
 // The JSON documents (types.go) are the API's and the commands' --output
 // json: fields are added, never changed or removed, under SchemaVersion.
 //
 // Boundaries: It owns the operator's API on the control socket and the
-// engine behind ban and unban. It must not follow logs or run actions
-// itself: the daemon does, as asked.
+// engine behind ban, unban, list, history, top and status (clean's pass is
+// package ops'). It must not follow logs or run actions itself: the daemon
+// does, as asked.
 package control

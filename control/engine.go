@@ -2,6 +2,7 @@ package control
 
 import (
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"regexp"
 	"strings"
@@ -40,6 +41,21 @@ type Engine struct {
 	// Now is the wall clock; LogTime the newest log time the detector
 	// has seen (zero: none).
 	Now, LogTime time.Time
+}
+
+// NewEngine is the engine of an operator's change on det and w, whether
+// the daemon's (its decider's) or restored from the database: bans the
+// active bans (nil for a ban), now the wall clock, logTime the newest log
+// time the caller knows (the daemon's newest line, the checkpoint's time;
+// zero: none). The engine acts at the later of logTime and det's own clock
+// (detector.Detector.Newest, which the checkpoint restores): a daemon just
+// restarted, which has read no line yet, acts at the log time the
+// database holds, as the command does with no daemon.
+func NewEngine(cfg *rules.Config, det *detector.Detector, w Recorder, bans []state.Ban, now, logTime time.Time) *Engine {
+	if n := det.Newest(); n.After(logTime) {
+		logTime = n
+	}
+	return &Engine{Cfg: cfg, Det: det, W: w, Bans: bans, Now: now, LogTime: logTime}
 }
 
 // detTime is the log time the detector acts at: its newest, or the wall
@@ -254,6 +270,16 @@ func (e *Engine) Ban(req BanRequest, who string) (*BanResult, []detector.Decisio
 	e.W.Decisions(ds)
 	res.Ban = banOfDecision(&dec, e.Now)
 	return res, ds, nil
+}
+
+// LogAttrs are the decision log's attributes of the ban (beside the
+// decision's own): a forced ban of an allowed key says so. The daemon and
+// an offline ban write the same.
+func (r *BanResult) LogAttrs() []slog.Attr {
+	if r.Allowed == "" {
+		return nil
+	}
+	return []slog.Attr{slog.Bool("forced", true), slog.String("allowed", r.Allowed)}
 }
 
 // Unban lifts what req names on who's word (see UnbanRequest) and records

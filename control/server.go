@@ -38,6 +38,13 @@ type Daemon interface {
 	ResetBreaker(ctx context.Context, who string) (*BreakerResetResult, error)
 }
 
+// Cleaner is the daemon's optional ability to run a cleaner pass when an
+// operator asks (daemon.Control): POST /v1/clean. A Daemon without it
+// answers that call 404.
+type Cleaner interface {
+	Clean(ctx context.Context, req CleanRequest, who string) (*CleanReport, error)
+}
+
 // ServerOptions configure a Server.
 type ServerOptions struct {
 	Path   string // the socket (control_socket)
@@ -135,6 +142,7 @@ func Listen(o ServerOptions) (*Server, error) {
 	mux.HandleFunc("POST /v1/unban", s.unban)
 	mux.HandleFunc("GET /v1/breaker", s.breaker)
 	mux.HandleFunc("POST /v1/breaker/reset", s.resetBreaker)
+	mux.HandleFunc("POST /v1/clean", s.clean)
 	s.srv = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -226,6 +234,18 @@ func (s *Server) who(r *http.Request) (string, error) {
 	return "", errf(ErrForbidden, "%s may not change anything: root and the members of group %s may", who, s.o.Group)
 }
 
+// changer names the caller of a change (what), or answers the refusal
+// and reports false.
+func (s *Server) changer(w http.ResponseWriter, r *http.Request, what string) (string, bool) {
+	who, err := s.who(r)
+	if err != nil {
+		s.o.Logger.Warn("control: refused", "what", what, "err", err)
+		reply(w, nil, err)
+		return "", false
+	}
+	return who, true
+}
+
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	st, err := s.o.Daemon.Status(r.Context())
 	reply(w, st, err)
@@ -268,10 +288,8 @@ func (s *Server) top(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) ban(w http.ResponseWriter, r *http.Request) {
-	who, err := s.who(r)
-	if err != nil {
-		s.o.Logger.Warn("control: refused", "what", "ban", "err", err)
-		reply(w, nil, err)
+	who, ok := s.changer(w, r, "ban")
+	if !ok {
 		return
 	}
 	var req BanRequest
@@ -288,10 +306,8 @@ func (s *Server) ban(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) unban(w http.ResponseWriter, r *http.Request) {
-	who, err := s.who(r)
-	if err != nil {
-		s.o.Logger.Warn("control: refused", "what", "unban", "err", err)
-		reply(w, nil, err)
+	who, ok := s.changer(w, r, "unban")
+	if !ok {
 		return
 	}
 	var req UnbanRequest
@@ -313,15 +329,36 @@ func (s *Server) breaker(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) resetBreaker(w http.ResponseWriter, r *http.Request) {
-	who, err := s.who(r)
-	if err != nil {
-		s.o.Logger.Warn("control: refused", "what", "breaker reset", "err", err)
-		reply(w, nil, err)
+	who, ok := s.changer(w, r, "breaker reset")
+	if !ok {
 		return
 	}
 	res, err := s.o.Daemon.ResetBreaker(r.Context(), who)
 	if err == nil {
 		s.o.Logger.Info("operator breaker reset", "who", who, "was_open", res.WasOpen)
+	}
+	reply(w, res, err)
+}
+
+func (s *Server) clean(w http.ResponseWriter, r *http.Request) {
+	who, ok := s.changer(w, r, "clean")
+	if !ok {
+		return
+	}
+	c, ok := s.o.Daemon.(Cleaner)
+	if !ok {
+		reply(w, nil, errf(ErrNotFound, "this daemon runs no cleaner pass on request"))
+		return
+	}
+	var req CleanRequest
+	if err := decode(r, &req); err != nil {
+		reply(w, nil, err)
+		return
+	}
+	res, err := c.Clean(r.Context(), req, who)
+	if err == nil {
+		// Each ban lifted is the daemon's decision log's line (msg "unban").
+		s.o.Logger.Info("operator clean", "who", who, "expired", res.Expired, "keys_pruned", res.Keys, "history_pruned", res.History)
 	}
 	reply(w, res, err)
 }

@@ -125,6 +125,38 @@ type UnbanResult struct {
 	Live      bool        `json:"live"` // taken effect in every action; false: applied when the daemon starts
 }
 
+// CleanRequest is the body of POST /v1/clean.
+type CleanRequest struct {
+	// VacuumPages is how many free pages to give back to the file system
+	// (0 none, negative all): clean's --vacuum-pages.
+	VacuumPages int `json:"vacuum_pages"`
+}
+
+// CleanUnban is a ban a cleaner pass lifted because its time had passed.
+type CleanUnban struct {
+	Rule  string    `json:"rule"`
+	Key   string    `json:"key"`
+	Ended time.Time `json:"ended"` // the ban's until
+}
+
+// CleanReport is the document of `logjail clean --output json` and POST
+// /v1/clean: what one cleaner pass did (ops.CleanStats), the same whether
+// the daemon ran it (Live) or the command did on the database.
+type CleanReport struct {
+	Database      string `json:"database"`
+	Expired       int    `json:"expired"`
+	Throttles     int    `json:"throttles_ended"`
+	Keys          int64  `json:"keys_pruned"`
+	History       int64  `json:"history_pruned"`
+	VacuumedPages int64  `json:"vacuumed_pages"`
+	FreePages     int64  `json:"free_pages"`
+	WALTruncated  bool   `json:"wal_truncated"`
+	// Added with the API's clean: the unbans recorded (for the actions
+	// to undo), and who ran the pass.
+	Unbans []CleanUnban `json:"unbans"`
+	Live   bool         `json:"live"` // run by the daemon, its actions undid the unbans; false: run on the database, applied when the daemon starts
+}
+
 // TopRequest is the query of GET /v1/top.
 type TopRequest struct {
 	Rule string `json:"rule"`

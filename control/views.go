@@ -274,6 +274,29 @@ func ReadHistory(db state.Ledger, cfg *rules.Config, s string) (*History, error)
 	return h, nil
 }
 
+// TopAt is the document of top on det, whether the daemon's live
+// detector or one restored from the last checkpoint: its windows read at
+// the latest of logTime (the daemon's newest line, the checkpoint's time),
+// det's own clock (detector.Detector.Newest) and now (the wall clock: a
+// quiet log's windows drain as the daemon's do). Live is the caller's to
+// set.
+func TopAt(det *detector.Detector, logTime, now time.Time, q TopRequest) (*Top, error) {
+	t := now
+	for _, lt := range []time.Time{logTime, det.Newest()} {
+		if lt.After(t) {
+			t = lt
+		}
+	}
+	keys, err := TopOf(det, t, q)
+	if err != nil {
+		return nil, err
+	}
+	if keys == nil {
+		keys = []TopKey{}
+	}
+	return &Top{Version: SchemaVersion, Time: t, Keys: keys}, nil
+}
+
 // TopOf reads det's windows at log time t and returns the n keys closest
 // to their limits (of the limits q.By selects), the closest first.
 func TopOf(det *detector.Detector, t time.Time, q TopRequest) ([]TopKey, error) {
@@ -340,6 +363,21 @@ func RestoreDetector(db state.RestoreSource, cfg *rules.Config, det *detector.De
 		return at, err
 	}
 	return at, readErr
+}
+
+// DetectorStatus fills what a status reads from the detector, whether the
+// daemon's live one or one restored from the last checkpoint (keys and
+// all): the circuit breaker (its trips from db's history), the tracked
+// keys, the evictions and the estimated heap. Its error is the history's
+// read; the rest is filled all the same.
+func DetectorStatus(st *Status, det *detector.Detector, cfg *rules.Config, db state.BanReader) error {
+	ds := det.Stats()
+	st.TrackedKeys, st.Evictions = ds.Keys, ds.Evictions
+	mem := det.Memory()
+	st.TrackedKeyBytes, st.BytesPerKey = mem.Bytes, mem.PerState()
+	var err error
+	st.Breaker, err = BreakerOf(det.Breaker(), cfg, db)
+	return err
 }
 
 // StatusOf fills what a status reads from the database and the files:

@@ -26,7 +26,10 @@ type Control struct {
 	endpoints atomic.Pointer[endpoints] // of the running daemon, for Status
 }
 
-var _ control.Daemon = (*Control)(nil)
+var (
+	_ control.Daemon  = (*Control)(nil)
+	_ control.Cleaner = (*Control)(nil)
+)
 
 type request struct {
 	fn   func(d *decider) error
@@ -75,17 +78,17 @@ func (c *Control) do(ctx context.Context, fn func(d *decider) error) error {
 // checkpoint of everything decided so far, so that the active bans read
 // are the detector's.
 func (d *decider) engine(bans bool) (*control.Engine, error) {
-	e := &control.Engine{Cfg: d.cfg, Det: d.det, W: d.w, Now: d.now(), LogTime: d.last}
+	var active []state.Ban
 	if bans {
 		if err := d.sync(); err != nil {
 			return nil, err
 		}
 		var err error
-		if e.Bans, err = d.db.ActiveBans(); err != nil {
+		if active, err = d.db.ActiveBans(); err != nil {
 			return nil, err
 		}
 	}
-	return e, nil
+	return control.NewEngine(d.cfg, d.det, d.w, active, d.now(), d.last), nil
 }
 
 // sync takes a checkpoint and waits until it is written: readers of the
@@ -112,11 +115,7 @@ func (c *Control) Ban(ctx context.Context, req control.BanRequest, who string) (
 			return err
 		}
 		d.acts.Decisions(ds)
-		var forced []slog.Attr
-		if r.Allowed != "" {
-			forced = []slog.Attr{slog.Bool("forced", true), slog.String("allowed", r.Allowed)}
-		}
-		d.dl.Decisions(ops.SourceOperator, ds, forced...)
+		d.dl.Decisions(ops.SourceOperator, ds, r.LogAttrs()...)
 		r.Live = true
 		res = r
 		return d.sync()
@@ -198,14 +197,9 @@ func (c *Control) Status(ctx context.Context) (*control.Status, error) {
 		started := d.started
 		st.Started = &started
 		st.UptimeSeconds = now.Sub(started).Seconds()
-		ds := d.det.Stats()
-		var err error
-		if st.Breaker, err = control.BreakerOf(d.det.Breaker(), d.cfg, d.db); err != nil {
+		if err := control.DetectorStatus(st, d.det, d.cfg, d.db); err != nil {
 			dbErr = cmp.Or(dbErr, err)
 		}
-		st.TrackedKeys, st.Evictions = ds.Keys, ds.Evictions
-		mem := d.det.Memory()
-		st.TrackedKeyBytes, st.BytesPerKey = mem.Bytes, mem.PerState()
 		for _, a := range d.acts.Status() {
 			as := control.ActionState{Name: a.Name, Type: a.Type, Entries: a.Entries, Pending: a.Pending,
 				Errors: a.Errors, LastError: a.LastError}
@@ -252,24 +246,36 @@ func (c *Control) Status(ctx context.Context) (*control.Status, error) {
 // Top reads the detector's windows now and returns the keys closest to
 // their limits.
 func (c *Control) Top(ctx context.Context, req control.TopRequest) (*control.Top, error) {
-	top := &control.Top{Version: control.SchemaVersion, Live: true}
+	var top *control.Top
 	err := c.run(ctx, func(d *decider) error {
-		t := d.now()
-		if d.last.After(t) {
-			t = d.last
-		}
-		top.Time = t
 		var err error
-		top.Keys, err = control.TopOf(d.det, t, req)
+		top, err = control.TopAt(d.det, d.last, d.now(), req)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if top.Keys == nil {
-		top.Keys = []control.TopKey{}
-	}
+	top.Live = true
 	return top, nil
+}
+
+// Clean runs one cleaner pass now, on an operator's word, as the
+// cleaner's schedule does (ops.CleanWith on the decider's writer, in order
+// with the log lines, then every action synced), with req.VacuumPages; it
+// returns once every action undid the bans it lifted, with the report
+// `logjail clean` prints.
+func (c *Control) Clean(ctx context.Context, req control.CleanRequest, who string) (*control.CleanReport, error) {
+	var res *control.CleanReport
+	err := c.do(ctx, func(d *decider) error {
+		st, err := d.clean(req.VacuumPages)
+		if err != nil {
+			return err
+		}
+		res = st.Report(DBPath(d.cfg))
+		res.Live = true
+		return nil
+	})
+	return res, err
 }
 
 // Config returns the configuration in force.

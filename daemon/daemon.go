@@ -79,7 +79,9 @@
 //
 // Signals. SIGHUP reloads the configuration and its lists: a configuration
 // that does not load is refused, its errors logged, and the running one
-// kept; windows and bans survive (rules are matched by name). A change to
+// kept (every load, at start and on reload, is the one pass of `logjail
+// check`, the actions' options included: a reload refuses what check
+// refuses, with the same problems); windows and bans survive (rules are matched by name). A change to
 // the sources (paths, formats) or to the actions takes a restart; a reload
 // says so. A changed allow list reaches the actions at once, and so do
 // changed ranges: an active ban of range:NAME blocks the range's new CIDRs
@@ -183,8 +185,8 @@ type parsed struct {
 // them) and bans already over block nothing.
 func startActions(cfg *rules.Config, db state.BanReader, log *slog.Logger, now func() time.Time, more []actions.Configured) (*actions.Manager, []state.Ban, error) {
 	cs, err := actionTypes().Build(cfg, actions.Env{StateDir: cfg.StateDir, Now: now})
-	if err != nil {
-		return nil, nil, fmt.Errorf("actions: %w", err)
+	if err != nil { // the load checked the options: not reached
+		return nil, nil, configError(err)
 	}
 	cs = append(cs, more...)
 	bans, err := db.ActiveBans()
@@ -421,7 +423,7 @@ func (d *decider) run(ctx context.Context, ordered <-chan *parsed, reload <-chan
 			d.releaseDue()
 		case <-cleanAt:
 			d.mu.Lock()
-			d.clean()
+			d.clean(ops.VacuumPages)
 			d.mu.Unlock()
 			schedule()
 		case <-reload:
@@ -725,9 +727,10 @@ func (d *decider) flush() {
 }
 
 // clean runs one cleaner pass through the daemon's own writer, so that the
-// lifts join its checkpoints in order with the positions.
-func (d *decider) clean() {
-	st, err := ops.CleanWith(d.w, d.db, d.cfg, d.det, d.now(), ops.VacuumPages)
+// lifts join its checkpoints in order with the positions: on the cleaner's
+// schedule (ops.VacuumPages) or an operator's word (Control.Clean).
+func (d *decider) clean(vacuumPages int) (ops.CleanStats, error) {
+	st, err := ops.CleanWith(d.w, d.db, d.cfg, d.det, d.now(), vacuumPages)
 	d.flushed, d.dirty = time.Now(), false
 	d.dl.Decisions(ops.SourceCleaner, st.Unbans)
 	d.acts.Decisions(st.Unbans)
@@ -742,9 +745,10 @@ func (d *decider) clean() {
 	}
 	if err != nil {
 		d.log.Error("cleaner", "err", err)
-		return
+		return st, err
 	}
 	d.log.Debug("cleaner", "expired", st.Expired, "throttles", st.Throttles, "pruned_keys", st.Pruned.Keys, "pruned_history", st.Pruned.History)
+	return st, nil
 }
 
 // stop takes the last checkpoint and waits for it.
@@ -765,12 +769,10 @@ func (d *decider) reload() {
 	if d.o.Hooks.Reloading != nil {
 		d.o.Hooks.Reloading()
 	}
-	cfg, err := rules.Load(d.configPath, rules.Options{Verifier: d.bots})
-	if err == nil && !reflect.DeepEqual(d.cfg.Actions, cfg.Actions) {
-		if err = actionTypes().Check(cfg); err == nil {
-			d.log.Warn("reload: the actions changed; they take a restart (the running ones stay)")
-			cfg.Actions = d.cfg.Actions
-		}
+	cfg, err := d.load()
+	if err == nil && !sameActions(d.cfg.Actions, cfg.Actions) {
+		d.log.Warn("reload: the actions changed; they take a restart (the running ones stay)")
+		cfg.Actions = d.cfg.Actions
 	}
 	if err == nil && !sameSources(d.cfg, cfg) {
 		d.log.Warn("reload: the sources changed; they take a restart (rules and lists are reloaded)")
@@ -794,6 +796,16 @@ func (d *decider) reload() {
 	if d.o.Hooks.Reloaded != nil {
 		d.o.Hooks.Reloaded(err)
 	}
+}
+
+// sameActions says whether two configurations ask for the same actions:
+// the same types with the same options, in the same order. Where they
+// are written (lines) does not count: a comment added above an action
+// changes nothing that runs.
+func sameActions(a, b []rules.Action) bool {
+	return slices.EqualFunc(a, b, func(x, y rules.Action) bool {
+		return x.Type == y.Type && reflect.DeepEqual(x.Options, y.Options)
+	})
 }
 
 func sameSources(a, b *rules.Config) bool {

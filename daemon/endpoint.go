@@ -35,8 +35,8 @@ type endpoints struct {
 
 func openEndpoints(cfg *rules.Config, log *slog.Logger) (*endpoints, error) {
 	cs, err := endpoint.Configs(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("actions: %w", err)
+	if err != nil { // the load checked the options: not reached
+		return nil, configError(err)
 	}
 	e := &endpoints{stop: func() {}}
 	for _, c := range cs {
@@ -180,7 +180,7 @@ func (w windows) Windows(a netip.Addr, rule string, now time.Time) ([]endpoint.W
 	return out, nil
 }
 
-// actionTypes is the registry of the action types the daemon builds (at
-// start) and checks (on reload): every built-in type, the endpoint checked
-// by its own package.
+// actionTypes is the registry of the action types the daemon checks (in
+// every load of the configuration) and builds (at start): every built-in
+// type, the endpoint checked by its own package.
 func actionTypes() *actions.Registry { return actions.Builtin(endpoint.CheckOptions) }

@@ -84,9 +84,9 @@ func (d *decider) loadConfig() error {
 		d.bots = goodbots.NewVerifier(goodbots.Options{Resolver: net.DefaultResolver})
 		d.undo(d.bots.Close)
 	}
-	cfg, err := rules.Load(d.configPath, rules.Options{Verifier: d.bots})
+	cfg, err := d.load()
 	if err != nil {
-		return fmt.Errorf("configuration: %w", err)
+		return configError(err)
 	}
 	for _, w := range cfg.Warnings() {
 		d.log.Warn("configuration", "warning", w.Error())
@@ -94,6 +94,18 @@ func (d *decider) loadConfig() error {
 	d.cfg = cfg
 	return nil
 }
+
+// load loads the configuration file, at start and on every reload, in
+// the one pass that checks the actions' options with the rest
+// (rules.Options.Actions): a reload that breaks an option is refused
+// before it replaces the running configuration.
+func (d *decider) load() (*rules.Config, error) {
+	return rules.Load(d.configPath, rules.Options{Verifier: d.bots, Actions: actionTypes()})
+}
+
+// configError is the daemon's error for a configuration it cannot use,
+// whatever part of the file is wrong: one prefix.
+func configError(err error) error { return fmt.Errorf("configuration: %w", err) }
 
 // serveEndpoints opens the decision endpoints and serves them: they answer
 // from the first moment, by their `fail:` until the actions manager has

@@ -103,9 +103,11 @@
 //
 // The endpoint is the `endpoint` row of the actions registry: the daemon
 // runs it itself (it reads the detector, not only the bans), and the
-// registry's Build and Check only check its options, with CheckOptions,
-// which the callers hand to actions.Builtin (this package imports actions,
-// not the other way round). Nothing registers itself in init.
+// registry only checks its options, with CheckOptions, which the callers
+// hand to actions.Builtin (this package imports actions, not the other way
+// round); every load of the configuration checks them through the
+// registry, in the pass that checks the rest of the file. Nothing
+// registers itself in init.
 //
 // The endpoint listens on loopback (127.0.0.1:7390 by default) or a unix
 // socket (listen: unix:/run/logjail/auth.sock, mode 0666: nothing can be

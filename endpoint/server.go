@@ -56,12 +56,15 @@ const DefaultListen = "127.0.0.1:7390"
 
 // CheckOptions reads the options of an endpoint action, recording every
 // problem in o (o.Err reports them): the endpoint's row of the actions
-// registry, actions.Builtin(endpoint.CheckOptions), so that `logjail
-// check` and a reload check the endpoint as the daemon will open it.
+// registry, actions.Builtin(endpoint.CheckOptions), which every load of the
+// configuration is given (rules.Options.Actions), so that `logjail check`,
+// the daemon's start and a reload check the endpoint as the daemon will
+// open it, in the same pass as the rest of the file.
 func CheckOptions(o *actions.Options) { parseOptions(o) }
 
-// Configs reads the endpoint actions of cfg; the errors name the file,
-// line and option.
+// Configs reads the endpoint actions of cfg; the errors name the file, the
+// line of the option's value and the option. A configuration loaded with
+// the registry has none left: its load reported them.
 func Configs(cfg *rules.Config) ([]Config, error) {
 	var out []Config
 	var errs []error

@@ -245,7 +245,7 @@ func TestListenLoopbackOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = actions.Builtin(CheckOptions).Check(cfg)
-		if c.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "logjail.yaml:4: actions[0].listen")) {
+		if c.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "logjail.yaml:5: actions[0].listen")) {
 			t.Errorf("listen %s allow_remote %v: %v", c.listen, c.remote, err)
 		}
 	}
@@ -345,17 +345,18 @@ func TestUnixSocket(t *testing.T) {
 }
 
 // TestLimitOptions: max_conns, read_timeout and idle_timeout are read and
-// validated like every option, the errors naming file, line and option.
+// validated like every option, the errors naming the file, the line of
+// the option's value and the option.
 func TestLimitOptions(t *testing.T) {
 	for _, c := range []struct {
 		opts string
 		want string // "" valid
 	}{
 		{"max_conns: 100\n    read_timeout: 2s\n    idle_timeout: 30s", ""},
-		{"max_conns: 0", "logjail.yaml:4: actions[0].max_conns"},
-		{"max_conns: many", "logjail.yaml:4: actions[0].max_conns"},
-		{"read_timeout: 0s", "logjail.yaml:4: actions[0].read_timeout"},
-		{"idle_timeout: forever", "logjail.yaml:4: actions[0].idle_timeout"},
+		{"max_conns: 0", "logjail.yaml:5: actions[0].max_conns"},
+		{"max_conns: many", "logjail.yaml:5: actions[0].max_conns"},
+		{"read_timeout: 0s", "logjail.yaml:5: actions[0].read_timeout"},
+		{"idle_timeout: forever", "logjail.yaml:5: actions[0].idle_timeout"},
 	} {
 		text := "state_dir: /tmp/x\nsources: [{name: web, paths: [/var/log/a.log]}]\nactions:\n  - type: endpoint\n    " + c.opts + "\n"
 		cfg, err := rules.Parse("logjail.yaml", []byte(text), rules.Options{HostAddrs: []netip.Addr{}})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/logjail/logjail/checkpoint"
+	"github.com/logjail/logjail/control"
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/state"
@@ -99,6 +100,21 @@ type CleanStats struct {
 	Pruned    state.PruneStats    // idle key states and old history deleted, pages given back
 	WAL       bool                // the write-ahead log was truncated (false: readers held it; next time)
 	Unbans    []detector.Decision // the unbans recorded, for the actions to undo
+}
+
+// Report is the operator's document of the pass on database (its path):
+// what `logjail clean` prints, whether the daemon ran the pass (POST
+// /v1/clean) or the command did on the database.
+func (st *CleanStats) Report(database string) *control.CleanReport {
+	r := &control.CleanReport{
+		Database: database, Expired: st.Expired, Throttles: st.Throttles, Keys: st.Pruned.Keys, History: st.Pruned.History,
+		VacuumedPages: st.Pruned.VacuumedPages, FreePages: st.Pruned.FreePages, WALTruncated: st.WAL,
+		Unbans: make([]control.CleanUnban, 0, len(st.Unbans)),
+	}
+	for _, d := range st.Unbans {
+		r.Unbans = append(r.Unbans, control.CleanUnban{Rule: d.Rule, Key: d.Key, Ended: d.Time})
+	}
+	return r
 }
 
 // VacuumPages is how many free pages a cleaner pass gives back to the file

@@ -122,12 +122,29 @@ type Source struct {
 	hasXFF bool
 }
 
-// Action is one configured action. Only its type is validated here; each
-// action validates its own options.
+// Action is one configured action. Its type is checked here; its options
+// are checked by the ActionChecker given to Load (Options.Actions), in the
+// same pass, and each problem names the line of the option's value.
 type Action struct {
-	Type    string
-	Line    int            // line of the action in the configuration
+	Type  string
+	Index int // position in the configuration's actions list (in Config.Actions once loaded)
+	Line  int // line of the action in the configuration
+	// Lines holds the line of each key's value (type included): where a
+	// problem with that option is reported.
+	Lines   map[string]int
 	Options map[string]any // every key but type, as decoded from YAML
+}
+
+// ActionChecker checks the options of a configuration's actions while Load
+// decodes the file: the actions registry (actions.Builtin) implements it;
+// rules cannot import actions, so it says here what it asks of it.
+type ActionChecker interface {
+	// CheckActions returns every problem of the options of actions (those
+	// of file whose type is known, in file order), each an *Error naming
+	// file, the line of the option's value (Action.Lines) and the path
+	// actions[INDEX].OPTION, joined; nil when there is none. It touches
+	// nothing outside the process.
+	CheckActions(file string, actions []Action) error
 }
 
 // Options are what Load and Parse need to know of the machine. The zero value
@@ -144,6 +161,12 @@ type Options struct {
 	// Resolver, living as long as the daemon (every reload gets the same
 	// one). nil, or under verify: ranges: the published ranges only.
 	Verifier *goodbots.Verifier
+	// Actions checks each action's options in the same pass as the rest of
+	// the file, so that one error lists every problem, sorted by line:
+	// logjail's commands and daemon pass actions.Builtin(...). nil: only
+	// each action's type is checked (the options are left to whoever builds
+	// the actions).
+	Actions ActionChecker
 }
 
 type rangeMode int
@@ -406,7 +429,7 @@ func (b *builder) build(root *yaml.Node, o Options) {
 		return c.allow.LookupPrefix(s.Key)
 	})
 	if f, ok := fields["actions"]; ok {
-		b.actions(f)
+		b.actions(f, o.Actions)
 	}
 	b.warn(fields)
 }
@@ -710,11 +733,14 @@ func parsePrefix(s string) (netip.Prefix, error) {
 
 var actionKeys = []string{"type"}
 
-func (b *builder) actions(top field) {
+// actions decodes the actions list and has check, when given, check the
+// options of those whose type is known.
+func (b *builder) actions(top field, check ActionChecker) {
 	for i, n := range b.sequence(top.val, top.path) {
 		path := index(top.path, i)
-		a := Action{Line: resolve(n).Line, Options: map[string]any{}}
+		a := Action{Index: i, Line: resolve(n).Line, Lines: map[string]int{}, Options: map[string]any{}}
 		for _, f := range b.mapping(n, path) {
+			a.Lines[f.key.Value] = f.val.Line
 			if f.key.Value == "type" {
 				b.oneOf(f.val, f.path, &a.Type, actionTypes...)
 				continue
@@ -733,6 +759,9 @@ func (b *builder) actions(top field) {
 			continue
 		}
 		b.c.Actions = append(b.c.Actions, a)
+	}
+	if check != nil && len(b.c.Actions) > 0 {
+		b.add(check.CheckActions(b.file, b.c.Actions), "actions")
 	}
 }
 
@@ -891,14 +920,18 @@ func (b *builder) warn(fields map[string]field) {
 	if silenced[WarnEndpointPublic] {
 		return
 	}
-	for i, a := range c.Actions {
+	for _, a := range c.Actions {
 		if a.Type != "endpoint" {
 			continue
 		}
 		listen, _ := a.Options["listen"].(string)
 		remote, _ := a.Options["allow_remote"].(bool)
 		if remote && publicListen(listen) {
-			add(nil, a.Line, index("actions", i)+".listen", "%q is a public address: the decision endpoint tells anyone on the Internet who is banned; listen on a private or loopback address, or add %s to silence: if it is intended", listen, WarnEndpointPublic)
+			line, ok := a.Lines["listen"]
+			if !ok {
+				line = a.Line
+			}
+			add(nil, line, index("actions", a.Index)+".listen", "%q is a public address: the decision endpoint tells anyone on the Internet who is banned; listen on a private or loopback address, or add %s to silence: if it is intended", listen, WarnEndpointPublic)
 		}
 	}
 }

@@ -120,7 +120,7 @@ func TestFull(t *testing.T) {
 	if diff := cmp.Diff(ActionTypes(), types); diff != "" {
 		t.Errorf("actions (-want +got):\n%s", diff)
 	}
-	wantNginx := Action{Type: "nginx", Line: 88, Options: map[string]any{
+	wantNginx := Action{Type: "nginx", Index: 1, Line: 88, Lines: map[string]int{"type": 88, "file": 89, "style": 90, "check": 91, "reload": 92}, Options: map[string]any{
 		"file": "/etc/nginx/logjail-deny.conf", "style": "geo",
 		"check": []any{"nginx", "-t"}, "reload": []any{"nginx", "-s", "reload"},
 	}}

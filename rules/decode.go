@@ -54,6 +54,26 @@ func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
 	d.errs = append(d.errs, &Error{File: d.file, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
+// add records the problems of err, which another package found (an
+// errors.Join of *Error, as an ActionChecker returns): each *Error as it
+// is, anything else as an *Error of the file at path.
+func (d *decoder) add(err error, path string) {
+	if err == nil {
+		return
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			d.add(e, path)
+		}
+		return
+	}
+	var e *Error
+	if !errors.As(err, &e) {
+		e = &Error{File: d.file, Path: path, Msg: err.Error()}
+	}
+	d.errs = append(d.errs, e)
+}
+
 // err joins the problems in the order of the file: the configuration's by
 // line, then those of the lists it names.
 func (d *decoder) err() error {

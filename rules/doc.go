@@ -9,8 +9,13 @@
 // sources that carry CPU. Load and Parse report every problem at once, as an
 // errors.Join of *Error values that each name the file, the line and the
 // path of the key: `logjail.yaml:12: rules[1].limits[0]: "20 per
-// fortnight": unknown period`. The embedded example (Example) documents
-// every key and its default and is the reference.
+// fortnight": unknown period`. An action's options are checked in the same
+// pass by the ActionChecker in Options.Actions (the actions registry, which
+// every command and the daemon pass: rules cannot import actions), each
+// problem an *Error at the line of the option's value, sorted with the
+// rest; without one, only an action's type is checked. The embedded
+// example (Example) documents every key and its default and is the
+// reference.
 //
 // Keys have one canonical form (DESIGN.md, "Keys"): an address
 // (203.0.113.7), an IPv6 client by its ipv6_prefix (2001:db8:1:2::/64), a

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"strings"
 
 	"github.com/logjail/logjail/control"
@@ -79,7 +78,7 @@ func runBan(ctx context.Context, o *banOptions, s streams) error {
 		func(e *control.Engine, who string, dl *ops.DecisionLog) (*control.BanResult, error) {
 			res, ds, err := e.Ban(o.req, who)
 			if err == nil {
-				dl.Decisions(ops.SourceOperator, ds, forcedAttrs(res)...)
+				dl.Decisions(ops.SourceOperator, ds, res.LogAttrs()...)
 			}
 			return res, err
 		})
@@ -122,13 +121,4 @@ func printBan(w io.Writer, r *control.BanResult, socket string) {
 func keyIsAddress(key string) (control.Target, bool) {
 	t, err := control.ParseTarget(key)
 	return t, err == nil && t.Prefix.IsValid() && !strings.Contains(key, "|")
-}
-
-// forcedAttrs are the decision log's attributes of a forced ban of an
-// allowed key, as the daemon writes them.
-func forcedAttrs(r *control.BanResult) []slog.Attr {
-	if r.Allowed == "" {
-		return nil
-	}
-	return []slog.Attr{slog.Bool("forced", true), slog.String("allowed", r.Allowed)}
 }

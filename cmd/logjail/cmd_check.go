@@ -6,7 +6,6 @@ import (
 	"os"
 
 	"github.com/logjail/logjail/actions"
-	"github.com/logjail/logjail/endpoint"
 	"github.com/logjail/logjail/rules"
 	"github.com/spf13/cobra"
 )
@@ -20,7 +19,10 @@ func newCheckCmd(s streams) *cobra.Command {
 		Long: `check loads the configuration (--config, else ` + defaultConfigPath + `) with every
 list file it names, compiles its formats, regexes, CIDRs and limits, checks
 every action's options (without touching anything), and lists every problem
-at once, each with its file, line and path. What is valid but likely a
+at once, in the order of the file, each with its file, line and path (an
+action's option by the line of its value). run, replay, parse, clean and
+the operator's commands load the file in the same pass: they refuse what
+check refuses. What is valid but likely a
 mistake (/metrics on a non-loopback address, a decision endpoint with
 allow_remote on a public address) is printed on stderr as a warning, with
 how to silence it (silence: [metrics_remote, endpoint_public]); the exit
@@ -43,10 +45,7 @@ Exit codes: 0 valid; 1 invalid; 2 no configuration file.`,
 			if _, err := os.Stat(path); err != nil {
 				return usageError(err)
 			}
-			cfg, err := rules.Load(path, rules.Options{})
-			if err == nil {
-				err = actions.Builtin(endpoint.CheckOptions).Check(cfg)
-			}
+			cfg, err := rules.Load(path, loadOptions())
 			if err != nil {
 				return &exitError{code: exitNegative, err: configErrors(err)}
 			}

@@ -1,10 +1,18 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/logjail/logjail/daemon"
 )
 
 // TestCheckWarnsAndRefuses: `logjail check` passes (exit 0) a configuration
@@ -79,5 +87,164 @@ func TestBannedRangeOfEveryAddressRefused(t *testing.T) {
 				t.Errorf("run made its state directory before refusing the configuration")
 			}
 		})
+	}
+}
+
+// wrongTwiceConfig is a configuration wrong in a rule (line 5) and in an
+// action's option (line 11, where its action starts on line 9), with
+// everything it names under dir.
+func wrongTwiceConfig(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "logjail.yaml")
+	text := fmt.Sprintf(`state_dir: %[1]s/state
+sources: [{name: web, paths: [%[1]s/access.log]}]
+rules:
+  - name: flood
+    limits: ["20 per fortnight"]
+actions:
+  - type: blockfile
+    dir: %[1]s/blocked
+  - type: nginx
+    file: %[1]s/deny.conf
+    style: map
+control_socket: %[1]s/control.sock
+metrics: ""
+`, dir)
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// checkProblems returns the problems `logjail check` lists for a
+// configuration it refuses, one a line, without their indent.
+func checkProblems(t *testing.T, cfg string) []string {
+	t.Helper()
+	code, out, stderr := run(t, "", "check", "--config", cfg)
+	list, ok := strings.CutPrefix(stderr, "logjail: invalid configuration:\n")
+	if code != exitNegative || !ok {
+		t.Fatalf("check: exit %d, want 1 and a list of problems\n%s%s", code, out, stderr)
+	}
+	var out2 []string
+	for _, l := range strings.Split(strings.TrimSuffix(list, "\n"), "\n") {
+		out2 = append(out2, strings.TrimPrefix(l, "  "))
+	}
+	return out2
+}
+
+// TestEveryCommandOnePass: a configuration wrong in a rule and in an
+// action's option is refused in one round by check (exit 1) and by every
+// command that loads it, acting or not (run, replay, parse, list: exit 2,
+// a config that cannot be loaded), each listing the same problems in the
+// order of the file, the option's at the line of its value; run makes
+// nothing (no state directory) before refusing it.
+func TestEveryCommandOnePass(t *testing.T) {
+	dir := t.TempDir()
+	cfg := wrongTwiceConfig(t, dir)
+	log := filepath.Join(dir, "access.log")
+	if err := os.WriteFile(log, []byte(combinedLine+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		cfg + `:5: rules[0].limits[0]: "20 per fortnight": unknown period`,
+		cfg + `:11: actions[1].style: "map": want deny, geo`,
+	}
+	if diff := cmp.Diff(want, checkProblems(t, cfg)); diff != "" {
+		t.Errorf("check's problems (-want +got):\n%s", diff)
+	}
+	wantText := "logjail: invalid configuration:\n  " + strings.Join(want, "\n  ") + "\n"
+	for _, args := range [][]string{
+		{"run", "--config", cfg},
+		{"replay", "--config", cfg, log},
+		{"parse", "--config", cfg, log},
+		{"list", "--config", cfg},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			code, out, stderr := run(t, "", args...)
+			if code != exitUsage || stderr != wantText {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit 2 and:\n%s(stdout %q)", code, stderr, wantText, out)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(dir, "state")); err == nil {
+		t.Errorf("run made its state directory before refusing the configuration")
+	}
+}
+
+// TestReloadRefusesWhatCheckRefuses: a reload of a file whose action
+// option (and a rule) went wrong is refused with the problems `logjail
+// check` lists for the file, word for word; the daemon goes on with its
+// running configuration, and takes the next good one.
+func TestReloadRefusesWhatCheckRefuses(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "access.log"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := wrongTwiceConfig(t, dir)
+	badText, err := os.ReadFile(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := strings.NewReplacer(`"20 per fortnight"`, `"20 per minute"`, "style: map", "style: geo").Replace(string(badText))
+	cfg := filepath.Join(dir, "running.yaml")
+	if err := os.WriteFile(cfg, []byte(good), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload := make(chan struct{}, 1)
+	ready := make(chan struct{})
+	reloaded := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- daemon.Run(ctx, daemon.Options{ConfigPath: cfg, Poll: true, Reload: reload, Logger: slog.New(slog.DiscardHandler),
+			Hooks: daemon.Hooks{Ready: func() { close(ready) }, Reloaded: func(err error) { reloaded <- err }}})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	wait := func(what string, ch <-chan struct{}) {
+		t.Helper()
+		select {
+		case <-ch:
+		case err := <-done:
+			t.Fatalf("%s: Run returned %v", what, err)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: not within 30s", what)
+		}
+	}
+	wait("start", ready)
+	reloadWith := func(text string) error {
+		t.Helper()
+		if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		reload <- struct{}{}
+		select {
+		case err := <-reloaded:
+			return err
+		case <-time.After(30 * time.Second):
+			t.Fatal("no reload within 30s")
+		}
+		return nil
+	}
+	err = reloadWith(string(badText))
+	if err == nil {
+		t.Fatal("the reload of a broken action option was accepted")
+	}
+	want := []string{
+		cfg + `:5: rules[0].limits[0]: "20 per fortnight": unknown period`,
+		cfg + `:11: actions[1].style: "map": want deny, geo`,
+	}
+	if diff := cmp.Diff(want, strings.Split(err.Error(), "\n")); diff != "" {
+		t.Errorf("the reload's problems (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(checkProblems(t, cfg), strings.Split(err.Error(), "\n")); diff != "" {
+		t.Errorf("the reload's problems against check's (-check +reload):\n%s", diff)
+	}
+	if err := reloadWith(good); err != nil {
+		t.Errorf("the reload of the good configuration after it: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/logjail/logjail/actions"
 	"github.com/logjail/logjail/checkpoint"
+	"github.com/logjail/logjail/control"
 	"github.com/logjail/logjail/daemon"
 	"github.com/logjail/logjail/endpoint"
 	"github.com/logjail/logjail/ops"
@@ -32,14 +33,22 @@ func newCleanCmd(s streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "clean [--config F] [--vacuum-pages N] [--flush]",
 		Short: "Run the cleaner once: expire ended bans, prune old state and history",
-		Long: `clean runs one pass of the cleaner on <state_dir>/logjail.db, for cron or a
-systemd timer when the daemon is not running (the daemon cleans on its own
-'cleaner' schedule): bans whose time has passed are lifted, with an unban in
-the history; ended throttles leave the active bans; key states idle for twice
-the longest window (and not banned within 'remember') and history older than
-'history_retention' are deleted; --vacuum-pages free pages are given back to
-the file system (negative: all); the write-ahead log is truncated. The
-actions undo the lifted bans when the daemon next starts and reconciles.
+		Long: `clean runs one pass of the cleaner on <state_dir>/logjail.db (the daemon
+also cleans on its own 'cleaner' schedule): bans whose time has passed are
+lifted, with an unban in the history; ended throttles leave the active bans;
+key states idle for twice the longest window (and not banned within
+'remember') and history older than 'history_retention' are deleted;
+--vacuum-pages free pages are given back to the file system (negative: all);
+the write-ahead log is truncated.
+
+While the daemon runs, it runs the same pass when asked on its control
+socket, in order with the log lines, --vacuum-pages included (its reading
+pauses while pages are given back: keep the number small, as its own
+schedule does with 1000), and answers once every action undid the lifted
+bans; the write-ahead log is truncated unless a reader holds it (the report
+says so). With no daemon, clean works on the database, for cron or a systemd
+timer, and the actions undo the lifted bans when the daemon next starts and
+reconciles. The report is the same either way.
 
 --flush also removes everything the configured actions put in place: the
 iptables and ip6tables chains with their jumps and ipsets, the nftables
@@ -53,13 +62,14 @@ It needs a configuration file: the embedded example is for replay and parse
 only.
 
 Exit codes: 0 done (also when there is no database yet); 2 no or an invalid
-configuration; 3 the daemon runs (it holds the database).`,
+configuration; 3 the daemon holds the database but does not answer on its
+control socket, --flush while it runs, or the caller may not reach it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.output != "text" && o.output != "json" {
 				return usageError(fmt.Errorf("--output %q: want text or json", o.output))
 			}
-			return runClean(&o, s, time.Now())
+			return runClean(cmd.Context(), &o, s, time.Now())
 		},
 	}
 	o.cfg.addFlag(cmd)
@@ -70,19 +80,11 @@ configuration; 3 the daemon runs (it holds the database).`,
 	return cmd
 }
 
-// cleanReport is what clean prints with --output json.
-type cleanReport struct {
-	Database      string `json:"database"`
-	Expired       int    `json:"expired"`
-	Throttles     int    `json:"throttles_ended"`
-	Keys          int64  `json:"keys_pruned"`
-	History       int64  `json:"history_pruned"`
-	VacuumedPages int64  `json:"vacuumed_pages"`
-	FreePages     int64  `json:"free_pages"`
-	WALTruncated  bool   `json:"wal_truncated"`
-}
-
-func runClean(o *cleanOptions, s streams, now time.Time) error {
+// runClean runs one cleaner pass: through the daemon (control.Client.Clean:
+// the decider runs ops.CleanWith), or, when no daemon answers, on the
+// database (ops.Clean on a detector restored from it) at now. --flush
+// first, which refuses while the daemon runs.
+func runClean(ctx context.Context, o *cleanOptions, s streams, now time.Time) error {
 	cfg, err := o.cfg.load(s.err, false)
 	if err != nil {
 		return err
@@ -93,40 +95,53 @@ func runClean(o *cleanOptions, s streams, now time.Time) error {
 			return err
 		}
 	}
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		// Do not make a database (and its directory) only to clean it.
-		fmt.Fprintf(s.out, "%s: no database yet: nothing to clean\n", path)
-		return nil
+	c := control.NewClient(cfg.ControlSocket)
+	defer c.Close()
+	cctx, cancel := withTimeout(ctx, changeTimeout)
+	defer cancel()
+	r, err := c.Clean(cctx, control.CleanRequest{VacuumPages: o.vacuumPages})
+	if errors.Is(err, control.ErrNoDaemon) {
+		r, err = offlineClean(cfg, path, s, now, o.vacuumPages)
 	}
-	db, err := store.Open(path, store.Options{})
-	if errors.Is(err, store.ErrLocked) {
-		return &exitError{code: exitUnreachable, err: fmt.Errorf("%w: the daemon runs: it cleans on its own schedule", err)}
-	}
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	det := pipeline.NewDetector(cfg)
-	if _, _, err := checkpoint.Restore(db, cfg, det); err != nil {
-		return err
-	}
-	st, err := ops.Clean(db, cfg, det, now, o.vacuumPages)
-	if err != nil {
-		return err
-	}
-	if err := db.Close(); err != nil {
-		return err
-	}
-	r := cleanReport{
-		Database: path, Expired: st.Expired, Throttles: st.Throttles, Keys: st.Pruned.Keys, History: st.Pruned.History,
-		VacuumedPages: st.Pruned.VacuumedPages, FreePages: st.Pruned.FreePages, WALTruncated: st.WAL,
+	if err != nil || r == nil {
+		return apiError(err)
 	}
 	if o.output == "json" {
 		enc := json.NewEncoder(s.out)
 		return enc.Encode(r)
 	}
-	printClean(s.out, r, st)
+	printClean(s.out, r)
 	return nil
+}
+
+// offlineClean is the cleaner's pass on the database when no daemon
+// answers; nil when there is no database yet.
+func offlineClean(cfg *rules.Config, path string, s streams, now time.Time, vacuumPages int) (*control.CleanReport, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		// Do not make a database (and its directory) only to clean it.
+		fmt.Fprintf(s.out, "%s: no database yet: nothing to clean\n", path)
+		return nil, nil
+	}
+	db, err := store.Open(path, store.Options{})
+	if errors.Is(err, store.ErrLocked) {
+		return nil, &exitError{code: exitUnreachable, err: fmt.Errorf("%w: the daemon runs: it cleans on its own schedule, and does not answer on %s: is control_socket the same for it?", err, cfg.ControlSocket)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	det := pipeline.NewDetector(cfg)
+	if _, _, err := checkpoint.Restore(db, cfg, det); err != nil {
+		return nil, err
+	}
+	st, err := ops.Clean(db, cfg, det, now, vacuumPages)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.Close(); err != nil {
+		return nil, err
+	}
+	return st.Report(path), nil
 }
 
 // flushActions removes what the configured actions put in place, unless
@@ -168,12 +183,12 @@ func flushActions(cfg *rules.Config, path string, s streams) error {
 	return errors.Join(errs...)
 }
 
-func printClean(w io.Writer, r cleanReport, st ops.CleanStats) {
+func printClean(w io.Writer, r *control.CleanReport) {
 	fmt.Fprintf(w, "%s: %s expired, %s ended; pruned %s and %s; %s given back, %d free\n",
 		r.Database, plural(r.Expired, "ban", "bans"), plural(r.Throttles, "throttle", "throttles"), plural(int(r.Keys), "key state", "key states"),
 		plural(int(r.History), "history event", "history events"), plural(int(r.VacuumedPages), "page", "pages"), r.FreePages)
-	for _, d := range st.Unbans {
-		fmt.Fprintf(w, "  unban %s %s (ended %s)\n", d.Rule, d.Key, d.Time.Local().Format(time.DateTime))
+	for _, u := range r.Unbans {
+		fmt.Fprintf(w, "  unban %s %s (ended %s)\n", u.Rule, u.Key, u.Ended.Local().Format(time.DateTime))
 	}
 	if !r.WALTruncated {
 		fmt.Fprintln(w, "  the write-ahead log is in use by a reader: not truncated")

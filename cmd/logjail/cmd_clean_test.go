@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logjail/logjail/control"
 	"github.com/logjail/logjail/internal/feedtest"
 	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/state"
@@ -112,7 +113,7 @@ func TestClean(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("second clean: exit %d; stderr: %s", code, stderr)
 	}
-	var r cleanReport
+	var r control.CleanReport
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}

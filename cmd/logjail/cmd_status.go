@@ -93,17 +93,15 @@ func offlineStatus(op *opener) (*control.Status, error) {
 	if err := control.StatusOf(st, db, op.cfg, op.dbPath()); err != nil {
 		return nil, err
 	}
+	// Keys and all, so that the tracked keys are the daemon's at its last
+	// checkpoint.
 	det := pipeline.NewDetector(op.cfg)
-	if _, err := control.RestoreDetector(db, op.cfg, det, false); err != nil {
+	if _, err := control.RestoreDetector(db, op.cfg, det, true); err != nil {
 		return nil, err
 	}
-	ds := det.Stats()
-	if st.Breaker, err = control.BreakerOf(det.Breaker(), op.cfg, db); err != nil {
+	if err := control.DetectorStatus(st, det, op.cfg, db); err != nil {
 		return nil, err
 	}
-	st.TrackedKeys, st.Evictions = ds.Keys, ds.Evictions
-	mem := det.Memory()
-	st.TrackedKeyBytes, st.BytesPerKey = mem.Bytes, mem.PerState()
 	return st, nil
 }
 

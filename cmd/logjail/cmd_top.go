@@ -35,7 +35,9 @@ request limits (rates, token buckets, last N), --by cpu by the share limits
 (cpu and duration); by default, by any limit.
 
 It asks the running daemon for its live windows; with no daemon, it reads
-the windows of the last checkpoint in the database, as they were then.
+the windows of the last checkpoint in the database. Either way the windows
+are read at the later of the newest log time and the wall clock (a quiet
+log's windows drain), by the same code.
 --watch refreshes every 2 s (--watch=5s: every 5 s) until interrupted.
 
 ` + operatorExits,
@@ -115,25 +117,19 @@ func topOnce(ctx context.Context, op *opener, c *control.Client, req control.Top
 	if !errors.Is(err, control.ErrNoDaemon) {
 		return top, err
 	}
-	top = &control.Top{Version: control.SchemaVersion, Keys: []control.TopKey{}}
-	db, err := op.reader()
-	if err != nil || db == nil {
-		return top, err
-	}
-	defer db.Close()
 	det := pipeline.NewDetector(op.cfg)
-	at, err := control.RestoreDetector(db, op.cfg, det, true)
+	db, err := op.reader()
 	if err != nil {
 		return nil, err
 	}
-	top.Time = at
-	if top.Keys, err = control.TopOf(det, at, req); err != nil {
-		return nil, err
+	var at time.Time
+	if db != nil {
+		defer db.Close()
+		if at, err = control.RestoreDetector(db, op.cfg, det, true); err != nil {
+			return nil, err
+		}
 	}
-	if top.Keys == nil {
-		top.Keys = []control.TopKey{}
-	}
-	return top, nil
+	return control.TopAt(det, at, time.Now(), req)
 }
 
 func printTop(w io.Writer, top *control.Top, terminal bool) error {

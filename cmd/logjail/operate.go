@@ -1,8 +1,9 @@
 package main
 
-// What the operator's commands (list, ban, unban, top, history, status)
-// share: the daemon's socket or, when no daemon answers, the database;
-// exit codes for the API's errors; output.
+// What the operator's commands (list, ban, unban, top, history, status,
+// clean) share: the daemon's socket or, when no daemon answers, the
+// database (the same deciding function either way: control/doc.go); exit
+// codes for the API's errors; output.
 
 import (
 	"context"
@@ -260,10 +261,6 @@ func dbError(err error) error {
 	return err
 }
 
-// offlineChange runs fn on the database's state as the daemon's decider
-// would (a detector restored from the last checkpoint, a writer resumed on
-// it) and checkpoints what it decided: the daemon applies it when it
-// starts.
 // change makes an operator's change through the daemon, or, when no daemon
 // answers, on the database (applied when the daemon starts): the one path
 // of ban and unban.
@@ -290,6 +287,10 @@ func change[R any](ctx context.Context, cf *configFlag, s streams,
 	return res, op.cfg, apiError(err)
 }
 
+// offlineChange runs fn on the database's state as the daemon's decider
+// would (a detector restored from the last checkpoint, a writer resumed on
+// it, control.NewEngine) and checkpoints what it decided: the daemon
+// applies it when it starts.
 func (o *opener) offlineChange(fn func(e *control.Engine, dl *ops.DecisionLog) error) error {
 	db, err := o.writer()
 	if err != nil {
@@ -318,7 +319,7 @@ func (o *opener) offlineChange(fn func(e *control.Engine, dl *ops.DecisionLog) e
 	if err != nil {
 		return err
 	}
-	e := &control.Engine{Cfg: o.cfg, Det: det, W: w, Bans: bans, Now: time.Now(), LogTime: at}
+	e := control.NewEngine(o.cfg, det, w, bans, time.Now(), at)
 	if err := fn(e, dl.DecisionLog); err != nil {
 		return err
 	}
