@@ -455,3 +455,37 @@ func TestFormatAuto(t *testing.T) {
 		t.Errorf("exit %d; output:\n%s", code, e.out.String())
 	}
 }
+
+// TestRestartKeepsTheCheckpointsLogTime: a daemon restarted and stopped
+// before a new line keeps the log time its checkpoint had (the clock a
+// restored detector, `top` and an offline ban act at), rather than saving
+// none.
+func TestRestartKeepsTheCheckpointsLogTime(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	e.append(e.log, repeat("198.51.100.7", 3)...)
+	e.waitCheckpointed(e.log, 3)
+	if code, _ := e.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("first run exited %d:\n%s", code, e.out.String())
+	}
+	logTime := func() time.Time {
+		db := e.db()
+		defer db.Close()
+		_, at, err := db.Global()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	want := e.t0 // the third line's time, to the second the log writes
+	if got := logTime(); !got.Equal(want) {
+		t.Fatalf("after the first run the checkpoint's log time is %v, want %v", got, want)
+	}
+	e.start()
+	if code, _ := e.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("second run exited %d:\n%s", code, e.out.String())
+	}
+	if got := logTime(); !got.Equal(want) {
+		t.Errorf("after a restart without lines the checkpoint's log time is %v, want %v (kept)", got, want)
+	}
+}

@@ -148,6 +148,10 @@ func (d *decider) restore() error {
 		return err
 	}
 	d.positions = positions
+	// The newest log time so far is the checkpoint's until a line comes:
+	// a checkpoint written before then keeps it (rather than saving none),
+	// and the operator's engine and top act at it.
+	d.last = d.det.Newest()
 	d.log.Info("state restored", "db", DBPath(d.cfg), "keys", st.Keys, "dropped", st.Dropped, "reset", st.Reset, "files", len(positions))
 	d.dl = ops.NewDecisionLog(d.log, ops.DecisionLogOptions{})
 	breakerAtStart(d.det, d.cfg, d.dl, d.o.Metrics)
