@@ -22,7 +22,10 @@
 //     the report for tuning.
 //   - eval: the labelled evaluation of the default configuration
 //     (scripts/eval.sh; figures in testdata/eval/figures.txt).
-//   - store: the SQLite database (bans, history, key states, positions).
+//   - state: the state's values (bans, history, key states, positions) and
+//     the small interfaces of their users; state/statetest, the
+//     conformance suite every implementation passes.
+//   - store: the SQLite database, the one implementation of state.Store.
 //   - checkpoint: the detector's state and the logs' positions into the store,
 //     and back after a restart.
 //   - follow: following a source's files live, with exact offsets, through

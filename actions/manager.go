@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/logjail/logjail/detector"
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 )
 
 // Back-off between retries of a failing backend: 1s, doubling, at most 1m.
@@ -144,7 +144,7 @@ func NewManager(cs []Configured, o ManagerOptions) *Manager {
 
 // Load sets the active bans the backends start from: the store's, at start.
 // Log-only bans, and bans whose end has passed, block nothing.
-func (m *Manager) Load(bans []store.Ban, allow []netip.Prefix) {
+func (m *Manager) Load(bans []state.Ban, allow []netip.Prefix) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.allow = slices.Clone(allow)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/logjail/logjail/detector"
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 )
 
 // recorder is a backend that records what the manager asks of it. It is the
@@ -101,7 +101,7 @@ func (r *recorder) entry(p string) (Entry, bool) {
 	return e, ok
 }
 
-func startManager(t *testing.T, now func() time.Time, bans []store.Ban, cs ...Configured) *Manager {
+func startManager(t *testing.T, now func() time.Time, bans []state.Ban, cs ...Configured) *Manager {
 	t.Helper()
 	m := NewManager(cs, ManagerOptions{Now: now, Backoff: 10 * time.Millisecond, Sweep: time.Hour})
 	m.Load(bans, []netip.Prefix{netip.MustParsePrefix("198.51.100.7/32")})
@@ -205,7 +205,7 @@ func TestManagerKinds(t *testing.T) {
 // one Sync with all of them; log-only and ended bans are left out.
 func TestManagerLoad(t *testing.T) {
 	r := newRecorder("rec")
-	bans := []store.Ban{
+	bans := []state.Ban{
 		{Rule: "flood", Key: "198.51.100.1", Kind: "ban", Until: t0.Add(time.Hour)},
 		{Rule: "deny", Key: "203.0.113.0/24", Kind: "ban"},
 		{Rule: "scanners", Key: "198.51.100.2", Kind: "ban", Until: t0.Add(time.Hour), LogOnly: true},

@@ -9,7 +9,7 @@ import (
 	"github.com/logjail/logjail/actions"
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/endpoint"
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 )
 
 // TestRangeBanEndpointView: the decision endpoint's view of the bans
@@ -29,7 +29,7 @@ func TestRangeBanEndpointView(t *testing.T) {
 		actions.ManagerOptions{Sweep: time.Hour, Ranges: ranges})
 	// range:cloud was banned before the restart; the detector saw one
 	// address of it.
-	m.Load([]store.Ban{{Rule: "range:cloud", Key: "range:cloud", Kind: "ban", Until: now.Add(time.Hour),
+	m.Load([]state.Ban{{Rule: "range:cloud", Key: "range:cloud", Kind: "ban", Until: now.Add(time.Hour),
 		Addresses: []netip.Addr{netip.MustParseAddr("203.0.113.1")}}}, []netip.Prefix{netip.MustParsePrefix("198.51.100.7/32")})
 	m.Start(context.Background())
 	defer m.Close()

@@ -14,7 +14,7 @@ import (
 
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/internal/nstest"
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 )
 
 // rangeTestRanges are the group ranges of the range tests: bots has an
@@ -73,7 +73,7 @@ func TestManagerRangeBans(t *testing.T) {
 	r := &allowRecorder{recorder: newRecorder("rec")}
 	m := NewManager([]Configured{{Backend: r, Kinds: []Kind{KindBan}}}, ManagerOptions{Sweep: time.Hour, Ranges: rangeTestRanges()})
 	allowed := netip.MustParsePrefix("198.51.100.7/32")
-	m.Load([]store.Ban{{Rule: "operator", Key: "range:other", Kind: "ban", Until: time.Now().Add(time.Hour)}}, []netip.Prefix{allowed})
+	m.Load([]state.Ban{{Rule: "operator", Key: "range:other", Kind: "ban", Until: time.Now().Add(time.Hour)}}, []netip.Prefix{allowed})
 	m.Start(context.Background())
 	defer m.Close()
 	wait(t, m)

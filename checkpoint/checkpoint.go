@@ -1,10 +1,13 @@
-// Package checkpoint joins the detector and the store. A Writer turns
+// Package checkpoint joins the detector and the state. A Writer turns
 // decisions into history and into the table of active bans, collects the key
 // states the detector changed and the source positions that fed them, and
-// writes them all as one checkpoint (one SQLite transaction). Restore gives a
+// writes them all as one checkpoint (one state.Checkpoint, all or nothing)
+// into a state.CheckpointSink. Restore gives a
 // fresh detector back the state of the last checkpoint, with the positions,
 // so that reading the logs again from there rebuilds exactly the state a
-// crash lost: no line counted twice, none lost.
+// crash lost: no line counted twice, none lost. Restore, KeyStates and
+// RestoreGuard read a state.RestoreSource. Both are interfaces, so that
+// a state other than the SQLite store (package store) plugs in.
 //
 // The invariant that makes this exact: a checkpoint holds the detector state
 // after some entry and the positions just past the lines that produced the
@@ -19,8 +22,9 @@
 // the other.
 //
 // Boundaries: It owns turning the detector's state and the logs' positions
-// into store rows and back. It must not speak SQL (store does) nor decide
-// anything.
+// into state rows and back. It must not know the implementation of the
+// state (it takes state's interfaces, never *store.DB), speak SQL (store
+// does), nor decide anything.
 package checkpoint
 
 import (
@@ -34,46 +38,46 @@ import (
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/pipeline"
 	"github.com/logjail/logjail/rules"
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 )
 
 // Writer gathers what the next checkpoint writes. It is used by one
 // goroutine (the one that runs the pipeline).
 type Writer struct {
-	db        *store.DB
-	events    []store.Event
-	bans      map[store.BanKey]*store.Ban // nil: delete
-	throttles map[store.BanKey]time.Time  // active throttles, by end: they end silently
-	positions map[string]store.Position
+	db        state.CheckpointSink
+	events    []state.Event
+	bans      map[state.BanKey]*state.Ban // nil: delete
+	throttles map[state.BanKey]time.Time  // active throttles, by end: they end silently
+	positions map[string]state.Position
 	meta      map[string]string
 	// held are the bans (not throttles) the store's active bans hold,
 	// including those recorded since the last checkpoint: what a ban's
 	// unban must find to reach the history (Keep). Set by Resume.
-	held    map[store.BanKey]struct{}
+	held    map[state.BanKey]struct{}
 	resumed bool
 
 	async       bool
 	inflight    chan error        // the checkpoint being written, if any
-	failedAsync *store.Checkpoint // set by the writing goroutine on error
-	failed      *store.Checkpoint // a checkpoint that failed: the next one writes it too
+	failedAsync *state.Checkpoint // set by the writing goroutine on error
+	failed      *state.Checkpoint // a checkpoint that failed: the next one writes it too
 }
 
 // NewWriter returns a Writer that checkpoints into db, on the caller's
 // goroutine.
-func NewWriter(db *store.DB) *Writer {
+func NewWriter(db state.CheckpointSink) *Writer {
 	return &Writer{
 		db:        db,
-		bans:      map[store.BanKey]*store.Ban{},
-		throttles: map[store.BanKey]time.Time{},
-		positions: map[string]store.Position{},
+		bans:      map[state.BanKey]*state.Ban{},
+		throttles: map[state.BanKey]time.Time{},
+		positions: map[string]state.Position{},
 		meta:      map[string]string{},
-		held:      map[store.BanKey]struct{}{},
+		held:      map[state.BanKey]struct{}{},
 	}
 }
 
 // NewAsyncWriter returns a Writer that writes each checkpoint on its own
 // goroutine, beside the reading of the logs. Call Close at the end.
-func NewAsyncWriter(db *store.DB) *Writer {
+func NewAsyncWriter(db state.CheckpointSink) *Writer {
 	w := NewWriter(db)
 	w.async = true
 	return w
@@ -105,19 +109,19 @@ func (w *Writer) Resume(cfg *rules.Config, det *detector.Detector, now time.Time
 	}
 	w.resumed = true
 	for _, b := range bans {
-		if b.Kind == store.PhaseBan {
-			w.held[store.BanKey{Rule: b.Rule, Key: b.Key}] = struct{}{}
+		if b.Kind == state.PhaseBan {
+			w.held[state.BanKey{Rule: b.Rule, Key: b.Key}] = struct{}{}
 		}
 	}
 	var out []detector.Decision
 	for _, b := range bans {
-		k := store.BanKey{Rule: b.Rule, Key: b.Key}
+		k := state.BanKey{Rule: b.Rule, Key: b.Key}
 		rule := cfg.Rule(b.Rule)
 		switch {
-		case b.Origin == store.OriginDetector && rule == nil:
+		case b.Origin == state.OriginDetector && rule == nil:
 			w.bans[k] = nil
 			delete(w.held, k)
-			w.events = append(w.events, store.Event{
+			w.events = append(w.events, state.Event{
 				Time: at, Rule: b.Rule, Key: b.Key, Kind: string(detector.Unban), Addresses: b.Addresses,
 				Reason: "rule " + b.Rule + " is no longer in the configuration", Origin: b.Origin, LogOnly: b.LogOnly,
 			})
@@ -125,7 +129,7 @@ func (w *Writer) Resume(cfg *rules.Config, det *detector.Detector, now time.Time
 			w.throttles[k] = b.Until
 		case !now.IsZero() && rule != nil && !b.Until.IsZero() && !b.Until.After(now):
 			n := len(out)
-			if b.Origin != store.OriginDetector {
+			if b.Origin != state.OriginDetector {
 				out = det.Lift(b.Until, rule, b.Key, out)
 			}
 			if len(out) == n {
@@ -171,19 +175,19 @@ func (w *Writer) Decisions(ds []detector.Decision) {
 // record records d, unless it is an unban Keep drops; it reports whether
 // it did.
 func (w *Writer) record(d *detector.Decision) bool {
-	k := store.BanKey{Rule: d.Rule, Key: d.Key}
+	k := state.BanKey{Rule: d.Rule, Key: d.Key}
 	if d.Kind == detector.Unban && w.resumed && d.Who == "" {
 		if _, ok := w.held[k]; !ok {
 			return false
 		}
 	}
-	w.events = append(w.events, store.Event{
+	w.events = append(w.events, state.Event{
 		Time: d.Time, Rule: d.Rule, Key: d.Key, Kind: string(d.Kind), Until: d.Until,
 		Reason: d.Reason, Violations: d.Violations, Addresses: d.Addresses, Origin: d.Origin, Who: d.Who, LogOnly: d.LogOnly,
 	})
 	switch d.Kind {
 	case detector.Throttle, detector.Ban:
-		w.bans[k] = &store.Ban{
+		w.bans[k] = &state.Ban{
 			Rule: d.Rule, Key: d.Key, Kind: string(d.Kind), Since: d.Time, Until: d.Until,
 			Reason: d.Reason, Violations: d.Violations, Addresses: d.Addresses, Origin: d.Origin, Who: d.Who, LogOnly: d.LogOnly,
 		}
@@ -219,7 +223,7 @@ func (w *Writer) SaveGuard(path string, g *pipeline.Guard) {
 }
 
 // RestoreGuard gives g the newest time saved for path, if any.
-func RestoreGuard(db *store.DB, path string, g *pipeline.Guard) error {
+func RestoreGuard(db state.RestoreSource, path string, g *pipeline.Guard) error {
 	v, ok, err := db.Meta(GuardKey(path))
 	if err != nil || !ok {
 		return err
@@ -234,7 +238,7 @@ func RestoreGuard(db *store.DB, path string, g *pipeline.Guard) error {
 
 // Position records how far a source file has been read: the lines before
 // Offset are all in the detector state the next checkpoint writes.
-func (w *Writer) Position(p store.Position) { w.positions[p.Path] = p }
+func (w *Writer) Position(p state.Position) { w.positions[p.Path] = p }
 
 // Flush takes one checkpoint at log time t: the key states det changed
 // since the last one, its global state, the decisions and positions
@@ -306,10 +310,10 @@ func (w *Writer) wait() error {
 }
 
 // collect takes what the next checkpoint writes and starts afresh.
-func (w *Writer) collect(det *detector.Detector, t time.Time) *store.Checkpoint {
-	c := &store.Checkpoint{Time: t, Global: det.SaveGlobal(), Events: w.events}
+func (w *Writer) collect(det *detector.Detector, t time.Time) *state.Checkpoint {
+	c := &state.Checkpoint{Time: t, Global: det.SaveGlobal(), Events: w.events}
 	det.Changes(func(ks *detector.KeyState) {
-		c.Keys = append(c.Keys, store.KeyRow{
+		c.Keys = append(c.Keys, state.KeyRow{
 			Rule: ks.Rule, Key: ks.Key, Data: bytes.Clone(ks.Data), LastSeen: ks.LastSeen,
 			Requests: ks.Requests, Blocked: ks.Blocked, CPU: ks.CPU, Phase: string(ks.Phase), Until: ks.Until,
 		})
@@ -343,27 +347,27 @@ func (w *Writer) collect(det *detector.Detector, t time.Time) *store.Checkpoint 
 }
 
 // merge is the checkpoint that writes old then c: c's rows win.
-func merge(old, c *store.Checkpoint) *store.Checkpoint {
+func merge(old, c *state.Checkpoint) *state.Checkpoint {
 	m := *c
-	m.Events = append(append([]store.Event(nil), old.Events...), c.Events...)
-	seen := map[store.BanKey]bool{}
+	m.Events = append(append([]state.Event(nil), old.Events...), c.Events...)
+	seen := map[state.BanKey]bool{}
 	for _, r := range c.Keys {
-		seen[store.BanKey{Rule: r.Rule, Key: r.Key}] = true
+		seen[state.BanKey{Rule: r.Rule, Key: r.Key}] = true
 	}
 	for _, r := range old.Keys {
-		if !seen[store.BanKey{Rule: r.Rule, Key: r.Key}] {
+		if !seen[state.BanKey{Rule: r.Rule, Key: r.Key}] {
 			m.Keys = append(m.Keys, r)
 		}
 	}
 	clear(seen)
 	for _, b := range c.SetBans {
-		seen[store.BanKey{Rule: b.Rule, Key: b.Key}] = true
+		seen[state.BanKey{Rule: b.Rule, Key: b.Key}] = true
 	}
 	for _, k := range c.DelBans {
 		seen[k] = true
 	}
 	for _, b := range old.SetBans {
-		if !seen[store.BanKey{Rule: b.Rule, Key: b.Key}] {
+		if !seen[state.BanKey{Rule: b.Rule, Key: b.Key}] {
 			m.SetBans = append(m.SetBans, b)
 		}
 	}
@@ -391,12 +395,12 @@ func merge(old, c *store.Checkpoint) *store.Checkpoint {
 // Restore loads the last checkpoint of db into det, which must be fresh
 // (pipeline.NewDetector), and returns the saved positions by path. A
 // database without a checkpoint leaves det empty.
-func Restore(db *store.DB, cfg *rules.Config, det *detector.Detector) (map[string]store.Position, detector.RestoreStats, error) {
+func Restore(db state.RestoreSource, cfg *rules.Config, det *detector.Detector) (map[string]state.Position, detector.RestoreStats, error) {
 	global, _, err := db.Global()
 	if err != nil {
 		return nil, detector.RestoreStats{}, err
 	}
-	pos := map[string]store.Position{}
+	pos := map[string]state.Position{}
 	if global == nil {
 		return pos, detector.RestoreStats{}, nil
 	}
@@ -421,11 +425,11 @@ func Restore(db *store.DB, cfg *rules.Config, det *detector.Detector) (map[strin
 // KeyStates reads the key states of db's last checkpoint as the detector
 // restores them (Detector.Restore), one at a time and reusing one value; an
 // error that ends the reading early is stored in *readErr.
-func KeyStates(db *store.DB, readErr *error) iter.Seq[*detector.KeyState] {
+func KeyStates(db state.RestoreSource, readErr *error) iter.Seq[*detector.KeyState] {
 	return func(yield func(*detector.KeyState) bool) {
 		errStop := errors.New("stop")
 		var ks detector.KeyState
-		err := db.Keys(func(r *store.KeyRow) error {
+		err := db.Keys(func(r *state.KeyRow) error {
 			ks = detector.KeyState{Rule: r.Rule, Key: r.Key, Data: r.Data, LastSeen: r.LastSeen,
 				Requests: r.Requests, Blocked: r.Blocked, CPU: r.CPU, Phase: detector.Kind(r.Phase), Until: r.Until}
 			if !yield(&ks) {
@@ -444,7 +448,7 @@ func KeyStates(db *store.DB, readErr *error) iter.Seq[*detector.KeyState] {
 // unless banned within the longest `remember` (their earlier bans still count
 // for escalation); history older than history_retention; and vacuumPages
 // free pages given back.
-func PruneOptions(cfg *rules.Config, now time.Time, vacuumPages int) store.PruneOptions {
+func PruneOptions(cfg *rules.Config, now time.Time, vacuumPages int) state.PruneOptions {
 	var window, remember time.Duration
 	for _, r := range cfg.Rules {
 		for _, l := range r.Limits {
@@ -452,7 +456,7 @@ func PruneOptions(cfg *rules.Config, now time.Time, vacuumPages int) store.Prune
 		}
 		remember = max(remember, r.Ban.Remember)
 	}
-	p := store.PruneOptions{KeysBefore: now.Add(-2 * window), VacuumPages: vacuumPages}
+	p := state.PruneOptions{KeysBefore: now.Add(-2 * window), VacuumPages: vacuumPages}
 	if remember > 0 {
 		p.KeepBannedSince = now.Add(-remember)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/logjail/logjail/checkpoint"
 	"github.com/logjail/logjail/internal/feedtest"
 	"github.com/logjail/logjail/rules"
+	"github.com/logjail/logjail/state"
 	"github.com/logjail/logjail/store"
 )
 
@@ -133,7 +134,7 @@ rules:
 		t.Fatal(err)
 	}
 	defer db.Close()
-	hist, err := db.History(store.HistoryQuery{Key: "203.0.113.7"})
+	hist, err := db.History(state.HistoryQuery{Key: "203.0.113.7"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func TestBansThatEndedWhileStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	hist, err := db.History(store.HistoryQuery{Key: "203.0.113.7"})
+	hist, err := db.History(state.HistoryQuery{Key: "203.0.113.7"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +198,7 @@ func TestPruneOptions(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	p := checkpoint.PruneOptions(cfg, now, 100)
 	// The longest window is "1000 per minute"; remember is the default 30 days.
-	want := store.PruneOptions{KeysBefore: now.Add(-2 * time.Minute), KeepBannedSince: now.Add(-30 * 24 * time.Hour),
+	want := state.PruneOptions{KeysBefore: now.Add(-2 * time.Minute), KeepBannedSince: now.Add(-30 * 24 * time.Hour),
 		HistoryBefore: now.Add(-7 * 24 * time.Hour), VacuumPages: 100}
 	if p != want {
 		t.Errorf("PruneOptions = %+v, want %+v", p, want)

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/logjail/logjail/internal/feedtest"
 	"github.com/logjail/logjail/rules"
+	"github.com/logjail/logjail/state"
 	"github.com/logjail/logjail/store"
 )
 
@@ -137,10 +138,10 @@ func savedOffset(t *testing.T, path string) int64 {
 
 // snapshot is everything a database says about the state, for comparing.
 type snapshot struct {
-	Bans      []store.Ban
-	History   []store.Event
-	Keys      []store.KeyRow
-	Positions []store.Position
+	Bans      []state.Ban
+	History   []state.Event
+	Keys      []state.KeyRow
+	Positions []state.Position
 }
 
 func read(t *testing.T, path string) snapshot {
@@ -154,10 +155,10 @@ func read(t *testing.T, path string) snapshot {
 	if s.Bans, err = db.ActiveBans(); err != nil {
 		t.Fatal(err)
 	}
-	if s.History, err = db.History(store.HistoryQuery{Limit: 1 << 30}); err != nil {
+	if s.History, err = db.History(state.HistoryQuery{Limit: 1 << 30}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Keys(func(r *store.KeyRow) error {
+	if err := db.Keys(func(r *state.KeyRow) error {
 		c := *r
 		c.Data = append([]byte(nil), r.Data...)
 		s.Keys = append(s.Keys, c)

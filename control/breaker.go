@@ -8,7 +8,7 @@ import (
 
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/rules"
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 )
 
 // breakerEvents is how many of the breaker's events a BreakerStatus lists.
@@ -21,7 +21,7 @@ const BreakerKey = "breaker"
 
 // BreakerOf is the API's view of the breaker b under cfg, with its last
 // reset read from db's history (nil: none read).
-func BreakerOf(b detector.BreakerState, cfg *rules.Config, db *store.DB) (Breaker, error) {
+func BreakerOf(b detector.BreakerState, cfg *rules.Config, db state.BanReader) (Breaker, error) {
 	v := Breaker{Open: b.Open, Trips: b.Trips, MaxBansPerMinute: b.MaxBansPerMinute, LogOnlyRules: []string{}}
 	if !b.Tripped.IsZero() {
 		t := b.Tripped
@@ -32,7 +32,7 @@ func BreakerOf(b detector.BreakerState, cfg *rules.Config, db *store.DB) (Breake
 		v.LogOnlyRules = BreakerRules(cfg)
 	}
 	if db != nil {
-		es, err := db.History(store.HistoryQuery{Key: BreakerKey, Kind: store.KindBreakerReset, Limit: 1})
+		es, err := db.History(state.HistoryQuery{Key: BreakerKey, Kind: state.KindBreakerReset, Limit: 1})
 		if err != nil {
 			return v, err
 		}
@@ -57,10 +57,10 @@ func BreakerRules(cfg *rules.Config) []string {
 
 // BreakerEvents reads the breaker's last trips and resets from db, oldest
 // first.
-func BreakerEvents(db *store.DB) ([]Event, error) {
-	var es []store.Event
-	for _, kind := range []string{store.KindBreakerTrip, store.KindBreakerReset} {
-		ks, err := db.History(store.HistoryQuery{Key: BreakerKey, Kind: kind, Limit: breakerEvents})
+func BreakerEvents(db state.BanReader) ([]Event, error) {
+	var es []state.Event
+	for _, kind := range []string{state.KindBreakerTrip, state.KindBreakerReset} {
+		ks, err := db.History(state.HistoryQuery{Key: BreakerKey, Kind: kind, Limit: breakerEvents})
 		if err != nil {
 			return nil, err
 		}
@@ -68,7 +68,7 @@ func BreakerEvents(db *store.DB) ([]Event, error) {
 	}
 	// Each kind newest first: oldest first, trips and resets merged.
 	slices.Reverse(es)
-	slices.SortStableFunc(es, func(a, b store.Event) int { return a.Time.Compare(b.Time) })
+	slices.SortStableFunc(es, func(a, b state.Event) int { return a.Time.Compare(b.Time) })
 	es = es[max(0, len(es)-breakerEvents):]
 	out := make([]Event, 0, len(es))
 	for i := range es {
@@ -83,10 +83,10 @@ func BreakerEvents(db *store.DB) ([]Event, error) {
 func TripDecision(b detector.BreakerState, cfg *rules.Config) detector.Decision {
 	return detector.Decision{
 		Key:    BreakerKey,
-		Kind:   detector.Kind(store.KindBreakerTrip),
+		Kind:   detector.Kind(state.KindBreakerTrip),
 		Time:   b.Tripped,
 		Reason: TripReason(b, BreakerRules(cfg)),
-		Origin: store.OriginDetector,
+		Origin: state.OriginDetector,
 	}
 }
 
@@ -118,8 +118,8 @@ func (e *Engine) ResetBreaker(who string) (*BreakerResetResult, []detector.Decis
 			reason = fmt.Sprintf("reset by an operator (tripped at %s by %d bans within %s): rules act again",
 				before.Tripped.Format(time.RFC3339), before.Bans, fmtWindow(before.Window))
 		}
-		ds = []detector.Decision{{Key: BreakerKey, Kind: detector.Kind(store.KindBreakerReset), Time: e.Now, Reason: reason,
-			Origin: store.OriginOperator, Who: who}}
+		ds = []detector.Decision{{Key: BreakerKey, Kind: detector.Kind(state.KindBreakerReset), Time: e.Now, Reason: reason,
+			Origin: state.OriginOperator, Who: who}}
 		e.W.Decisions(ds)
 	}
 	res.Breaker, _ = BreakerOf(e.Det.Breaker(), e.Cfg, nil)
@@ -130,7 +130,7 @@ func (e *Engine) ResetBreaker(who string) (*BreakerResetResult, []detector.Decis
 }
 
 // eventOf is the API's view of a history event.
-func eventOf(e *store.Event) Event {
+func eventOf(e *state.Event) Event {
 	ev := Event{Time: e.Time, Rule: e.Rule, Key: e.Key, Kind: e.Kind, Reason: e.Reason, Violations: e.Violations,
 		Addresses: addrStrings(e.Addresses), Origin: e.Origin, Who: e.Who, LogOnly: e.LogOnly}
 	if !e.Until.IsZero() {

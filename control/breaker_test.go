@@ -10,6 +10,7 @@ import (
 
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/rules"
+	"github.com/logjail/logjail/state"
 	"github.com/logjail/logjail/store"
 )
 
@@ -22,7 +23,7 @@ func TestEngineResetBreaker(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	var trips []detector.BreakerState
 	det := detector.New(detector.Options{MaxBansPerMinute: 1, BreakerTripped: func(b detector.BreakerState) { trips = append(trips, b) }})
-	rec := &recorder{bans: map[store.BanKey]store.Ban{}}
+	rec := &recorder{bans: map[state.BanKey]state.Ban{}}
 	var out []detector.Decision
 	for _, key := range []string{"203.0.113.1", "203.0.113.2"} {
 		for range 6 {
@@ -47,7 +48,7 @@ func TestEngineResetBreaker(t *testing.T) {
 	if !res.WasOpen || res.Breaker.Open || res.Breaker.Trips != 1 || res.Breaker.Reset == nil || res.Breaker.Reset.Who != "uid 0 (root)" || len(res.Breaker.LogOnlyRules) != 0 {
 		t.Errorf("ResetBreaker = %+v", res)
 	}
-	if len(ds) != 1 || ds[0].Kind != detector.Kind(store.KindBreakerReset) || ds[0].Who != "uid 0 (root)" || !ds[0].Time.Equal(e.Now) ||
+	if len(ds) != 1 || ds[0].Kind != detector.Kind(state.KindBreakerReset) || ds[0].Who != "uid 0 (root)" || !ds[0].Time.Equal(e.Now) ||
 		!strings.Contains(ds[0].Reason, "tripped at 2026-11-23T12:00:00Z by 2 bans within 1m") {
 		t.Errorf("reset decisions = %+v", ds)
 	}
@@ -61,15 +62,15 @@ func TestEngineResetBreaker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	c := &store.Checkpoint{Time: now, Global: det.SaveGlobal()}
+	c := &state.Checkpoint{Time: now, Global: det.SaveGlobal()}
 	for _, d := range rec.ds {
-		c.Events = append(c.Events, store.Event{Time: d.Time, Rule: d.Rule, Key: d.Key, Kind: string(d.Kind), Reason: d.Reason, Origin: d.Origin, Who: d.Who})
+		c.Events = append(c.Events, state.Event{Time: d.Time, Rule: d.Rule, Key: d.Key, Kind: string(d.Kind), Reason: d.Reason, Origin: d.Origin, Who: d.Who})
 	}
 	if err := db.Checkpoint(c); err != nil {
 		t.Fatal(err)
 	}
 	es, err := BreakerEvents(db)
-	if err != nil || len(es) != 2 || es[0].Kind != store.KindBreakerTrip || es[1].Kind != store.KindBreakerReset || es[1].Who != "uid 0 (root)" ||
+	if err != nil || len(es) != 2 || es[0].Kind != state.KindBreakerTrip || es[1].Kind != state.KindBreakerReset || es[1].Who != "uid 0 (root)" ||
 		!strings.Contains(es[0].Reason, "2 bans within 1m > max_bans_per_minute 1 (the last: 203.0.113.2, rule flood): rules flood, range:office, good_bots are log-only") {
 		t.Errorf("BreakerEvents = %+v, %v", es, err)
 	}
@@ -95,14 +96,14 @@ func BenchmarkBreakerOf(b *testing.B) {
 	defer db.Close()
 	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	for batch := range 10 {
-		c := &store.Checkpoint{Time: t0}
+		c := &state.Checkpoint{Time: t0}
 		for i := range 10_000 {
 			n := batch*10_000 + i
-			c.Events = append(c.Events, store.Event{Time: t0.Add(time.Duration(n) * time.Second), Rule: "flood",
-				Key: fmt.Sprintf("198.51.100.%d", n%256), Kind: store.KindBan, Reason: "rate"})
+			c.Events = append(c.Events, state.Event{Time: t0.Add(time.Duration(n) * time.Second), Rule: "flood",
+				Key: fmt.Sprintf("198.51.100.%d", n%256), Kind: state.KindBan, Reason: "rate"})
 		}
 		if batch == 0 {
-			c.Events = append(c.Events, store.Event{Time: t0, Key: BreakerKey, Kind: store.KindBreakerReset, Who: "uid 0 (root)"})
+			c.Events = append(c.Events, state.Event{Time: t0, Key: BreakerKey, Kind: state.KindBreakerReset, Who: "uid 0 (root)"})
 		}
 		if err := db.Checkpoint(c); err != nil {
 			b.Fatal(err)

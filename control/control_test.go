@@ -18,7 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/logjail/logjail/rules"
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 
 	"github.com/logjail/logjail/internal/testenv"
 )
@@ -390,7 +390,7 @@ func TestHelperNobody(t *testing.T) {
 // TestBanJSON: the documented JSON of a ban, with and without an end.
 func TestBanJSON(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	b := BanOf(&store.Ban{Rule: "deny", Key: "192.0.2.0/24", Kind: "ban", Since: now, Reason: "deny list", Origin: "deny"}, now)
+	b := BanOf(&state.Ban{Rule: "deny", Key: "192.0.2.0/24", Kind: "ban", Since: now, Reason: "deny list", Origin: "deny"}, now)
 	got, err := json.Marshal(b)
 	if err != nil {
 		t.Fatal(err)
@@ -399,7 +399,7 @@ func TestBanJSON(t *testing.T) {
 	if diff := cmp.Diff(want, string(got)); diff != "" {
 		t.Errorf("JSON (-want +got):\n%s", diff)
 	}
-	b = BanOf(&store.Ban{Rule: "operator", Key: "user:bob", Kind: "ban", Since: now, Until: now.Add(90 * time.Minute),
+	b = BanOf(&state.Ban{Rule: "operator", Key: "user:bob", Kind: "ban", Since: now, Until: now.Add(90 * time.Minute),
 		Addresses: []netip.Addr{netip.MustParseAddr("203.0.113.7")}, Origin: "operator", Who: "uid 0 (root)"}, now.Add(time.Minute))
 	got, _ = json.Marshal(b)
 	want = `{"rule":"operator","key":"user:bob","kind":"ban","since":"2026-11-23T12:00:00Z","until":"2026-11-23T13:30:00Z","left_seconds":5340,"violations":0,"addresses":["203.0.113.7"],"reason":"","origin":"operator","who":"uid 0 (root)","log_only":false}`
@@ -436,17 +436,17 @@ func TestBanListJSON(t *testing.T) {
 // TestDiskFullAnswers507: a call that fails because the daemon cannot
 // write its database for lack of room (a ban or an unban: the write is the
 // answer) is no bare 500: the client gets the daemon's words (the database,
-// the disk full, what to do) and an error that errors.Is store.ErrFull; the
+// the disk full, what to do) and an error that errors.Is state.ErrFull; the
 // server answered 507 Insufficient Storage. (The daemon's status does not
 // fail so: it reports the error in its database section, see
 // cmd/logjail's TestStatusDiskFull; this fake's status fails to exercise
 // the mapping.)
 func TestDiskFullAnswers507(t *testing.T) {
-	full := fmt.Errorf("checkpoint: store: /var/lib/logjail/logjail.db: checkpoint: database or disk is full: %w", store.ErrFull)
+	full := fmt.Errorf("checkpoint: store: /var/lib/logjail/logjail.db: checkpoint: database or disk is full: %w", state.ErrFull)
 	srv, c := serve(t, &fakeDaemon{cfg: testCfg(t), statusErr: full})
 	_, err := c.Status(context.Background())
-	if !errors.Is(err, store.ErrFull) || !strings.Contains(err.Error(), "/var/lib/logjail/logjail.db") || !strings.Contains(err.Error(), "free space") {
-		t.Errorf("status with the disk full: %v; want store.ErrFull naming the database and what to do", err)
+	if !errors.Is(err, state.ErrFull) || !strings.Contains(err.Error(), "/var/lib/logjail/logjail.db") || !strings.Contains(err.Error(), "free space") {
+		t.Errorf("status with the disk full: %v; want state.ErrFull naming the database and what to do", err)
 	}
 	hc := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", srv.Path())

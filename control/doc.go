@@ -10,11 +10,14 @@
 // no daemon the CLI runs them on a detector restored from the database and
 // checkpoints them, and the daemon applies them when it starts. The
 // breaker's trips and resets are history events of their own kinds
-// (store.KindBreakerTrip, store.KindBreakerReset), with no rule and the
+// (state.KindBreakerTrip, state.KindBreakerReset), with no rule and the
 // key BreakerKey;
 // BreakerStatus lists them (docs/control.md, "The circuit breaker"). The reads (List, ReadHistory,
 // StatusOf, RestoreDetector) work on a read-only database, so a member of
-// the logjail group can list while the daemon writes.
+// the logjail group can list while the daemon writes. They take state's
+// interfaces (state.Ledger, state.Reader, state.RestoreSource,
+// state.BanReader), not the SQLite store: what opens the state (the
+// daemon, cmd/logjail's opener) hands it in.
 //
 // One engine, two transports (issue 19): each operator command has one
 // function that decides, given what it works on; with a daemon the CLI

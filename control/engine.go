@@ -11,7 +11,7 @@ import (
 
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/rules"
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 )
 
 // OperatorRule is the rule name of an operator's ban made without --rule.
@@ -37,7 +37,7 @@ type Engine struct {
 	W   Recorder
 	// Bans are the active bans, up to date with Det and W (the writer's
 	// checkpoints all written).
-	Bans []store.Ban
+	Bans []state.Ban
 	// Now is the wall clock; LogTime the newest log time the detector
 	// has seen (zero: none).
 	Now, LogTime time.Time
@@ -51,7 +51,7 @@ type Engine struct {
 // (detector.Detector.Newest, which the checkpoint restores): a daemon just
 // restarted, which has read no line yet, acts at the log time the
 // database holds, as the command does with no daemon.
-func NewEngine(cfg *rules.Config, det *detector.Detector, w Recorder, bans []store.Ban, now, logTime time.Time) *Engine {
+func NewEngine(cfg *rules.Config, det *detector.Detector, w Recorder, bans []state.Ban, now, logTime time.Time) *Engine {
 	if n := det.Newest(); n.After(logTime) {
 		logTime = n
 	}
@@ -265,7 +265,7 @@ func (e *Engine) Ban(req BanRequest, who string) (*BanResult, []detector.Decisio
 	} else {
 		dec = detector.Decision{Rule: ruleName, Key: t.Key, Kind: detector.Ban, Until: until, Reason: reason}
 	}
-	dec.Time, dec.Origin, dec.Who = e.Now, store.OriginOperator, who
+	dec.Time, dec.Origin, dec.Who = e.Now, state.OriginOperator, who
 	ds := []detector.Decision{dec}
 	e.W.Decisions(ds)
 	res.Ban = banOfDecision(&dec, e.Now)
@@ -306,7 +306,7 @@ func (e *Engine) Unban(req UnbanRequest, who string) (*UnbanResult, []detector.D
 	}
 	res := &UnbanResult{Version: SchemaVersion, Removed: []Ban{}, Kept: []Kept{}, Forgotten: []Forgotten{}}
 	var out []detector.Decision
-	lifted := map[store.BanKey]bool{}
+	lifted := map[state.BanKey]bool{}
 	for i := range e.Bans {
 		b := &e.Bans[i]
 		if req.Rule != "" && b.Rule != req.Rule {
@@ -315,7 +315,7 @@ func (e *Engine) Unban(req UnbanRequest, who string) (*UnbanResult, []detector.D
 		if req.Key != "" && !t.Matches(e.Cfg, b.Key, b.Addresses) {
 			continue
 		}
-		if b.Origin == store.OriginDeny || b.Origin == store.OriginRange {
+		if b.Origin == state.OriginDeny || b.Origin == state.OriginRange {
 			res.Kept = append(res.Kept, Kept{Ban: BanOf(b, e.Now), Why: "a deny list entry or a banned range: remove it from the configuration, then reload"})
 			continue
 		}
@@ -330,7 +330,7 @@ func (e *Engine) Unban(req UnbanRequest, who string) (*UnbanResult, []detector.D
 			out = append(out, detector.Decision{Rule: b.Rule, Key: b.Key, Kind: detector.Unban,
 				Addresses: b.Addresses, LogOnly: b.LogOnly})
 		}
-		lifted[store.BanKey{Rule: b.Rule, Key: b.Key}] = true
+		lifted[state.BanKey{Rule: b.Rule, Key: b.Key}] = true
 		res.Removed = append(res.Removed, BanOf(b, e.Now))
 	}
 	if req.Forget {
@@ -340,7 +340,7 @@ func (e *Engine) Unban(req UnbanRequest, who string) (*UnbanResult, []detector.D
 				continue
 			}
 			res.Forgotten = append(res.Forgotten, Forgotten{Rule: k.Rule, Key: k.Key})
-			out = append(out, detector.Decision{Rule: k.Rule, Key: k.Key, Kind: detector.Kind(store.KindForget),
+			out = append(out, detector.Decision{Rule: k.Rule, Key: k.Key, Kind: detector.Kind(state.KindForget),
 				Reason: "windows and escalation memory forgotten"})
 		}
 	}
@@ -355,7 +355,7 @@ func (e *Engine) Unban(req UnbanRequest, who string) (*UnbanResult, []detector.D
 		return res, nil, errf(ErrNotFound, "%s matches %s", what, describe(req))
 	}
 	for i := range out {
-		out[i].Time, out[i].Origin, out[i].Who = e.Now, store.OriginOperator, who
+		out[i].Time, out[i].Origin, out[i].Who = e.Now, state.OriginOperator, who
 		if out[i].Kind == detector.Unban {
 			out[i].Reason = reason
 		}
@@ -376,17 +376,17 @@ func (e *Engine) hasBansOf(rule string) bool {
 // forgettable lists the (rule, key) states an unban --forget drops: those
 // whose ban it lifted, and for a key or address every configured rule's
 // state of that key (of the keys containing the address).
-func (e *Engine) forgettable(req UnbanRequest, t Target, lifted map[store.BanKey]bool) []store.BanKey {
-	var ks []store.BanKey
-	seen := map[store.BanKey]bool{}
-	add := func(k store.BanKey) {
+func (e *Engine) forgettable(req UnbanRequest, t Target, lifted map[state.BanKey]bool) []state.BanKey {
+	var ks []state.BanKey
+	seen := map[state.BanKey]bool{}
+	add := func(k state.BanKey) {
 		if !seen[k] {
 			seen[k] = true
 			ks = append(ks, k)
 		}
 	}
 	for i := range e.Bans {
-		if k := (store.BanKey{Rule: e.Bans[i].Rule, Key: e.Bans[i].Key}); lifted[k] {
+		if k := (state.BanKey{Rule: e.Bans[i].Rule, Key: e.Bans[i].Key}); lifted[k] {
 			add(k)
 		}
 	}
@@ -406,7 +406,7 @@ func (e *Engine) forgettable(req UnbanRequest, t Target, lifted map[store.BanKey
 			continue
 		}
 		for _, k := range keys {
-			add(store.BanKey{Rule: r.Name, Key: k})
+			add(state.BanKey{Rule: r.Name, Key: k})
 		}
 	}
 	return ks
@@ -427,7 +427,7 @@ func describe(req UnbanRequest) string {
 }
 
 // BanOf is the API's view of an active ban at now.
-func BanOf(b *store.Ban, now time.Time) Ban {
+func BanOf(b *state.Ban, now time.Time) Ban {
 	v := Ban{Rule: b.Rule, Key: b.Key, Kind: b.Kind, Since: b.Since, Violations: b.Violations,
 		Addresses: addrStrings(b.Addresses), Reason: b.Reason, Origin: b.Origin, Who: b.Who, LogOnly: b.LogOnly}
 	setUntil(&v, b.Until, now)

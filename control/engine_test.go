@@ -8,23 +8,23 @@ import (
 
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/rules"
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 )
 
 // recorder keeps the decisions an Engine records, and the active bans
 // they leave, as checkpoint.Writer and the store would.
 type recorder struct {
 	ds   []detector.Decision
-	bans map[store.BanKey]store.Ban
+	bans map[state.BanKey]state.Ban
 }
 
 func (r *recorder) Decisions(ds []detector.Decision) {
 	for _, d := range ds {
 		r.ds = append(r.ds, d)
-		k := store.BanKey{Rule: d.Rule, Key: d.Key}
+		k := state.BanKey{Rule: d.Rule, Key: d.Key}
 		switch d.Kind {
 		case detector.Ban, detector.Throttle:
-			r.bans[k] = store.Ban{Rule: d.Rule, Key: d.Key, Kind: string(d.Kind), Since: d.Time, Until: d.Until,
+			r.bans[k] = state.Ban{Rule: d.Rule, Key: d.Key, Kind: string(d.Kind), Since: d.Time, Until: d.Until,
 				Reason: d.Reason, Addresses: d.Addresses, Origin: d.Origin, Who: d.Who}
 		case detector.Unban:
 			delete(r.bans, k)
@@ -32,8 +32,8 @@ func (r *recorder) Decisions(ds []detector.Decision) {
 	}
 }
 
-func (r *recorder) active() []store.Ban {
-	var out []store.Ban
+func (r *recorder) active() []state.Ban {
+	var out []state.Ban
 	for _, b := range r.bans {
 		out = append(out, b)
 	}
@@ -48,7 +48,7 @@ func TestEngine(t *testing.T) {
 	flood := cfg.Rule("flood")
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	det := detector.New(detector.Options{})
-	rec := &recorder{bans: map[store.BanKey]store.Ban{}}
+	rec := &recorder{bans: map[state.BanKey]state.Ban{}}
 	eng := func() *Engine {
 		return &Engine{Cfg: cfg, Det: det, W: rec, Bans: rec.active(), Now: now, LogTime: now.Add(-time.Hour)}
 	}
@@ -98,7 +98,7 @@ func TestEngine(t *testing.T) {
 		t.Errorf("the detector still holds it: %v", k)
 	}
 	last := rec.ds[len(rec.ds)-1]
-	if last.Kind != detector.Unban || last.Who != "uid 0 (root)" || last.Reason != "customer" || last.Origin != store.OriginOperator {
+	if last.Kind != detector.Unban || last.Who != "uid 0 (root)" || last.Reason != "customer" || last.Origin != state.OriginOperator {
 		t.Errorf("the unban recorded: %+v", last)
 	}
 	if _, _, err := eng().Unban(UnbanRequest{Key: "198.18.0.1"}, "x"); !errors.Is(err, ErrNotFound) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/rules"
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 )
 
 // TestBanRange: an operator's ban of range:NAME is one of a configured
@@ -46,7 +46,7 @@ rules:
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	rec := &recorder{bans: map[store.BanKey]store.Ban{}}
+	rec := &recorder{bans: map[state.BanKey]state.Ban{}}
 	eng := func() *Engine {
 		return &Engine{Cfg: cfg, Det: detector.New(detector.Options{}), W: rec, Bans: rec.active(), Now: now, LogTime: now}
 	}

@@ -21,7 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/logjail/logjail/rules"
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 )
 
 // Daemon is what the server asks of the running daemon (daemon.Control):
@@ -50,7 +50,7 @@ type ServerOptions struct {
 	Path   string // the socket (control_socket)
 	Group  string // the group that may connect and change (default "logjail")
 	Daemon Daemon
-	DB     *store.DB // read for list and history
+	DB     state.Ledger // read for list and history
 	Logger *slog.Logger
 	Now    func() time.Time
 }
@@ -77,7 +77,7 @@ const socketMode = 0o660
 // permissions.
 func Listen(o ServerOptions) (*Server, error) {
 	if o.Group == "" {
-		o.Group = store.DefaultGroup
+		o.Group = state.DefaultGroup
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 )
 
 // SchemaVersion is the "version" of every JSON document here. A field may
@@ -378,7 +378,7 @@ func httpStatus(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, ErrForbidden):
 		return http.StatusForbidden
-	case errors.Is(err, store.ErrFull):
+	case errors.Is(err, state.ErrFull):
 		// Not the server's fault: the message says the disk is full.
 		return http.StatusInsufficientStorage
 	}
@@ -399,7 +399,7 @@ func errorOf(status int, msg string) error {
 	case http.StatusForbidden:
 		base = ErrForbidden
 	case http.StatusInsufficientStorage:
-		base = store.ErrFull
+		base = state.ErrFull
 	default:
 		return fmt.Errorf("the daemon answered %d: %s", status, msg)
 	}

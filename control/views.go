@@ -13,7 +13,7 @@ import (
 	"github.com/logjail/logjail/checkpoint"
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/rules"
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 )
 
 // ListQuery selects the bans of a list. Zero fields select everything.
@@ -27,7 +27,7 @@ type ListQuery struct {
 
 // Validate checks the query's values.
 func (q ListQuery) Validate() error {
-	if q.Kind != "" && q.Kind != store.PhaseBan && q.Kind != store.PhaseThrottle {
+	if q.Kind != "" && q.Kind != state.PhaseBan && q.Kind != state.PhaseThrottle {
 		return errf(ErrBadRequest, "--kind %q: want throttle or ban", q.Kind)
 	}
 	switch q.Sort {
@@ -46,7 +46,7 @@ func (q ListQuery) Validate() error {
 // List reads the bans q selects from db at now: the active ones (a reader
 // of the database sees what the daemon checkpointed, within 10 ms of a
 // decision), or with q.Expired those that ended, from the history.
-func List(db *store.DB, cfg *rules.Config, q ListQuery, now time.Time) (*BanList, error) {
+func List(db state.Ledger, cfg *rules.Config, q ListQuery, now time.Time) (*BanList, error) {
 	if err := q.Validate(); err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func List(db *store.DB, cfg *rules.Config, q ListQuery, now time.Time) (*BanList
 			return nil, err
 		}
 		l.Bans = make([]Ban, 0, n)
-		err = db.EachActiveBan(func(b *store.Ban) error {
+		err = db.EachActiveBan(func(b *state.Ban) error {
 			if keep(b.Rule, b.Key, b.Kind, b.Addresses) {
 				l.Bans = append(l.Bans, BanOf(b, now))
 			}
@@ -130,29 +130,29 @@ func sortBans(bs []Ban, by string) {
 
 // ended pairs the history's bans with their ends: every throttle or ban
 // that is no longer active at now, with when and why it ended.
-func ended(db *store.DB, now time.Time) ([]Ban, error) {
+func ended(db state.Ledger, now time.Time) ([]Ban, error) {
 	var out []Ban
-	err := db.View(func(s *store.Snapshot) error {
+	err := db.View(func(s state.Reader) error {
 		active, err := s.ActiveBans()
 		if err != nil {
 			return err
 		}
-		isActive := map[store.BanKey]bool{}
+		isActive := map[state.BanKey]bool{}
 		for _, b := range active {
-			isActive[store.BanKey{Rule: b.Rule, Key: b.Key}] = true
+			isActive[state.BanKey{Rule: b.Rule, Key: b.Key}] = true
 		}
-		es, err := s.History(store.HistoryQuery{})
+		es, err := s.History(state.HistoryQuery{})
 		if err != nil {
 			return err
 		}
-		open := map[store.BanKey]int{}      // index in out
+		open := map[state.BanKey]int{}      // index in out
 		for i := len(es) - 1; i >= 0; i-- { // oldest first
 			e := &es[i]
-			k := store.BanKey{Rule: e.Rule, Key: e.Key}
+			k := state.BanKey{Rule: e.Rule, Key: e.Key}
 			j, isOpen := open[k]
 			switch e.Kind {
-			case store.KindBan, store.KindThrottle:
-				if isOpen && out[j].Kind == e.Kind && e.Kind == store.KindThrottle {
+			case state.KindBan, state.KindThrottle:
+				if isOpen && out[j].Kind == e.Kind && e.Kind == state.KindThrottle {
 					// A throttle's delay grew: the same throttle.
 					setUntil(&out[j], e.Until, now)
 					out[j].Violations = e.Violations
@@ -166,7 +166,7 @@ func ended(db *store.DB, now time.Time) ([]Ban, error) {
 				setUntil(&b, e.Until, now)
 				open[k] = len(out)
 				out = append(out, b)
-			case store.KindUnban:
+			case state.KindUnban:
 				if isOpen {
 					why := e.Reason
 					if e.Who != "" {
@@ -227,7 +227,7 @@ func Search(cfg *rules.Config, t Target) []string {
 // ReadHistory reads the history of what s names (an address: of every
 // key containing it, the bans of CIDRs containing it included), oldest
 // first.
-func ReadHistory(db *store.DB, cfg *rules.Config, s string) (*History, error) {
+func ReadHistory(db state.Ledger, cfg *rules.Config, s string) (*History, error) {
 	t, err := ParseTarget(s)
 	if err != nil {
 		return nil, err
@@ -237,8 +237,8 @@ func ReadHistory(db *store.DB, cfg *rules.Config, s string) (*History, error) {
 	if t.Prefix.IsValid() {
 		// Keys not derived from the configuration: an operator's CIDR,
 		// a user seen from the address.
-		err := db.View(func(sn *store.Snapshot) error {
-			es, err := sn.History(store.HistoryQuery{})
+		err := db.View(func(sn state.Reader) error {
+			es, err := sn.History(state.HistoryQuery{})
 			if err != nil {
 				return err
 			}
@@ -253,9 +253,9 @@ func ReadHistory(db *store.DB, cfg *rules.Config, s string) (*History, error) {
 			return nil, err
 		}
 	}
-	var es []store.Event
+	var es []state.Event
 	for _, k := range keys {
-		ks, err := db.History(store.HistoryQuery{Key: k})
+		ks, err := db.History(state.HistoryQuery{Key: k})
 		if err != nil {
 			return nil, err
 		}
@@ -264,7 +264,7 @@ func ReadHistory(db *store.DB, cfg *rules.Config, s string) (*History, error) {
 	// Oldest first; History gives each key newest first, in the order
 	// written within a millisecond.
 	slices.Reverse(es)
-	slices.SortStableFunc(es, func(a, b store.Event) int { return a.Time.Compare(b.Time) })
+	slices.SortStableFunc(es, func(a, b state.Event) int { return a.Time.Compare(b.Time) })
 	for i := range es {
 		h.Events = append(h.Events, eventOf(&es[i]))
 	}
@@ -349,7 +349,7 @@ func TopOf(det *detector.Detector, t time.Time, q TopRequest) ([]TopKey, error) 
 // only), for top and status when no daemon runs; it returns the
 // checkpoint's log time. Without keys, only the detector-wide state
 // (counters, breaker) is read.
-func RestoreDetector(db *store.DB, cfg *rules.Config, det *detector.Detector, keys bool) (time.Time, error) {
+func RestoreDetector(db state.RestoreSource, cfg *rules.Config, det *detector.Detector, keys bool) (time.Time, error) {
 	global, at, err := db.Global()
 	if err != nil || global == nil {
 		return at, err
@@ -370,7 +370,7 @@ func RestoreDetector(db *store.DB, cfg *rules.Config, det *detector.Detector, ke
 // all): the circuit breaker (its trips from db's history), the tracked
 // keys, the evictions and the estimated heap. Its error is the history's
 // read; the rest is filled all the same.
-func DetectorStatus(st *Status, det *detector.Detector, cfg *rules.Config, db *store.DB) error {
+func DetectorStatus(st *Status, det *detector.Detector, cfg *rules.Config, db state.BanReader) error {
 	ds := det.Stats()
 	st.TrackedKeys, st.Evictions = ds.Keys, ds.Evictions
 	mem := det.Memory()
@@ -384,7 +384,7 @@ func DetectorStatus(st *Status, det *detector.Detector, cfg *rules.Config, db *s
 // the database, the sources' positions and the active bans by rule. A
 // read that fails is its error; the rest is filled all the same (the
 // sources and rules from the configuration).
-func StatusOf(st *Status, db *store.DB, cfg *rules.Config, dbPath string) error {
+func StatusOf(st *Status, db state.Reader, cfg *rules.Config, dbPath string) error {
 	st.Config = cfg.File
 	st.Database.Path = dbPath
 	st.Database.Bytes = fileSize(dbPath) + max(0, fileSize(dbPath+"-wal"))
@@ -443,7 +443,7 @@ func StatusOf(st *Status, db *store.DB, cfg *rules.Config, dbPath string) error 
 			idx[c.Rule] = i
 			st.Rules = append(st.Rules, RuleStatus{Name: c.Rule})
 		}
-		if c.Kind == store.PhaseThrottle {
+		if c.Kind == state.PhaseThrottle {
 			st.Rules[i].Throttles += c.N
 		} else {
 			st.Rules[i].Bans += c.N

@@ -13,7 +13,7 @@ import (
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/ops"
 	"github.com/logjail/logjail/rules"
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 )
 
 // Control is a handle on a running daemon for what operators ask of it:
@@ -78,7 +78,7 @@ func (c *Control) do(ctx context.Context, fn func(d *decider) error) error {
 // checkpoint of everything decided so far, so that the active bans read
 // are the detector's.
 func (d *decider) engine(bans bool) (*control.Engine, error) {
-	var active []store.Ban
+	var active []state.Ban
 	if bans {
 		if err := d.sync(); err != nil {
 			return nil, err
@@ -182,7 +182,7 @@ func (c *Control) Unban(ctx context.Context, rule, key, who, reason string) ([]d
 // Status reports the daemon's state.
 func (c *Control) Status(ctx context.Context) (*control.Status, error) {
 	st := &control.Status{Version: control.SchemaVersion, Live: true, Logjail: control.Version(), PID: os.Getpid()}
-	var db *store.DB
+	var db state.Store
 	var cfg *rules.Config
 	var now time.Time
 	lastLine := map[string]time.Time{}

@@ -119,7 +119,7 @@ import (
 	"github.com/logjail/logjail/pipeline"
 	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/source"
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 )
 
 // Hooks are what the daemon reports to its surroundings (systemd). Every
@@ -183,7 +183,7 @@ type parsed struct {
 // earlier run left (a crash, an unban while logjail was down) is made to
 // agree with the store. Bans of rules no longer configured (Resume lifts
 // them) and bans already over block nothing.
-func startActions(cfg *rules.Config, db *store.DB, log *slog.Logger, now func() time.Time, more []actions.Configured) (*actions.Manager, []store.Ban, error) {
+func startActions(cfg *rules.Config, db state.BanReader, log *slog.Logger, now func() time.Time, more []actions.Configured) (*actions.Manager, []state.Ban, error) {
 	cs, err := actionTypes().Build(cfg, actions.Env{StateDir: cfg.StateDir, Now: now})
 	if err != nil { // the load checked the options: not reached
 		return nil, nil, configError(err)
@@ -194,12 +194,12 @@ func startActions(cfg *rules.Config, db *store.DB, log *slog.Logger, now func() 
 		return nil, nil, err
 	}
 	kept := bans[:0]
-	var allowed []store.Ban // rule bans the allow list now covers (watch.go)
+	var allowed []state.Ban // rule bans the allow list now covers (watch.go)
 	for _, b := range bans {
-		if b.Origin == store.OriginDetector && cfg.Rule(b.Rule) == nil {
+		if b.Origin == state.OriginDetector && cfg.Rule(b.Rule) == nil {
 			continue
 		}
-		if b.Origin == store.OriginDetector && cfg.AllowedKey(b.Key) {
+		if b.Origin == state.OriginDetector && cfg.AllowedKey(b.Key) {
 			allowed = append(allowed, b)
 		}
 		kept = append(kept, b)
@@ -284,7 +284,7 @@ type decider struct {
 	bots       *goodbots.Verifier // good_bots' verifier, for every reload
 	last       time.Time          // log time of the newest entry processed
 	out        []detector.Decision
-	db         *store.DB
+	db         state.Store
 	evictions  int64
 	// actionErrors are the actions' error counts at the last metrics update.
 	actionErrors map[string]int64
@@ -300,12 +300,12 @@ type decider struct {
 	// "One line cannot move the clock").
 	guards    map[string]*fileGuard
 	clocks    map[string]*clockCounts
-	positions map[string]store.Position // restored at start
+	positions map[string]state.Position // restored at start
 
 	// What the stages opened and started (stages.go).
 	eps           *endpoints
 	srv           *control.Server // the control socket's; nil when not served
-	allowed       []store.Ban     // the resumed rule bans the allow list covers (startActions)
+	allowed       []state.Ban     // the resumed rule bans the allow list covers (startActions)
 	stopFollowing func()          // stops the followers, once the decider has stopped
 	undos         []func()        // closes what the stages opened, the last first
 }
@@ -315,8 +315,8 @@ type decider struct {
 type fileGuard struct {
 	g        *pipeline.Guard
 	src      *rules.Source
-	after    store.Position // just past the last line read
-	before   store.Position // where the held line starts, while one is held
+	after    state.Position // just past the last line read
+	before   state.Position // where the held line starts, while one is held
 	atEnd    bool           // the last batch reached the end of the file
 	outliers int64          // the guard's outliers already counted
 	newest   time.Time      // the guard's newest time as last saved
@@ -482,7 +482,7 @@ func (d *decider) batch(p *parsed) {
 	}
 	if n := len(p.batch.Lines); n > 0 {
 		last := p.batch.Lines[n-1]
-		fg.after = store.PositionAt(p.batch.Path, p.batch.File, last.Offset, last.Line)
+		fg.after = state.PositionAt(p.batch.Path, p.batch.File, last.Offset, last.Line)
 		fg.atEnd = last.Offset >= p.batch.File.Size
 	}
 	decided = d.release(fg, now) || decided
@@ -564,10 +564,10 @@ func (d *decider) charge(src *rules.Source, e *parser.Entry, now time.Time) bool
 
 // before is the position of path just before line i of p's batch: where
 // a restart must read again to see the held line.
-func (d *decider) before(fg *fileGuard, p *parsed, i int) store.Position {
+func (d *decider) before(fg *fileGuard, p *parsed, i int) state.Position {
 	if i > 0 {
 		l := p.batch.Lines[i-1]
-		return store.PositionAt(p.batch.Path, p.batch.File, l.Offset, l.Line)
+		return state.PositionAt(p.batch.Path, p.batch.File, l.Offset, l.Line)
 	}
 	if a := fg.after; a.Path != "" && a.Dev == p.batch.File.Dev && a.Inode == p.batch.File.Inode {
 		return a
@@ -575,7 +575,7 @@ func (d *decider) before(fg *fileGuard, p *parsed, i int) store.Position {
 	// The first line of a file: its start is not known here; the position
 	// after it is saved (a crash while it is held loses that one line).
 	l := p.batch.Lines[0]
-	return store.PositionAt(p.batch.Path, p.batch.File, l.Offset, l.Line)
+	return state.PositionAt(p.batch.Path, p.batch.File, l.Offset, l.Line)
 }
 
 // release charges fg's held line if the wall clock has reached it and the

@@ -9,7 +9,7 @@ import (
 
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/ops"
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 )
 
 // Lists that follow their files (DESIGN.md, "Lists, ranges and safety").
@@ -134,7 +134,7 @@ func (d *decider) listFiles() []string {
 // startActions found allowed; after a reload that changed the allow list
 // (bans nil) it reads the active bans from the database after a
 // checkpoint, so that it sees every ban decided so far.
-func (d *decider) liftAllowed(bans []store.Ban) {
+func (d *decider) liftAllowed(bans []state.Ban) {
 	if bans == nil {
 		if err := d.sync(); err != nil {
 			d.log.Error("allow list: bans not checked", "err", err)
@@ -152,7 +152,7 @@ func (d *decider) liftAllowed(bans []store.Ban) {
 	}
 	var out []detector.Decision
 	for _, b := range bans {
-		if b.Origin != store.OriginDetector || !d.cfg.AllowedKey(b.Key) {
+		if b.Origin != state.OriginDetector || !d.cfg.AllowedKey(b.Key) {
 			continue
 		}
 		n := len(out)

@@ -124,7 +124,7 @@ import (
 
 	"github.com/logjail/logjail/rotation"
 	"github.com/logjail/logjail/source"
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 	"github.com/nxadm/tail/watch"
 )
 
@@ -154,7 +154,7 @@ type Batch struct {
 // Options say what to follow and how.
 type Options struct {
 	Paths     []string                  // files and globs of one source
-	Positions map[string]store.Position // saved positions by path (may be nil)
+	Positions map[string]state.Position // saved positions by path (may be nil)
 	FromStart bool                      // a file never seen before starts at its start
 	Poll      bool                      // poll instead of inotify
 	Rescan    time.Duration             // glob re-scan interval (default 10s)

@@ -17,7 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/logjail/logjail/source"
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 )
 
 // wait is how long a test waits for a condition.
@@ -415,14 +415,14 @@ func TestGlobNewFile(t *testing.T) {
 }
 
 // position returns the position after the first n lines of name.
-func position(t *testing.T, name string, n int) store.Position {
+func position(t *testing.T, name string, n int) state.Position {
 	t.Helper()
 	id, err := source.Identify(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := fileLines(t, readFile(t, name), 0)[n-1]
-	return store.Position{Path: name, Dev: id.Dev, Inode: id.Inode, Offset: l.Offset, Line: l.Line, HeadHash: id.HeadHash, Size: id.Size}
+	return state.Position{Path: name, Dev: id.Dev, Inode: id.Inode, Offset: l.Offset, Line: l.Line, HeadHash: id.HeadHash, Size: id.Size}
 }
 
 func numbered(prefix string, from, to int) string {
@@ -440,7 +440,7 @@ func TestStartPositions(t *testing.T) {
 			appendFile(t, name, numbered("line", 1, 10))
 			pos := position(t, name, 4)
 			r := start(t, Options{Paths: []string{name}, Poll: poll, FromStart: true,
-				Positions: map[string]store.Position{name: pos}})
+				Positions: map[string]state.Position{name: pos}})
 			r.waitLines(6)
 			appendFile(t, name, "line 11\n")
 			lines := r.waitLines(7)
@@ -479,7 +479,7 @@ func TestStartPositions(t *testing.T) {
 			appendFile(t, name+".2", numbered("older", 1, 3)) // another sibling: not it
 			appendFile(t, name, numbered("new", 1, 3))
 			r := start(t, Options{Paths: []string{name}, Poll: poll,
-				Positions: map[string]store.Position{name: pos}})
+				Positions: map[string]state.Position{name: pos}})
 			lines := r.waitLines(9)
 			if len(lines) > 0 && (lines[0].Inode != pos.Inode || lines[len(lines)-1].Inode != inode(t, name)) {
 				t.Errorf("inodes: first %d last %d, want %d then %d", lines[0].Inode, lines[len(lines)-1].Inode, pos.Inode, inode(t, name))
@@ -498,7 +498,7 @@ func TestStartPositions(t *testing.T) {
 			}
 			appendFile(t, name, numbered("new", 1, 3))
 			r := start(t, Options{Paths: []string{name}, Poll: poll,
-				Positions: map[string]store.Position{name: pos}})
+				Positions: map[string]state.Position{name: pos}})
 			lines := r.waitLines(3)
 			if diff := cmp.Diff(fileLines(t, readFile(t, name), 0), onlyLines(lines)); diff != "" {
 				t.Errorf("lines (-want +got):\n%s", diff)

@@ -4,7 +4,7 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 	"os"
 	"path/filepath"
 	"slices"
@@ -259,7 +259,7 @@ func TestCatchUpAcrossRotations(t *testing.T) {
 				path = filepath.Join(dir, "*.log")
 			}
 			r := start(t, Options{Paths: []string{path}, Poll: true, OldDir: tc.olddir,
-				Positions: map[string]store.Position{name: pos}})
+				Positions: map[string]state.Position{name: pos}})
 			lines := r.waitLines(n - 4)
 			r.stop()
 			r.mu.Lock()

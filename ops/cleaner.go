@@ -9,7 +9,7 @@ import (
 	"github.com/logjail/logjail/control"
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/rules"
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 	"github.com/robfig/cron/v3"
 )
 
@@ -97,7 +97,7 @@ func (s Schedule) String() string { return s.spec }
 type CleanStats struct {
 	Expired   int                 // bans whose until had passed: lifted, with an unban in the history
 	Throttles int                 // throttles whose until had passed: ended (silently, as throttles end)
-	Pruned    store.PruneStats    // idle key states and old history deleted, pages given back
+	Pruned    state.PruneStats    // idle key states and old history deleted, pages given back
 	WAL       bool                // the write-ahead log was truncated (false: readers held it; next time)
 	Unbans    []detector.Decision // the unbans recorded, for the actions to undo
 }
@@ -157,7 +157,7 @@ var _ Checkpointer = (*checkpoint.Writer)(nil)
 // history_retention on the wall clock are pruned
 // (checkpoint.PruneOptions), vacuumPages free pages given back (0 none,
 // negative all), and the WAL truncated.
-func Clean(db *store.DB, cfg *rules.Config, det *detector.Detector, now time.Time, vacuumPages int) (CleanStats, error) {
+func Clean(db state.Store, cfg *rules.Config, det *detector.Detector, now time.Time, vacuumPages int) (CleanStats, error) {
 	w := checkpoint.NewWriter(db)
 	// Resume without a time: throttles are watched (they leave the active
 	// bans silently at Flush once ended), bans of removed rules are lifted;
@@ -173,13 +173,13 @@ func Clean(db *store.DB, cfg *rules.Config, det *detector.Detector, now time.Tim
 // checkpoints in order. The caller records its source positions in w before
 // (the checkpoint Flush(det, now) takes holds det's state). It must be
 // called from the goroutine that owns det and w.
-func CleanWith(w Checkpointer, db *store.DB, cfg *rules.Config, det *detector.Detector, now time.Time, vacuumPages int) (CleanStats, error) {
+func CleanWith(w Checkpointer, db state.Maintenance, cfg *rules.Config, det *detector.Detector, now time.Time, vacuumPages int) (CleanStats, error) {
 	return clean(w, db, cfg, det, now, vacuumPages, false)
 }
 
 // clean is the pass; resumed says w.Resume has just lifted the bans of
 // removed rules.
-func clean(w Checkpointer, db *store.DB, cfg *rules.Config, det *detector.Detector, now time.Time, vacuumPages int, resumed bool) (CleanStats, error) {
+func clean(w Checkpointer, db state.Maintenance, cfg *rules.Config, det *detector.Detector, now time.Time, vacuumPages int, resumed bool) (CleanStats, error) {
 	var st CleanStats
 	ended, err := db.EndedBans(now)
 	if err != nil {
@@ -188,15 +188,15 @@ func clean(w Checkpointer, db *store.DB, cfg *rules.Config, det *detector.Detect
 	var out []detector.Decision
 	for _, b := range ended {
 		rule := cfg.Rule(b.Rule)
-		if b.Kind == store.PhaseThrottle {
+		if b.Kind == state.PhaseThrottle {
 			st.Throttles++ // leaves the active bans at Flush; det's ends on log time
 			continue
 		}
-		if rule == nil && resumed && b.Origin == store.OriginDetector {
+		if rule == nil && resumed && b.Origin == state.OriginDetector {
 			continue // Resume lifted it
 		}
 		n := len(out)
-		if rule != nil && b.Origin != store.OriginDetector {
+		if rule != nil && b.Origin != state.OriginDetector {
 			out = det.Lift(b.Until, rule, b.Key, out)
 		}
 		if len(out) == n {

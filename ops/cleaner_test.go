@@ -17,6 +17,7 @@ import (
 	"github.com/logjail/logjail/internal/feedtest"
 	"github.com/logjail/logjail/pipeline"
 	"github.com/logjail/logjail/rules"
+	"github.com/logjail/logjail/state"
 	"github.com/logjail/logjail/store"
 )
 
@@ -180,7 +181,7 @@ func TestClean(t *testing.T) {
 	if got := banKeys(t, db); !slices.Equal(got, []string{"203.0.113.2"}) {
 		t.Errorf("bans after the pass: %q, want only 203.0.113.2", got)
 	}
-	unbans, err := db.History(store.HistoryQuery{Kind: store.KindUnban})
+	unbans, err := db.History(state.HistoryQuery{Kind: state.KindUnban})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func TestClean(t *testing.T) {
 		t.Errorf("unbans in the history (-want +got):\n%s", diff)
 	}
 	var keys []string
-	if err := db.Keys(func(r *store.KeyRow) error { keys = append(keys, r.Key); return nil }); err != nil {
+	if err := db.Keys(func(r *state.KeyRow) error { keys = append(keys, r.Key); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(keys, []string{"203.0.113.1", "203.0.113.2"}) {
@@ -233,7 +234,7 @@ func TestClean(t *testing.T) {
 	if st.Expired != 0 || st.Pruned.Keys != 1 {
 		t.Errorf("second pass: %+v, want no ban expired and a's state pruned (log time has ended its ban)", st)
 	}
-	if n, _ := db.History(store.HistoryQuery{Kind: store.KindUnban}); len(n) != 1 {
+	if n, _ := db.History(state.HistoryQuery{Kind: state.KindUnban}); len(n) != 1 {
 		t.Errorf("second pass: %d unbans in the history, want still 1", len(n))
 	}
 }
@@ -264,7 +265,7 @@ func TestCleanKeepsRemembered(t *testing.T) {
 		t.Errorf("stats %+v, want 1 ban expired and only the never banned key pruned", st)
 	}
 	var keys []string
-	if err := db.Keys(func(r *store.KeyRow) error { keys = append(keys, r.Key); return nil }); err != nil {
+	if err := db.Keys(func(r *state.KeyRow) error { keys = append(keys, r.Key); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(keys, []string{"203.0.113.1", "203.0.113.2"}) {
@@ -278,10 +279,10 @@ func TestCleanKeepsRemembered(t *testing.T) {
 func TestCleanEndsThrottlesAndForeignBans(t *testing.T) {
 	cfg, db, det, t0 := cleanFixture(t, cleanConfig)
 	end := t0.Add(5 * time.Minute)
-	err := db.Checkpoint(&store.Checkpoint{Time: t0, SetBans: []store.Ban{
-		{Rule: "flood", Key: "198.51.100.1", Kind: store.PhaseThrottle, Since: t0, Until: end, Origin: store.OriginDetector},
-		{Rule: "flood", Key: "198.51.100.2", Kind: store.PhaseBan, Since: t0, Until: end, Origin: store.OriginOperator, Who: "root"},
-		{Rule: "flood", Key: "198.51.100.3", Kind: store.PhaseBan, Since: t0, Origin: store.OriginOperator, Who: "root"}, // forever
+	err := db.Checkpoint(&state.Checkpoint{Time: t0, SetBans: []state.Ban{
+		{Rule: "flood", Key: "198.51.100.1", Kind: state.PhaseThrottle, Since: t0, Until: end, Origin: state.OriginDetector},
+		{Rule: "flood", Key: "198.51.100.2", Kind: state.PhaseBan, Since: t0, Until: end, Origin: state.OriginOperator, Who: "root"},
+		{Rule: "flood", Key: "198.51.100.3", Kind: state.PhaseBan, Since: t0, Origin: state.OriginOperator, Who: "root"}, // forever
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -296,7 +297,7 @@ func TestCleanEndsThrottlesAndForeignBans(t *testing.T) {
 	if got := banKeys(t, db); !slices.Equal(got, []string{"198.51.100.3", "203.0.113.2"}) {
 		t.Errorf("bans after the pass: %q", got)
 	}
-	unbans, err := db.History(store.HistoryQuery{Kind: store.KindUnban})
+	unbans, err := db.History(state.HistoryQuery{Kind: state.KindUnban})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/logjail/logjail/detector"
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 )
 
 // The messages of the decision log: each line's msg says what was decided
@@ -124,7 +124,7 @@ func Level(msg string) slog.Level {
 
 // classify is the message of d, and its class index.
 func classify(d *detector.Decision) (string, int) {
-	static := d.Origin == store.OriginDeny || d.Origin == store.OriginRange
+	static := d.Origin == state.OriginDeny || d.Origin == state.OriginRange
 	switch {
 	case d.Kind == detector.Ban && static:
 		return MsgDeny, clsDeny
@@ -136,7 +136,7 @@ func classify(d *detector.Decision) (string, int) {
 		return MsgUnban, clsUnban
 	case d.Kind == detector.Throttle:
 		return MsgThrottle, clsThrottle
-	case string(d.Kind) == store.KindForget:
+	case string(d.Kind) == state.KindForget:
 		return MsgForget, clsForget
 	}
 	return "", -1
@@ -164,7 +164,7 @@ func (l *DecisionLog) Decisions(source string, ds []detector.Decision, attrs ...
 		if !l.log.Enabled(ctx, level) {
 			continue // not written, so nothing left out either
 		}
-		if d.Origin == store.OriginOperator {
+		if d.Origin == state.OriginOperator {
 			cls += nMsgs
 		}
 		if now.IsZero() {
@@ -195,7 +195,7 @@ func (l *DecisionLog) Decisions(source string, ds []detector.Decision, attrs ...
 		if len(d.Addresses) > 0 {
 			a = append(a, slog.Any("addresses", d.Addresses))
 		}
-		if !d.Time.IsZero() && d.Origin == store.OriginDetector && source != SourceCleaner {
+		if !d.Time.IsZero() && d.Origin == state.OriginDetector && source != SourceCleaner {
 			a = append(a, slog.String("log_time", d.Time.Format(time.RFC3339)))
 		}
 		a = append(a, attrs...)

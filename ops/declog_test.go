@@ -13,7 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/logjail/logjail/detector"
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 )
 
 // records reads JSON log lines.
@@ -45,42 +45,42 @@ func TestDecisionLogLines(t *testing.T) {
 	}{
 		{"ban", "nginx",
 			detector.Decision{Rule: "flood", Key: "203.0.113.7", Kind: detector.Ban, Time: t0, Until: until, Violations: 5,
-				Reason: "rate 21 per 1s > 20 (rule flood)", Origin: store.OriginDetector},
+				Reason: "rate 21 per 1s > 20 (rule flood)", Origin: state.OriginDetector},
 			map[string]any{"level": "INFO", "msg": "ban", "rule": "flood", "key": "203.0.113.7", "kind": "ban",
 				"until": "2026-11-25T09:10:00Z", "reason": "rate 21 per 1s > 20 (rule flood)", "source": "nginx",
 				"violations": 5.0, "log_time": "2026-11-25T09:00:00Z"}},
 		{"ban of a prefix, log-only (backlog)", "nginx",
 			detector.Decision{Rule: "flood", Key: "203.0.113.0/24", Kind: detector.Ban, Time: t0, Until: until,
 				Addresses: []netip.Addr{netip.MustParseAddr("203.0.113.7"), netip.MustParseAddr("203.0.113.9")},
-				Reason:    "r; already over when read (backlog): not applied", Origin: store.OriginDetector, LogOnly: true},
+				Reason:    "r; already over when read (backlog): not applied", Origin: state.OriginDetector, LogOnly: true},
 			map[string]any{"level": "INFO", "msg": "ban", "rule": "flood", "key": "203.0.113.0/24", "kind": "ban",
 				"until": "2026-11-25T09:10:00Z", "reason": "r; already over when read (backlog): not applied", "source": "nginx",
 				"log_only": true, "addresses": []any{"203.0.113.7", "203.0.113.9"}, "log_time": "2026-11-25T09:00:00Z"}},
 		{"unban by the cleaner", SourceCleaner,
-			detector.Decision{Rule: "flood", Key: "203.0.113.7", Kind: detector.Unban, Time: until, Reason: "expired", Origin: store.OriginDetector},
+			detector.Decision{Rule: "flood", Key: "203.0.113.7", Kind: detector.Unban, Time: until, Reason: "expired", Origin: state.OriginDetector},
 			map[string]any{"level": "INFO", "msg": "unban", "rule": "flood", "key": "203.0.113.7", "kind": "unban",
 				"until": "", "reason": "expired", "source": "cleaner"}},
 		{"throttle", "nginx",
 			detector.Decision{Rule: "flood", Key: "198.51.100.1", Kind: detector.Throttle, Time: t0, Until: t0.Add(10 * time.Second),
-				Delay: 10 * time.Second, Reason: "rate", Origin: store.OriginDetector},
+				Delay: 10 * time.Second, Reason: "rate", Origin: state.OriginDetector},
 			map[string]any{"level": "DEBUG", "msg": "throttle", "rule": "flood", "key": "198.51.100.1", "kind": "throttle",
 				"until": "2026-11-25T09:00:10Z", "reason": "rate", "source": "nginx", "delay": "10s", "log_time": "2026-11-25T09:00:00Z"}},
 		{"deny", SourceDeny,
-			detector.Decision{Rule: "deny", Key: "198.51.100.0/24", Kind: detector.Ban, Time: t0, Reason: "deny list", Origin: store.OriginDeny},
+			detector.Decision{Rule: "deny", Key: "198.51.100.0/24", Kind: detector.Ban, Time: t0, Reason: "deny list", Origin: state.OriginDeny},
 			map[string]any{"level": "INFO", "msg": "deny", "rule": "deny", "key": "198.51.100.0/24", "kind": "ban",
 				"until": "", "reason": "deny list", "source": "deny"}},
 		{"allow-lift", SourceDeny,
-			detector.Decision{Rule: "deny", Key: "198.51.100.0/24", Kind: detector.Unban, Time: t0, Reason: "removed from config", Origin: store.OriginDeny},
+			detector.Decision{Rule: "deny", Key: "198.51.100.0/24", Kind: detector.Unban, Time: t0, Reason: "removed from config", Origin: state.OriginDeny},
 			map[string]any{"level": "INFO", "msg": "allow-lift", "rule": "deny", "key": "198.51.100.0/24", "kind": "unban",
 				"until": "", "reason": "removed from config", "source": "deny"}},
 		{"operator ban", SourceOperator,
 			detector.Decision{Rule: "operator", Key: "2001:db8::/64", Kind: detector.Ban, Time: t0, Until: until, Reason: "scraper",
-				Origin: store.OriginOperator, Who: "uid 0 (root)"},
+				Origin: state.OriginOperator, Who: "uid 0 (root)"},
 			map[string]any{"level": "INFO", "msg": "ban", "rule": "operator", "key": "2001:db8::/64", "kind": "ban",
 				"until": "2026-11-25T09:10:00Z", "reason": "scraper", "source": "operator", "who": "uid 0 (root)"}},
 		{"operator forget", SourceOperator,
-			detector.Decision{Rule: "flood", Key: "203.0.113.7", Kind: detector.Kind(store.KindForget), Time: t0, Reason: "forgotten",
-				Origin: store.OriginOperator, Who: "uid 0 (root)"},
+			detector.Decision{Rule: "flood", Key: "203.0.113.7", Kind: detector.Kind(state.KindForget), Time: t0, Reason: "forgotten",
+				Origin: state.OriginOperator, Who: "uid 0 (root)"},
 			map[string]any{"level": "INFO", "msg": "forget", "rule": "flood", "key": "203.0.113.7", "kind": "forget",
 				"until": "", "reason": "forgotten", "source": "operator", "who": "uid 0 (root)"}},
 	}
@@ -106,8 +106,8 @@ func TestDecisionLogText(t *testing.T) {
 	var buf bytes.Buffer
 	l := NewDecisionLog(slog.New(slog.NewTextHandler(&buf, nil)), DecisionLogOptions{})
 	until := time.Date(2026, 11, 25, 9, 10, 0, 0, time.UTC)
-	l.Decisions("nginx", []detector.Decision{{Rule: "flood", Key: "203.0.113.7", Kind: detector.Ban, Until: until, Reason: "rate 21 per 1s > 20", Origin: store.OriginDetector}})
-	l.Decisions("nginx", []detector.Decision{{Rule: "flood", Key: "203.0.113.8", Kind: detector.Throttle, Until: until, Origin: store.OriginDetector}})
+	l.Decisions("nginx", []detector.Decision{{Rule: "flood", Key: "203.0.113.7", Kind: detector.Ban, Until: until, Reason: "rate 21 per 1s > 20", Origin: state.OriginDetector}})
+	l.Decisions("nginx", []detector.Decision{{Rule: "flood", Key: "203.0.113.8", Kind: detector.Throttle, Until: until, Origin: state.OriginDetector}})
 	l.Breaker(BreakerEvent{Level: slog.LevelError, Event: "trip", Rule: "flood", Key: "203.0.113.9", Reason: "3 bans within 1m", Source: "nginx"})
 	out := buf.String()
 	for _, want := range []string{
@@ -160,22 +160,22 @@ func TestDecisionLogStorm(t *testing.T) {
 	var buf bytes.Buffer
 	clock := &fakeClock{time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)}
 	l := NewDecisionLog(slog.New(slog.NewJSONHandler(&buf, nil)), DecisionLogOptions{PerSecond: 3, Now: clock.now})
-	throttles := bans(100, store.OriginDetector)
+	throttles := bans(100, state.OriginDetector)
 	for i := range throttles {
 		throttles[i].Kind = detector.Throttle
 	}
 
-	l.Decisions("nginx", bans(10, store.OriginDetector))
+	l.Decisions("nginx", bans(10, state.OriginDetector))
 	l.Decisions("nginx", throttles)
 	clock.t = clock.t.Add(500 * time.Millisecond)
-	l.Decisions("nginx", bans(5, store.OriginDetector))
-	l.Decisions(SourceOperator, bans(1, store.OriginOperator))
+	l.Decisions("nginx", bans(5, state.OriginDetector))
+	l.Decisions(SourceOperator, bans(1, state.OriginOperator))
 	rs := records(t, buf.String())
 	if n, s := count(rs, MsgBan); n != 4 || s != 0 {
 		t.Fatalf("within the first second: %d ban lines (want 3 + the operator's), %d counted suppressed (want none yet):\n%s", n, s, buf.String())
 	}
 	clock.t = clock.t.Add(600 * time.Millisecond) // a new second
-	l.Decisions("nginx", bans(1, store.OriginDetector))
+	l.Decisions("nginx", bans(1, state.OriginDetector))
 	rs = records(t, buf.String())
 	if n, s := count(rs, MsgBan); n != 5 || s != 12 {
 		t.Fatalf("after the second: %d ban lines (want 5), %d suppressed (want 12):\n%s", n, s, buf.String())
@@ -191,7 +191,7 @@ func TestDecisionLogStorm(t *testing.T) {
 	}
 
 	// A storm that ends: Tick writes its count once its second is over.
-	l.Decisions("nginx", bans(7, store.OriginDetector))
+	l.Decisions("nginx", bans(7, state.OriginDetector))
 	l.Tick()
 	if _, s := count(records(t, buf.String()), MsgBan); s != 12 {
 		t.Errorf("Tick within the second wrote a count: %d", s)
@@ -203,7 +203,7 @@ func TestDecisionLogStorm(t *testing.T) {
 		t.Errorf("after Tick: %d ban lines (want 7), %d suppressed (want 17):\n%s", n, s, buf.String())
 	}
 	// Every decision is either a line or counted.
-	l.Decisions("nginx", bans(50, store.OriginDetector))
+	l.Decisions("nginx", bans(50, state.OriginDetector))
 	l.Flush()
 	if n, s := count(records(t, buf.String()), MsgBan); n+s != 10+5+1+1+7+50 {
 		t.Errorf("%d lines + %d suppressed != %d decisions", n, s, 10+5+1+1+7+50)
@@ -217,7 +217,7 @@ func TestDecisionLogStorm(t *testing.T) {
 func TestDecisionLogUnlimited(t *testing.T) {
 	var buf bytes.Buffer
 	l := NewDecisionLog(slog.New(slog.NewJSONHandler(&buf, nil)), DecisionLogOptions{PerSecond: -1})
-	l.Decisions("nginx", bans(500, store.OriginDetector))
+	l.Decisions("nginx", bans(500, state.OriginDetector))
 	l.Flush()
 	if n, s := count(records(t, buf.String()), MsgBan); n != 500 || s != 0 {
 		t.Errorf("%d lines, %d suppressed; want 500, 0", n, s)
@@ -228,7 +228,7 @@ func TestDecisionLogUnlimited(t *testing.T) {
 // the daemon's JSON handler: the default limit (what the daemon does), and
 // no limit (every line formatted and written).
 func BenchmarkDecisionLog10kBans(b *testing.B) {
-	ds := bans(10000, store.OriginDetector)
+	ds := bans(10000, state.OriginDetector)
 	for i := range ds {
 		ds[i].Time = ds[i].Until.Add(-10 * time.Minute)
 		ds[i].Reason = "rate 21 per 1s > 20 (rule flood)"

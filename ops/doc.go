@@ -86,6 +86,11 @@
 // on the real clock (it measures the rate lines are written), not on the
 // daemon's injected wall clock.
 //
+// The cleaner works on state's interfaces: CleanWith on a
+// state.Maintenance (the bans due, prune, the WAL), Clean on the
+// state.Store that `logjail clean` opened.
+//
 // Boundaries: It owns metrics, the logs, the cleaner and systemd
-// notification. It must not decide bans.
+// notification. It must not decide bans, nor know the implementation of
+// the state.
 package ops

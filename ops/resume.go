@@ -5,7 +5,7 @@ import (
 
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/rules"
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 )
 
 // ResumeLifts are the lifts that checkpoint.Writer.Resume(cfg, det, now)
@@ -15,14 +15,14 @@ import (
 // until passed while logjail was not running. Each is an unban with the
 // reason Resume records in the history, for the decision log to write
 // with source SourceResume (Resume hands them to no logger).
-func ResumeLifts(bans []store.Ban, cfg *rules.Config, now time.Time) []detector.Decision {
+func ResumeLifts(bans []state.Ban, cfg *rules.Config, now time.Time) []detector.Decision {
 	var out []detector.Decision
 	for _, b := range bans {
 		rule := cfg.Rule(b.Rule)
 		d := detector.Decision{Rule: b.Rule, Key: b.Key, Kind: detector.Unban, Addresses: b.Addresses,
 			Origin: b.Origin, LogOnly: b.LogOnly}
 		switch {
-		case b.Origin == store.OriginDetector && rule == nil:
+		case b.Origin == state.OriginDetector && rule == nil:
 			d.Reason = "rule " + b.Rule + " is no longer in the configuration"
 		case b.Kind == string(detector.Throttle):
 			continue

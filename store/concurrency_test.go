@@ -49,7 +49,7 @@ func TestConcurrentReaders(t *testing.T) {
 			c.SetBans = append(c.SetBans, Ban{Rule: "flood", Key: key, Kind: PhaseBan, Since: ts, Until: ts.Add(time.Minute),
 				Violations: seq, Origin: OriginDetector})
 			if seq > 1 {
-				c.DelBans = append(c.DelBans, BanKey{"flood", keyName(((seq-1)*nBans + j) % nKeys)})
+				c.DelBans = append(c.DelBans, BanKey{Rule: "flood", Key: keyName(((seq-1)*nBans + j) % nKeys)})
 			}
 		}
 		return c
@@ -109,7 +109,7 @@ func TestConcurrentReaders(t *testing.T) {
 		defer r.Close()
 		g.Go(func() error {
 			for ctx.Err() == nil {
-				if err := r.View(func(s *Snapshot) error { return consistent(s, nKeys, nBans) }); err != nil {
+				if err := r.View(func(s Reader) error { return consistent(s.(*Snapshot), nKeys, nBans) }); err != nil {
 					return fmt.Errorf("reader %d: %w", i, err)
 				}
 				// And the DB's own methods, each on the latest checkpoint.

@@ -31,7 +31,7 @@ func TestBanCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []BanCount{{"flood", PhaseBan, 2}, {"flood", PhaseThrottle, 1}, {"operator", PhaseBan, 1}}
+	want := []BanCount{{Rule: "flood", Kind: PhaseBan, N: 2}, {Rule: "flood", Kind: PhaseThrottle, N: 1}, {Rule: "operator", Kind: PhaseBan, N: 1}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("BanCounts (-want +got):\n%s", diff)
 	}

@@ -4,6 +4,17 @@
 // twice, and so that an operator can read it with sqlite3 while the daemon
 // runs.
 //
+// A DB is the one implementation of state.Store (package state holds the
+// values and the interfaces; store's Ban, Event, KeyRow, … are aliases of
+// state's), and its Snapshot a state.Reader. It passes state's
+// conformance suite (TestConformance runs statetest.Run): the guarantees
+// listed in state's package documentation are kept by one SQLite
+// transaction per checkpoint, WAL readers and the flock described below.
+// Beyond state.Store it has what only SQLite needs or gives: Open and its
+// Options, Held, LockedError, ErrEmpty, ErrSchema, TopKeys, SetMeta and
+// WALSize. Only the openers name it (the daemon's openState stage,
+// cmd/logjail's opener, clean and replay --db).
+//
 // Windows live in memory, in the detector. The store receives checkpoints:
 // every few seconds, in one transaction, the (rule, key) states changed
 // since the last one (the detector's opaque blob and a summary of it), the
@@ -206,6 +217,7 @@
 //
 // Boundaries: It owns the SQLite database: the schema, and every read and
 // write of it. It is the only package that imports database/sql and
-// go-sqlite3; it must not know the detector's windows beyond the rows it
-// is given.
+// go-sqlite3 (TestOnlyStoreSpeaksSQL, in package state, checks it); it
+// must not know the detector's windows beyond the rows it is given, nor
+// define values of the state (state does).
 package store

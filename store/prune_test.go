@@ -137,7 +137,7 @@ func TestTruncateWAL(t *testing.T) {
 	// A reader in the middle of a read keeps the WAL from being emptied,
 	// and is not disturbed.
 	errStop := errors.New("stop")
-	err := r.View(func(s *Snapshot) error {
+	err := r.View(func(s Reader) error {
 		return s.Keys(func(*KeyRow) error {
 			if err := w.Checkpoint(&Checkpoint{Time: at("2026-11-22T12:00:05Z"), Keys: c.Keys[:10]}); err != nil {
 				return err

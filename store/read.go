@@ -20,10 +20,11 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// View runs fn in one read transaction: every read through s sees the
-// same committed checkpoint, whatever the writer commits meanwhile, and
-// the writer is never blocked by it. s is valid only during fn.
-func (db *DB) View(fn func(s *Snapshot) error) error {
+// View runs fn in one read transaction: every read through s (a
+// *Snapshot) sees the same committed checkpoint, whatever the writer
+// commits meanwhile, and the writer is never blocked by it. s is valid
+// only during fn.
+func (db *DB) View(fn func(s Reader) error) error {
 	tx, err := db.r.Begin() // BEGIN DEFERRED: the snapshot is taken by the first read
 	if err != nil {
 		return db.errf("read", "%w", err)
@@ -147,53 +148,53 @@ const (
 )
 
 // ActiveBans: see DB.ActiveBans.
-func (s *Snapshot) ActiveBans() ([]Ban, error) {
-	bs, err := s.bans(activeBansQuery)
-	if err != nil {
-		return nil, s.errf("read bans", "%w", err)
-	}
-	return bs, nil
-}
+func (s *Snapshot) ActiveBans() ([]Ban, error) { return s.bans("read bans", activeBansQuery) }
 
 // EndedBans: see DB.EndedBans.
 func (s *Snapshot) EndedBans(t time.Time) ([]Ban, error) {
-	bs, err := s.bans(endedBansQuery, t.UnixMilli())
+	return s.bans("read ended bans", endedBansQuery, t.UnixMilli())
+}
+
+// bans returns the bans q selects; nil on error.
+func (s *Snapshot) bans(op, q string, args ...any) ([]Ban, error) {
+	var bs []Ban
+	err := s.eachBan(op, q, args, func(b *Ban) error {
+		bs = append(bs, *b) // its Addresses are its own: parseAddrs makes them
+		return nil
+	})
 	if err != nil {
-		return nil, s.errf("read ended bans", "%w", err)
+		return nil, err
 	}
 	return bs, nil
 }
 
-func (s *Snapshot) bans(q string, args ...any) ([]Ban, error) {
+// eachBan calls fn with each ban q selects, reusing one Ban. An error
+// from fn is returned as it is; the others are s.errf(op, …).
+func (s *Snapshot) eachBan(op, q string, args []any, fn func(*Ban) error) error {
 	rows, err := s.q.QueryContext(context.Background(), q, args...)
 	if err != nil {
-		return nil, err
+		return s.errf(op, "%w", err)
 	}
 	defer rows.Close()
-	var bs []Ban
+	var b Ban
+	var since, until sql.NullInt64
+	var as string
 	for rows.Next() {
-		var b Ban
-		var since, until sql.NullInt64
-		var as string
 		if err := rows.Scan(&b.Rule, &b.Key, &b.Kind, &since, &until, &b.Reason, &b.Violations, &as, &b.Origin, &b.Who, &b.LogOnly); err != nil {
-			return nil, err
+			return s.errf(op, "%w", err)
 		}
 		b.Since, b.Until = fromMS(since), fromMS(until)
 		if b.Addresses, err = parseAddrs(as); err != nil {
-			return nil, fmt.Errorf("ban %s %s: %w", b.Rule, b.Key, err)
+			return s.errf(op, "ban %s %s: %w", b.Rule, b.Key, err)
 		}
-		bs = append(bs, b)
+		if err := fn(&b); err != nil {
+			return err
+		}
 	}
-	return bs, rows.Err()
-}
-
-// HistoryQuery selects history events. Zero fields select everything.
-type HistoryQuery struct {
-	Key, Rule string
-	Kind      string    // an addition: one kind of event only
-	Since     time.Time // events at or after
-	Until     time.Time // events before
-	Limit     int       // at most this many, the newest (0: all)
+	if err := rows.Err(); err != nil {
+		return s.errf(op, "%w", err)
+	}
+	return nil
 }
 
 // historyQuery builds the SQL for q: the key index serves a query by key,
@@ -338,30 +339,27 @@ func (s *Snapshot) Meta(k string) (string, bool, error) {
 	return v, true, nil
 }
 
-// BanCount is how many active bans of one kind a rule has.
-type BanCount struct {
-	Rule, Kind string
-	N          int
-}
-
 // BanCounts counts the active throttles and bans by rule and kind, sorted
 // by rule then kind, from the table's primary key without reading its rows.
-func (db *DB) BanCounts() ([]BanCount, error) {
-	rows, err := db.r.QueryContext(context.Background(), `SELECT rule, kind, count(*) FROM bans GROUP BY rule, kind ORDER BY rule, kind`)
+func (db *DB) BanCounts() ([]BanCount, error) { return db.snap().BanCounts() }
+
+// BanCounts: see DB.BanCounts.
+func (s *Snapshot) BanCounts() ([]BanCount, error) {
+	rows, err := s.q.QueryContext(context.Background(), `SELECT rule, kind, count(*) FROM bans GROUP BY rule, kind ORDER BY rule, kind`)
 	if err != nil {
-		return nil, db.errf("count bans", "%w", err)
+		return nil, s.errf("count bans", "%w", err)
 	}
 	defer rows.Close()
 	var out []BanCount
 	for rows.Next() {
 		var c BanCount
 		if err := rows.Scan(&c.Rule, &c.Kind, &c.N); err != nil {
-			return nil, db.errf("count bans", "%w", err)
+			return nil, s.errf("count bans", "%w", err)
 		}
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, db.errf("count bans", "%w", err)
+		return nil, s.errf("count bans", "%w", err)
 	}
 	return out, nil
 }
@@ -371,40 +369,25 @@ func (db *DB) BanCounts() ([]BanCount, error) {
 // all (a list of 100,000 bans). The Ban is reused between calls; fn must
 // copy what it keeps. An error from fn stops the walk and is returned as
 // it is.
-func (db *DB) EachActiveBan(fn func(*Ban) error) error {
-	rows, err := db.r.QueryContext(context.Background(), activeBansQuery)
-	if err != nil {
-		return db.errf("read bans", "%w", err)
-	}
-	defer rows.Close()
-	var b Ban
-	var since, until sql.NullInt64
-	var as string
-	for rows.Next() {
-		if err := rows.Scan(&b.Rule, &b.Key, &b.Kind, &since, &until, &b.Reason, &b.Violations, &as, &b.Origin, &b.Who, &b.LogOnly); err != nil {
-			return db.errf("read bans", "%w", err)
-		}
-		b.Since, b.Until = fromMS(since), fromMS(until)
-		if b.Addresses, err = parseAddrs(as); err != nil {
-			return db.errf("read bans", "ban %s %s: %w", b.Rule, b.Key, err)
-		}
-		if err := fn(&b); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return db.errf("read bans", "%w", err)
-	}
-	return nil
+func (db *DB) EachActiveBan(fn func(*Ban) error) error { return db.snap().EachActiveBan(fn) }
+
+// EachActiveBan: see DB.EachActiveBan.
+func (s *Snapshot) EachActiveBan(fn func(*Ban) error) error {
+	return s.eachBan("read bans", activeBansQuery, nil, fn)
 }
 
 // CountActiveBansByKind returns how many throttles and bans are active, by
 // kind ("throttle", "ban"): the rows `logjail list` shows, those of rules,
 // operators, the deny list and banned ranges alike.
 func (db *DB) CountActiveBansByKind() (map[string]int, error) {
-	rows, err := db.r.QueryContext(context.Background(), `SELECT kind, count(*) FROM bans GROUP BY kind`)
+	return db.snap().CountActiveBansByKind()
+}
+
+// CountActiveBansByKind: see DB.CountActiveBansByKind.
+func (s *Snapshot) CountActiveBansByKind() (map[string]int, error) {
+	rows, err := s.q.QueryContext(context.Background(), `SELECT kind, count(*) FROM bans GROUP BY kind`)
 	if err != nil {
-		return nil, db.errf("count bans", "%w", err)
+		return nil, s.errf("count bans", "%w", err)
 	}
 	defer rows.Close()
 	n := map[string]int{}
@@ -412,21 +395,24 @@ func (db *DB) CountActiveBansByKind() (map[string]int, error) {
 		var kind string
 		var c int
 		if err := rows.Scan(&kind, &c); err != nil {
-			return nil, db.errf("count bans", "%w", err)
+			return nil, s.errf("count bans", "%w", err)
 		}
 		n[kind] = c
 	}
 	if err := rows.Err(); err != nil {
-		return nil, db.errf("count bans", "%w", err)
+		return nil, s.errf("count bans", "%w", err)
 	}
 	return n, nil
 }
 
 // CountActiveBans returns how many throttles and bans are active.
-func (db *DB) CountActiveBans() (int, error) {
+func (db *DB) CountActiveBans() (int, error) { return db.snap().CountActiveBans() }
+
+// CountActiveBans: see DB.CountActiveBans.
+func (s *Snapshot) CountActiveBans() (int, error) {
 	var n int
-	if err := db.r.QueryRowContext(context.Background(), `SELECT count(*) FROM bans`).Scan(&n); err != nil {
-		return 0, db.errf("count bans", "%w", err)
+	if err := s.q.QueryRowContext(context.Background(), `SELECT count(*) FROM bans`).Scan(&n); err != nil {
+		return 0, s.errf("count bans", "%w", err)
 	}
 	return n, nil
 }

@@ -128,7 +128,7 @@ func TestSize(t *testing.T) {
 		for key, until := range banned {
 			if !until.After(now) {
 				c.Events = append(c.Events, Event{Time: now, Rule: "flood", Key: key, Kind: KindUnban, Reason: "ban expired", Origin: OriginDetector})
-				c.DelBans = append(c.DelBans, BanKey{"flood", key})
+				c.DelBans = append(c.DelBans, BanKey{Rule: "flood", Key: key})
 				delete(banned, key)
 			}
 		}

@@ -21,10 +21,6 @@ import (
 	"github.com/mattn/go-sqlite3"
 )
 
-// DefaultGroup is the group that may read the database when Options.Group
-// is empty.
-const DefaultGroup = "logjail"
-
 const (
 	dirMode  = 0o750
 	fileMode = 0o640
@@ -50,10 +46,6 @@ const (
 	sqliteFcntlPersistWAL = 10
 )
 
-// ErrLocked is wrapped by the error of a writer Open when another writer
-// holds the database (see LockedError).
-var ErrLocked = errors.New("store: database is held by another writer")
-
 // ErrSchema is wrapped by the error of Open when the database's schema
 // version is not the one this build reads: newer than it knows (a newer
 // logjail wrote it), or, for a reader, older (no writer of this version
@@ -65,15 +57,6 @@ var ErrSchema = errors.New("store: unsupported schema version")
 // made holds its schema, so an empty one is a truncation or a failed copy,
 // and starting afresh on it would lose every ban without a word.
 var ErrEmpty = errors.New("the database file is empty (0 bytes): not a database logjail wrote (truncated? a failed copy?); restore it, or remove it to start with no bans and no state")
-
-// ErrFull is wrapped by the error of a write that failed because the disk
-// (or the file system's quota) holding the database is full: SQLite's
-// SQLITE_FULL, or ENOSPC. Nothing is lost but the write: the daemon keeps
-// deciding and retries at its next checkpoint.
-var ErrFull = errors.New("the disk holding the database is full: free space there; logjail keeps deciding and writes again at its next checkpoint")
-
-// ErrReadOnly is returned by the writing methods of a DB opened ReadOnly.
-var ErrReadOnly = errors.New("store: database opened read-only")
 
 // LockedError says which process holds the writer lock. It unwraps to
 // ErrLocked.

@@ -168,7 +168,7 @@ func TestRoundTrip(t *testing.T) {
 		Keys:      []KeyRow{keyB2, {Rule: keyC.Rule, Key: keyC.Key}, keyD},
 		Events:    []Event{ev3, ev4},
 		SetBans:   []Ban{banA2},
-		DelBans:   []BanKey{{banR.Rule, banR.Key}},
+		DelBans:   []BanKey{{Rule: banR.Rule, Key: banR.Key}},
 		Positions: []Position{posB2},
 	}
 	if err := db.Checkpoint(second); err != nil {

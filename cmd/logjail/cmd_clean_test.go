@@ -13,6 +13,7 @@ import (
 	"github.com/logjail/logjail/control"
 	"github.com/logjail/logjail/internal/feedtest"
 	"github.com/logjail/logjail/rules"
+	"github.com/logjail/logjail/state"
 	"github.com/logjail/logjail/store"
 )
 
@@ -99,7 +100,7 @@ func TestClean(t *testing.T) {
 	if len(bans) != 1 || bans[0].Key != "203.0.113.2" {
 		t.Errorf("active bans after clean: %+v, want only 203.0.113.2", bans)
 	}
-	unbans, err := db.History(store.HistoryQuery{Kind: store.KindUnban})
+	unbans, err := db.History(state.HistoryQuery{Kind: state.KindUnban})
 	if err != nil {
 		t.Fatal(err)
 	}

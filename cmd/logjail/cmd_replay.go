@@ -13,6 +13,7 @@ import (
 	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/replay"
 	"github.com/logjail/logjail/source"
+	"github.com/logjail/logjail/state"
 	"github.com/logjail/logjail/store"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -198,7 +199,7 @@ func runReplay(cmd *cobra.Command, o *replayOptions, args []string, s streams) e
 
 // openReplayDB opens the database of --db, which must hold no state yet: a
 // replay's keys mixed into another run's would mean nothing.
-func openReplayDB(path string) (*store.DB, error) {
+func openReplayDB(path string) (state.Store, error) {
 	db, err := store.Open(path, store.Options{})
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/logjail/logjail/rules"
+	"github.com/logjail/logjail/state"
 	"github.com/logjail/logjail/store"
 )
 
@@ -308,7 +309,7 @@ func TestReplayDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	hist, err := db.History(store.HistoryQuery{Limit: 1 << 20})
+	hist, err := db.History(state.HistoryQuery{Limit: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +332,7 @@ func TestReplayDB(t *testing.T) {
 		}
 	}
 	n := 0
-	if err := db.Keys(func(*store.KeyRow) error { n++; return nil }); err != nil || n == 0 {
+	if err := db.Keys(func(*state.KeyRow) error { n++; return nil }); err != nil || n == 0 {
 		t.Errorf("%d key states saved (err %v), want some", n, err)
 	}
 	code, _, stderr = run(t, "", "replay", "--config", cfg, "--source", "web", "--db", dbPath, "../../testdata/logs/sample/bots.log.gz")

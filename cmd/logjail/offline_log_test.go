@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logjail/logjail/state"
 	"github.com/logjail/logjail/store"
 )
 
@@ -68,9 +69,9 @@ func TestOfflineChangesWriteTheDecisionLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gone := store.Ban{Rule: "gone", Key: "203.0.113.2", Kind: store.PhaseBan, Since: at, Until: time.Now().Add(time.Hour),
-		Reason: "over the limit", Origin: store.OriginDetector}
-	if err := db.Checkpoint(&store.Checkpoint{Time: at, Global: global, SetBans: []store.Ban{gone}}); err != nil {
+	gone := state.Ban{Rule: "gone", Key: "203.0.113.2", Kind: state.PhaseBan, Since: at, Until: time.Now().Add(time.Hour),
+		Reason: "over the limit", Origin: state.OriginDetector}
+	if err := db.Checkpoint(&state.Checkpoint{Time: at, Global: global, SetBans: []state.Ban{gone}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/pipeline"
 	"github.com/logjail/logjail/rules"
+	"github.com/logjail/logjail/state"
 	"github.com/logjail/logjail/store"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -228,7 +229,7 @@ func (o *opener) client() *control.Client { return control.NewClient(o.cfg.Contr
 func (o *opener) dbPath() string { return daemon.DBPath(o.cfg) }
 
 // reader opens the database read-only; nil when there is none yet.
-func (o *opener) reader() (*store.DB, error) {
+func (o *opener) reader() (state.Store, error) {
 	path := o.dbPath()
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -242,7 +243,7 @@ func (o *opener) reader() (*store.DB, error) {
 
 // writer opens the database as its one writer, for a change made while
 // no daemon answers. A daemon that holds it without answering is exit 3.
-func (o *opener) writer() (*store.DB, error) {
+func (o *opener) writer() (state.Store, error) {
 	db, err := store.Open(o.dbPath(), store.Options{})
 	if errors.Is(err, store.ErrLocked) {
 		return nil, &exitError{code: exitUnreachable, err: fmt.Errorf("%w: the daemon holds the database but does not answer on %s: is control_socket the same for it?", err, o.cfg.ControlSocket)}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logjail/logjail/state"
 	"github.com/logjail/logjail/store"
 )
 
@@ -131,11 +132,11 @@ func BenchmarkList100k(b *testing.B) {
 		b.Fatal(err)
 	}
 	now := time.Now()
-	c := &store.Checkpoint{Time: now}
+	c := &state.Checkpoint{Time: now}
 	for i := range 100_000 {
 		a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
-		c.SetBans = append(c.SetBans, store.Ban{Rule: "flood", Key: a.String(), Kind: store.PhaseBan, Since: now,
-			Until: now.Add(time.Duration(i) * time.Second), Reason: "rate 31 per 10s > 30 (rule flood)", Origin: store.OriginDetector})
+		c.SetBans = append(c.SetBans, state.Ban{Rule: "flood", Key: a.String(), Kind: state.PhaseBan, Since: now,
+			Until: now.Add(time.Duration(i) * time.Second), Reason: "rate 31 per 10s > 30 (rule flood)", Origin: state.OriginDetector})
 	}
 	if err := db.Checkpoint(c); err != nil {
 		b.Fatal(err)

@@ -16,7 +16,7 @@ import (
 	"github.com/logjail/logjail/pipeline"
 	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/source"
-	"github.com/logjail/logjail/store"
+	"github.com/logjail/logjail/state"
 )
 
 // Options tune Feed.
@@ -44,7 +44,7 @@ type Result struct {
 // the one the position was saved for), checkpointing every o.Every lines
 // and at the end. It is the daemon's reading loop for one file without the
 // following, and what the crash test kills and restarts.
-func Feed(ctx context.Context, cfg *rules.Config, db *store.DB, path string, o Options) (Result, error) {
+func Feed(ctx context.Context, cfg *rules.Config, db state.Store, path string, o Options) (Result, error) {
 	var res Result
 	src := o.Source
 	if src == nil {
@@ -89,11 +89,11 @@ func Feed(ctx context.Context, cfg *rules.Config, db *store.DB, path string, o O
 		return res, err
 	}
 	var heldAt, heldLine int64
-	position := func() store.Position {
+	position := func() state.Position {
 		if _, held := g.Held(); held {
-			return store.PositionAt(path, id, heldAt, heldLine)
+			return state.PositionAt(path, id, heldAt, heldLine)
 		}
-		return store.PositionAt(path, id, lg.Lines.Offset(), int64(lg.Lines.Line()))
+		return state.PositionAt(path, id, lg.Lines.Offset(), int64(lg.Lines.Line()))
 	}
 	var out []detector.Decision
 	var last time.Time
