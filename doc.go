@@ -40,6 +40,8 @@
 //   - ops: metrics, logs (the decision log: one line per decision and
 //     operator action), the cleaner, systemd notification.
 //   - cmd/logjail: the command line, thin.
+//   - internal/pool: runs of elements named by 32-bit references, so that
+//     the detector's slab, rings and key table hold no pointers.
 //   - internal/gcgoal: how far a large live heap may grow between
 //     collections (replay and the daemon hold millions of windows).
 //   - internal/nstest: network namespaces for the firewall tests.

@@ -64,7 +64,7 @@
 //     the key table (an open-addressing index of ids, each key's text once in
 //     a byte pool), its compiled rule an index, its ladder and addresses
 //     seen a reference into a pool, a ring of more than one element a run
-//     of a pool of uint64 pages (keys.go, pool.go). The collector scans
+//     of a pool of uint64 pages (keys.go, internal/pool). The collector scans
 //     none of it, and a million keys are a few large allocations. A key's
 //     ladder (extra) exists only once it went over a limit; the addresses
 //     seen exist only for keys that are not single addresses (an address is

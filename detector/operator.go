@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/logjail/logjail/internal/pool"
 	"github.com/logjail/logjail/rules"
 )
 
@@ -121,7 +122,7 @@ func (d *Detector) Current(t time.Time, fn func(*KeyNow)) {
 }
 
 // now is a window's value for a request at ns, and its ratio to the limit.
-func (w *window) now(a *pool[uint64], ns int64, li *limitInfo) (v, ratio float64) {
+func (w *window) now(a *pool.Pool[uint64], ns int64, li *limitInfo) (v, ratio float64) {
 	r := w.ring(a)
 	switch li.kind {
 	case rules.LimitRate, rules.LimitCPUShare, rules.LimitDurationShare:

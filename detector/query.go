@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/logjail/logjail/internal/pool"
 	"github.com/logjail/logjail/rules"
 )
 
@@ -63,7 +64,7 @@ func (d *Detector) Charged(r *rules.Rule, key string) (int64, bool) {
 }
 
 // query reads a window at ns without changing it.
-func (w *window) query(a *pool[uint64], li *limitInfo, ns int64) LimitState {
+func (w *window) query(a *pool.Pool[uint64], li *limitInfo, ns int64) LimitState {
 	r := w.ring(a)
 	ls := LimitState{Limit: li.text, Window: time.Duration(li.window)}
 	switch li.kind {

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/logjail/logjail/internal/pool"
 	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/rules"
 )
@@ -476,7 +477,7 @@ func (d *Detector) appendState(b []byte, i int32, s *state, stamp uint64) []byte
 // appendWindow encodes a window: its ring's capacity and elements oldest
 // first (buckets as delta and value, times as deltas), or its token bucket,
 // and its peak.
-func appendWindow(b []byte, w *window, li *limitInfo, a *pool[uint64], peak float64) []byte {
+func appendWindow(b []byte, w *window, li *limitInfo, a *pool.Pool[uint64], peak float64) []byte {
 	r := w.ring(a)
 	switch li.kind {
 	case rules.LimitTokenBucket:
@@ -829,7 +830,7 @@ func (d *Detector) ruleState(r *decoder, i int32, s *state, ri *ruleInfo) (stamp
 
 // window reads a window into w, checked against li, and returns its peak;
 // with w nil it only skips it.
-func (r *decoder) window(w *window, li *limitInfo, a *pool[uint64]) (peak float64) {
+func (r *decoder) window(w *window, li *limitInfo, a *pool.Pool[uint64]) (peak float64) {
 	tag := r.u8()
 	if li != nil {
 		want := winBuckets

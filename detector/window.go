@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/logjail/logjail/internal/pool"
 	"github.com/logjail/logjail/rules"
 )
 
@@ -102,27 +103,27 @@ const inlineRing = 2
 const maxRing = 1<<16 - 1
 
 // ring returns w's ring (its capacity long), valid until it grows.
-func (w *window) ring(a *pool[uint64]) []uint64 {
+func (w *window) ring(a *pool.Pool[uint64]) []uint64 {
 	if w.cp <= inlineRing {
 		return w.v[:w.cp]
 	}
-	return a.get(uint32(w.v[0]), w.cp)
+	return a.Get(uint32(w.v[0]), w.cp)
 }
 
 // release gives w's ring back to the pool.
-func (w *window) release(a *pool[uint64]) {
+func (w *window) release(a *pool.Pool[uint64]) {
 	if w.cp > inlineRing {
-		a.release(uint32(w.v[0]), w.cp)
+		a.Release(uint32(w.v[0]), w.cp)
 	}
 	*w = window{}
 }
 
 // setRing makes w's ring c long (c ≥ 1, empty).
-func (w *window) setRing(a *pool[uint64], c uint16) {
+func (w *window) setRing(a *pool.Pool[uint64], c uint16) {
 	w.release(a)
 	w.cp = c
 	if c > inlineRing {
-		w.v[0] = uint64(a.alloc(c))
+		w.v[0] = uint64(a.Alloc(c))
 	}
 }
 
@@ -151,7 +152,7 @@ func (w *window) at(r []uint64, i uint16) *uint64 {
 
 // push appends x as the newest element, growing the ring up to limit, and
 // returns the ring.
-func (w *window) push(a *pool[uint64], x uint64, limit int) []uint64 {
+func (w *window) push(a *pool.Pool[uint64], x uint64, limit int) []uint64 {
 	r := w.ring(a)
 	if w.n == w.cp {
 		c := min(max(2*int(w.cp), 1), limit, maxRing)
@@ -169,8 +170,8 @@ func (w *window) push(a *pool[uint64], x uint64, limit int) []uint64 {
 		var nr []uint64
 		ref := uint32(0)
 		if c > inlineRing {
-			ref = a.alloc(uint16(c))
-			nr = a.get(ref, uint16(c))
+			ref = a.Alloc(uint16(c))
+			nr = a.Get(ref, uint16(c))
 		} else {
 			nr = w.v[:c]
 		}
@@ -178,7 +179,7 @@ func (w *window) push(a *pool[uint64], x uint64, limit int) []uint64 {
 			nr[i] = *w.at(from, i)
 		}
 		if w.cp > inlineRing {
-			a.release(uint32(w.v[0]), w.cp)
+			a.Release(uint32(w.v[0]), w.cp)
 		}
 		if c > inlineRing {
 			w.v = [inlineRing]uint64{uint64(ref)}
@@ -220,7 +221,7 @@ func identity(x uint64) uint64 { return x }
 
 // addBucket counts v in bucket b and returns the window's sum, read at the
 // key's newest bucket. A bucket already out of the window is not counted.
-func (w *window) addBucket(a *pool[uint64], b, v uint64, li *limitInfo) uint64 {
+func (w *window) addBucket(a *pool.Pool[uint64], b, v uint64, li *limitInfo) uint64 {
 	v = min(v, maxUint32)
 	if w.n == 0 {
 		w.push(a, b<<32|v, int(li.nb))
@@ -260,7 +261,7 @@ func (w *window) addBucket(a *pool[uint64], b, v uint64, li *limitInfo) uint64 {
 
 // addTime records a request at ns in a last-N ring and returns the span of
 // the last N requests, or -1 while there have been fewer.
-func (w *window) addTime(a *pool[uint64], ns int64, li *limitInfo) int64 {
+func (w *window) addTime(a *pool.Pool[uint64], ns int64, li *limitInfo) int64 {
 	t := uint64(max(ns, 0))
 	r := w.ring(a)
 	switch {
