@@ -2,13 +2,10 @@ package detector
 
 import (
 	"encoding/binary"
-	"math"
 	"net/netip"
 	"slices"
 	"time"
 	"unsafe"
-
-	"github.com/logjail/logjail/rules"
 )
 
 // Ladder phases of a state.
@@ -209,18 +206,9 @@ func (d *Detector) initWindows(i int32, s *state) {
 	}
 	for j := range lims {
 		if p := d.peak(i, j); p != nil {
-			*p = initialPeak(&lims[j])
+			*p = lims[j].InitialPeak()
 		}
 	}
-}
-
-// initialPeak is the peak of a window that saw nothing: +Inf for a last N
-// (the shortest span: none yet), 0 for the others.
-func initialPeak(li *limitInfo) float64 {
-	if li.kind == rules.LimitLastN {
-		return math.Inf(1)
-	}
-	return 0
 }
 
 // peak returns where the peak of limit j of the state in slot i is kept,
@@ -240,7 +228,7 @@ func (d *Detector) peakValue(i int32, j int, li *limitInfo) float64 {
 	if p := d.peak(i, j); p != nil {
 		return *p
 	}
-	return initialPeak(li)
+	return li.InitialPeak()
 }
 
 // widenPeaks makes the rows of peaks w wide (a rule with more limits than
@@ -262,7 +250,7 @@ func (d *Detector) widenPeaks(w int) {
 func (d *Detector) freeWindows(s *state) {
 	lims := d.ri(s).lims
 	for j := range lims {
-		d.win(s, j).release(&d.rings)
+		d.win(s, j).Release(&d.rings)
 	}
 	if s.more != 0 {
 		d.wins.Release(s.more, uint16(len(lims)-1))
