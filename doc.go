@@ -5,6 +5,8 @@
 // backend):
 //
 //   - parser: one access-log line to a parser.Entry (formats, no I/O).
+//   - limits: the limit kinds (rate, share, token bucket, last N), one type
+//     a file: grammar, window arithmetic, reasons; and their windows.
 //   - rules: the one YAML configuration, compiled (match, keys, limits, lists, ranges).
 //   - signatures: requests no visitor makes (secrets, VCS files, exploits,
 //     traversal, shell droppers, admin panels), as tested family files,
