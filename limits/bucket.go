@@ -97,20 +97,6 @@ func (Bucket) Layout() Layout { return Tokens }
 // Compile implements Kind.
 func (Bucket) Compile(l *Limit, c *Compiled) { c.burst = max(l.Burst, 1) }
 
-// tokens returns a token bucket's tokens left (0 before it is filled).
-func (w *Window) tokens() float64 {
-	if w.cp == 0 {
-		return 0
-	}
-	return math.Float64frombits(w.v[0])
-}
-
-// setTokens sets a token bucket's tokens left.
-func (w *Window) setTokens(f float64) {
-	w.cp = 1
-	w.v[0] = math.Float64bits(f)
-}
-
 // tokensAt is the tokens the bucket holds at ns, refilled since its last
 // request, without changing it.
 func (w *Window) tokensAt(c *Compiled, ns int64) float64 {

@@ -147,6 +147,20 @@ func (w *Window) sinkNewest(r []uint64, key func(uint64) uint64) {
 	}
 }
 
+// tokens returns a token bucket's tokens left (0 before it is filled).
+func (w *Window) tokens() float64 {
+	if w.cp == 0 {
+		return 0
+	}
+	return math.Float64frombits(w.v[0])
+}
+
+// setTokens sets a token bucket's tokens left.
+func (w *Window) setTokens(f float64) {
+	w.cp = 1
+	w.v[0] = math.Float64bits(f)
+}
+
 // Dump returns what w holds, for a test's comparison of two detectors:
 // its ring's capacity, its elements oldest first (none for Tokens), acc,
 // and the tokens left (Tokens).
