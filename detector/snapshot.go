@@ -306,11 +306,14 @@ func (d *Detector) Restore(cfg *rules.Config, global []byte, states iter.Seq[*Ke
 	}
 	var order []lruPlace
 	var lastRule *rules.Rule // states come in runs of one rule, often
+	// One decoder for every state: the windows are read through an
+	// interface (limits.DecodeWindow), which puts it on the heap.
+	r := &decoder{}
 	for ks := range states {
 		if ks == nil || ks.Data == nil {
 			continue
 		}
-		r := decoder{b: ks.Data, locs: locs}
+		*r = decoder{b: ks.Data, locs: locs}
 		if v := r.u8(); v != snapshotVersion && r.err == nil {
 			r.fail(fmt.Sprintf("format version %d, want %d", v, snapshotVersion))
 		}
@@ -356,7 +359,7 @@ func (d *Detector) Restore(cfg *rules.Config, global []byte, states iter.Seq[*Ke
 			s := d.at(i)
 			*s = state{prev: -1, next: -1, sib: -1, flags: flagStored}
 			d.bindRule(s, ri)
-			stamp, reset := d.ruleState(&r, i, s, ri)
+			stamp, reset := d.ruleState(r, i, s, ri)
 			if r.err == nil && len(r.b) != 0 {
 				r.fail("trailing bytes")
 			}

@@ -95,7 +95,10 @@ func (Bucket) FormatPeak(v float64) string { return fmt.Sprintf("%.1f", v) }
 func (Bucket) Layout() Layout { return Tokens }
 
 // Compile implements Kind.
-func (Bucket) Compile(l *Limit, c *Compiled) { c.burst = max(l.Burst, 1) }
+func (Bucket) Compile(l *Limit, c Compiled) Compiled {
+	c.burst = max(l.Burst, 1)
+	return c
+}
 
 // tokensAt is the tokens the bucket holds at ns, refilled since its last
 // request, without changing it.

@@ -46,9 +46,9 @@ type Kind interface {
 	// FormatPeak writes a peak value in the kind's own terms (replay's
 	// report).
 	FormatPeak(v float64) string
-	// Compile fills c (its Kind, Text, N and Window set from l) with what
-	// the kind's window arithmetic needs.
-	Compile(l *Limit, c *Compiled)
+	// Compile returns c (its Kind, Text, N and Window set from l) with
+	// what the kind's window arithmetic needs.
+	Compile(l *Limit, c Compiled) Compiled
 	// Layout is the shape of the kind's window (window.go): how Charge
 	// keeps it and how a snapshot writes it.
 	Layout() Layout
@@ -116,8 +116,7 @@ type Compiled struct {
 // Compile compiles l for the detector.
 func Compile(l *Limit) Compiled {
 	c := Compiled{Kind: l.Kind, Text: l.Text, N: l.N, Window: max(int64(l.Window), 1), Lower: l.Kind.Lower(), cores: l.Cores}
-	l.Kind.Compile(l, &c)
-	return c
+	return l.Kind.Compile(l, c)
 }
 
 // InitialPeak is the peak of a window that saw nothing: +Inf where a

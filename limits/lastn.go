@@ -70,7 +70,10 @@ func (LastN) FormatPeak(v float64) string { return fmt.Sprintf("%.2fs", v) }
 func (LastN) Layout() Layout { return Times }
 
 // Compile implements Kind.
-func (LastN) Compile(l *Limit, c *Compiled) { c.lastN = min(max(int(l.N), 1), MaxRing) }
+func (LastN) Compile(l *Limit, c Compiled) Compiled {
+	c.lastN = min(max(int(l.N), 1), MaxRing)
+	return c
+}
 
 // Charge implements Kind: it records a request at ns; the value is the
 // span of the last N requests in seconds (+Inf while there have been

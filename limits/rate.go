@@ -78,9 +78,10 @@ func (Rate) FormatPeak(v float64) string { return fmt.Sprintf("%.0f", v) }
 func (Rate) Layout() Layout { return Buckets }
 
 // Compile implements Kind.
-func (Rate) Compile(l *Limit, c *Compiled) {
-	compileBuckets(c)
+func (Rate) Compile(l *Limit, c Compiled) Compiled {
+	compileBuckets(&c)
 	c.thr = uint64(math.Floor(max(l.N, 0) + 1e-9))
+	return c
 }
 
 // Charge implements Kind.

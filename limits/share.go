@@ -99,10 +99,11 @@ func (Share) FormatPeak(v float64) string { return fmt.Sprintf("%.1f%%", v*100) 
 func (Share) Layout() Layout { return Buckets }
 
 // Compile implements Kind.
-func (Share) Compile(l *Limit, c *Compiled) {
-	compileBuckets(c)
+func (Share) Compile(l *Limit, c Compiled) Compiled {
+	compileBuckets(&c)
 	c.unit = max(int64(time.Microsecond), (c.width*shareHeadroom+maxUint32-1)/maxUint32)
 	c.thr = uint64(math.Floor(max(l.N, 0)*float64(c.Window)/float64(c.unit) + 1e-6))
+	return c
 }
 
 // Charge implements Kind.
