@@ -37,7 +37,9 @@ type Kind interface {
 	// or duration seconds.
 	Weighs() Weight
 	// Unit names the unit of the window's value: "requests", "share",
-	// "tokens" or "seconds" (the replay report's unit).
+	// "tokens" or "seconds" (the replay report's unit). "requests" says
+	// the value, and State.Count, is the requests in the window: the
+	// decision endpoint reports it as the request count.
 	Unit() string
 	// Lower is true when a smaller value is the more severe (last N: the
 	// span of the last N requests): peaks keep the smallest value, and
