@@ -17,21 +17,6 @@ type Bucket struct{}
 
 var _ Kind = Bucket{}
 
-// rateUnit is the length of a token bucket's rate unit ("10/s", "600/minute").
-func rateUnit(name string) (time.Duration, bool) {
-	switch name {
-	case "s", "second":
-		return time.Second, true
-	case "m", "minute":
-		return time.Minute, true
-	case "h", "hour":
-		return time.Hour, true
-	case "d", "day":
-		return 24 * time.Hour, true
-	}
-	return 0, false
-}
-
 // Code implements Kind.
 func (Bucket) Code() uint64 { return 3 }
 
@@ -42,7 +27,12 @@ func (Bucket) Parse(f []string, _ int) (Limit, bool, error) {
 		return l, false, nil
 	}
 	num, unit, _ := strings.Cut(f[0], "/")
-	per, ok := rateUnit(unit)
+	per, ok := unitOf(unit)
+	for _, name := range []string{"second", "minute", "hour", "day"} {
+		if unit == name[:1] { // s, m, h, d
+			per, ok = unitOf(name)
+		}
+	}
 	if !ok {
 		return l, true, fmt.Errorf("unknown rate unit %q: want s, m, h or d", unit)
 	}

@@ -183,6 +183,22 @@ type State struct {
 	Sleep time.Duration
 }
 
+// unitOf is the length of a unit of time named in full in a limit: second,
+// minute, hour or day (a rate's period, a token bucket's unit).
+func unitOf(name string) (time.Duration, bool) {
+	switch name {
+	case "second":
+		return time.Second, true
+	case "minute":
+		return time.Minute, true
+	case "hour":
+		return time.Hour, true
+	case "day":
+		return 24 * time.Hour, true
+	}
+	return 0, false
+}
+
 // number parses a non-negative finite decimal number.
 func number(s string) (float64, error) {
 	v, err := strconv.ParseFloat(s, 64)

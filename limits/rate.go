@@ -16,23 +16,6 @@ type Rate struct{}
 
 var _ Kind = Rate{}
 
-// Named periods of a rate limit ("20 per minute"). A month is 30 days.
-func period(name string) (time.Duration, bool) {
-	switch name {
-	case "second":
-		return time.Second, true
-	case "minute":
-		return time.Minute, true
-	case "hour":
-		return time.Hour, true
-	case "day":
-		return 24 * time.Hour, true
-	case "month":
-		return 30 * 24 * time.Hour, true
-	}
-	return 0, false
-}
-
 // Code implements Kind.
 func (Rate) Code() uint64 { return 0 }
 
@@ -46,7 +29,10 @@ func (Rate) Parse(f []string, _ int) (Limit, bool, error) {
 	if err != nil {
 		return l, true, fmt.Errorf("count %q: %w", f[0], err)
 	}
-	p, ok := period(f[2])
+	p, ok := unitOf(f[2])
+	if f[2] == "month" {
+		p, ok = 30*24*time.Hour, true
+	}
 	if !ok {
 		if _, err := ParseDuration(f[2]); err != nil {
 			return l, true, errors.New("unknown period")
