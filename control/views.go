@@ -297,7 +297,7 @@ func TopOf(det *detector.Detector, t time.Time, q TopRequest) ([]TopKey, error) 
 		}
 		selected := false
 		for _, l := range k.Limits {
-			share := l.Limit.Kind.Weighs() != limits.Requests // weighs cost: cpu or duration
+			share := l.Limit.Kind.Traits().Weighs != limits.Requests // weighs cost: cpu or duration
 			r := min(l.Ratio, 1e6)
 			tl := TopLimit{Limit: l.Limit.Text, Ratio: r}
 			if !math.IsInf(l.Value, 0) {

@@ -387,7 +387,7 @@ func dump(d *Detector) detectorDump {
 			Requests: d.requests(s), Blocked: d.blocked(s), CPU: s.cpu}
 		for j := range ri.lims {
 			w := d.win(s, j)
-			cp, elems, acc, tokens := w.Dump(&d.rings, ri.lims[j].Kind.Layout())
+			cp, elems, acc, tokens := w.Dump(&d.rings, ri.lims[j].Kind.Traits().Layout)
 			wd := winDump{Cap: cp, N: uint32(w.Len()), Acc: acc, Peak: *d.peak(i, j), Tokens: tokens, Elems: elems}
 			sd.Wins = append(sd.Wins, wd)
 		}

@@ -540,7 +540,7 @@ func (s *Server) Throttle(a netip.Addr, event string) (ThrottleAnswer, error) {
 			t.Range = r
 		}
 		for _, l := range w.Limits {
-			if l.Kind.Unit() == "requests" { // a count of requests in the window: a rate
+			if l.Kind.Traits().Unit == "requests" { // a count of requests in the window: a rate
 				t.RequestCount = max(t.RequestCount, l.Count)
 			}
 		}
@@ -575,7 +575,7 @@ func (s *Server) Throttle(a netip.Addr, event string) (ThrottleAnswer, error) {
 			}
 			if d >= sleep {
 				sleep, t.Range, t.Reason = d, rangeOr(w.Rule, w.Key, w.Key), period(l.Window)
-				if l.Kind.Unit() == "requests" {
+				if l.Kind.Traits().Unit == "requests" {
 					t.RequestCount = l.Count
 				}
 			}

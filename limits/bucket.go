@@ -17,8 +17,10 @@ type Bucket struct{}
 
 var _ Kind = Bucket{}
 
-// Code implements Kind.
-func (Bucket) Code() uint64 { return 3 }
+// Traits implements Kind.
+func (Bucket) Traits() Traits {
+	return Traits{Code: 3, Weighs: Requests, Unit: "tokens", Layout: Tokens}
+}
 
 // Parse implements Kind: "RATE/UNIT [burst N]".
 func (Bucket) Parse(f []string, _ int) (Limit, bool, error) {
@@ -69,20 +71,8 @@ func (Bucket) Renumber(f []string, n float64) {
 	f[0] = strconv.FormatFloat(n, 'f', -1, 64) + "/" + unit
 }
 
-// Weighs implements Kind.
-func (Bucket) Weighs() Weight { return Requests }
-
-// Unit implements Kind.
-func (Bucket) Unit() string { return "tokens" }
-
-// Lower implements Kind.
-func (Bucket) Lower() bool { return false }
-
 // FormatPeak implements Kind.
 func (Bucket) FormatPeak(v float64) string { return fmt.Sprintf("%.1f", v) }
-
-// Layout implements Kind.
-func (Bucket) Layout() Layout { return Tokens }
 
 // Compile implements Kind.
 func (Bucket) Compile(l *Limit, c Compiled) Compiled {

@@ -23,10 +23,11 @@
 // A window has one of three Layouts (Buckets for rate and shares, Times
 // for last N, Tokens for the token bucket), which say what its ring holds
 // and how AppendWindow and DecodeWindow write and read it in a snapshot;
-// a Layout's number is its tag on disk, and a Kind's Code is its number in
-// the fingerprint of a saved state's limits (Fingerprint): neither may
-// change once shipped, so that saved states restore unchanged. A kind
-// whose window fits none of the layouts adds one in window.go.
+// a Layout's number is its tag on disk, and a kind's Traits().Code is its
+// number in the fingerprint of a saved state's limits (Fingerprint):
+// neither may change once shipped, so that saved states restore
+// unchanged. A kind whose window fits none of the layouts adds one in
+// window.go.
 //
 // Charge is called for every limit of every charged rule: it allocates
 // nothing once a key's ring has grown to its traffic. Nothing here is safe

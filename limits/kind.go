@@ -18,12 +18,10 @@ import (
 // The detector calls Charge for every limit of a charged rule, Query for the
 // decision endpoint and Now for `logjail top`; the rules package calls Parse
 // through its table of kinds (rules.LimitKinds) and Renumber for a sweep;
-// the replay report and control read Weighs, Unit, Lower and FormatPeak.
+// the replay report, control and endpoint read its Traits and FormatPeak.
 type Kind interface {
-	// Code is the kind's number in the fingerprint of a saved state's
-	// limits (a reload and a restore compare it): fixed once a kind ships,
-	// never reused.
-	Code() uint64
+	// Traits are what the kind is, as opposed to what it does.
+	Traits() Traits
 	// Parse reads the words of a limit (strings.Fields of it, at least
 	// one). ok is false when the words are not this kind's grammar; then
 	// the next kind of the table is tried. cores is the machine's core
@@ -33,27 +31,12 @@ type Kind interface {
 	// Renumber replaces the first number of the words of a limit of this
 	// kind with n (a replay's sweep of a threshold).
 	Renumber(f []string, n float64)
-	// Weighs says what a request costs this kind: a request, or its CPU
-	// or duration seconds.
-	Weighs() Weight
-	// Unit names the unit of the window's value: "requests", "share",
-	// "tokens" or "seconds" (the replay report's unit). "requests" says
-	// the value, and State.Count, is the requests in the window: the
-	// decision endpoint reports it as the request count.
-	Unit() string
-	// Lower is true when a smaller value is the more severe (last N: the
-	// span of the last N requests): peaks keep the smallest value, and
-	// the replay report ranks from the bottom.
-	Lower() bool
 	// FormatPeak writes a peak value in the kind's own terms (replay's
 	// report).
 	FormatPeak(v float64) string
 	// Compile returns c (its Kind, Text, N and Window set from l) with
 	// what the kind's window arithmetic needs.
 	Compile(l *Limit, c Compiled) Compiled
-	// Layout is the shape of the kind's window (window.go): how Charge
-	// keeps it and how a snapshot writes it.
-	Layout() Layout
 	// Charge counts a request of cost at ns (unix ns, log time) in w and
 	// returns the window's value and whether the limit is over.
 	Charge(w *Window, a *Rings, c *Compiled, ns int64, cost Cost) (v float64, over bool)
@@ -65,6 +48,29 @@ type Kind interface {
 	// Explain writes why the limit is over at value v, for a reason:
 	// "rate 31 per 10s > 30".
 	Explain(b *strings.Builder, c *Compiled, v float64)
+}
+
+// Traits are what a kind is.
+type Traits struct {
+	// Code is the kind's number in the fingerprint of a saved state's
+	// limits (a reload and a restore compare it): fixed once a kind ships,
+	// never reused.
+	Code uint64
+	// Weighs says what a request costs the kind: a request, or its CPU or
+	// duration seconds.
+	Weighs Weight
+	// Unit names the unit of the window's value: "requests", "share",
+	// "tokens" or "seconds" (the replay report's unit). "requests" says
+	// the value, and State.Count, is the requests in the window: the
+	// decision endpoint reports it as the request count.
+	Unit string
+	// Lower is true when a smaller value is the more severe (last N: the
+	// span of the last N requests): peaks keep the smallest value, and
+	// the replay report ranks from the bottom.
+	Lower bool
+	// Layout is the shape of the kind's window (window.go): how Charge
+	// keeps it and how a snapshot writes it.
+	Layout Layout
 }
 
 // Rings is the pool the rings of windows longer than two elements live in.
@@ -105,7 +111,7 @@ type Compiled struct {
 	Text   string
 	N      float64
 	Window int64 // ns: period, or span for last N; at least 1
-	Lower  bool  // Kind.Lower
+	Lower  bool  // Kind.Traits().Lower
 	width  int64 // bucket width, ns (rate, shares)
 	nb     uint64
 	unit   int64  // ns of cost per stored unit (shares)
@@ -117,7 +123,7 @@ type Compiled struct {
 
 // Compile compiles l for the detector.
 func Compile(l *Limit) Compiled {
-	c := Compiled{Kind: l.Kind, Text: l.Text, N: l.N, Window: max(int64(l.Window), 1), Lower: l.Kind.Lower(), cores: l.Cores}
+	c := Compiled{Kind: l.Kind, Text: l.Text, N: l.N, Window: max(int64(l.Window), 1), Lower: l.Kind.Traits().Lower, cores: l.Cores}
 	return l.Kind.Compile(l, c)
 }
 
@@ -153,7 +159,7 @@ func Fingerprint(cs []Compiled) uint64 {
 	word(uint64(len(cs)))
 	for i := range cs {
 		c := &cs[i]
-		word(c.Kind.Code())
+		word(c.Kind.Traits().Code)
 		word(uint64(len(c.Text)))
 		for j := 0; j < len(c.Text); j++ {
 			h = (h ^ uint64(c.Text[j])) * prime

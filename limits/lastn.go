@@ -19,8 +19,10 @@ var _ Kind = LastN{}
 // the times of its last N requests (8 bytes each).
 const MaxLastN = 10_000
 
-// Code implements Kind.
-func (LastN) Code() uint64 { return 4 }
+// Traits implements Kind: a smaller span is the more severe.
+func (LastN) Traits() Traits {
+	return Traits{Code: 4, Weighs: Requests, Unit: "seconds", Lower: true, Layout: Times}
+}
 
 // Parse implements Kind: "last N within DURATION".
 func (LastN) Parse(f []string, _ int) (Limit, bool, error) {
@@ -54,20 +56,8 @@ func (LastN) Renumber(f []string, n float64) {
 	f[1] = strconv.FormatFloat(math.Round(n), 'f', -1, 64)
 }
 
-// Weighs implements Kind.
-func (LastN) Weighs() Weight { return Requests }
-
-// Unit implements Kind.
-func (LastN) Unit() string { return "seconds" }
-
-// Lower implements Kind.
-func (LastN) Lower() bool { return true }
-
 // FormatPeak implements Kind.
 func (LastN) FormatPeak(v float64) string { return fmt.Sprintf("%.2fs", v) }
-
-// Layout implements Kind.
-func (LastN) Layout() Layout { return Times }
 
 // Compile implements Kind.
 func (LastN) Compile(l *Limit, c Compiled) Compiled {

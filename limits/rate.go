@@ -16,8 +16,10 @@ type Rate struct{}
 
 var _ Kind = Rate{}
 
-// Code implements Kind.
-func (Rate) Code() uint64 { return 0 }
+// Traits implements Kind.
+func (Rate) Traits() Traits {
+	return Traits{Code: 0, Weighs: Requests, Unit: "requests", Layout: Buckets}
+}
 
 // Parse implements Kind: "N per PERIOD".
 func (Rate) Parse(f []string, _ int) (Limit, bool, error) {
@@ -48,20 +50,8 @@ func (Rate) Parse(f []string, _ int) (Limit, bool, error) {
 // Renumber implements Kind.
 func (Rate) Renumber(f []string, n float64) { f[0] = strconv.FormatFloat(n, 'f', -1, 64) }
 
-// Weighs implements Kind.
-func (Rate) Weighs() Weight { return Requests }
-
-// Unit implements Kind.
-func (Rate) Unit() string { return "requests" }
-
-// Lower implements Kind.
-func (Rate) Lower() bool { return false }
-
 // FormatPeak implements Kind.
 func (Rate) FormatPeak(v float64) string { return fmt.Sprintf("%.0f", v) }
-
-// Layout implements Kind.
-func (Rate) Layout() Layout { return Buckets }
 
 // Compile implements Kind.
 func (Rate) Compile(l *Limit, c Compiled) Compiled {

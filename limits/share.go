@@ -35,12 +35,13 @@ func (s Share) word() string {
 	return "cpu"
 }
 
-// Code implements Kind.
-func (s Share) Code() uint64 {
+// Traits implements Kind: a cpu share is number 1, a duration share 2.
+func (s Share) Traits() Traits {
+	code := uint64(1)
 	if s.Weight == Duration {
-		return 2
+		code = 2
 	}
-	return 1
+	return Traits{Code: code, Weighs: s.Weight, Unit: "share", Layout: Buckets}
 }
 
 // Parse implements Kind: "X% cpu|duration over DURATION [of machine]".
@@ -83,20 +84,8 @@ func (Share) Parse(f []string, cores int) (Limit, bool, error) {
 // Renumber implements Kind.
 func (Share) Renumber(f []string, n float64) { f[0] = strconv.FormatFloat(n, 'f', -1, 64) + "%" }
 
-// Weighs implements Kind.
-func (s Share) Weighs() Weight { return s.Weight }
-
-// Unit implements Kind.
-func (Share) Unit() string { return "share" }
-
-// Lower implements Kind.
-func (Share) Lower() bool { return false }
-
 // FormatPeak implements Kind.
 func (Share) FormatPeak(v float64) string { return fmt.Sprintf("%.1f%%", v*100) }
-
-// Layout implements Kind.
-func (Share) Layout() Layout { return Buckets }
 
 // Compile implements Kind.
 func (Share) Compile(l *Limit, c Compiled) Compiled {

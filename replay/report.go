@@ -406,7 +406,7 @@ func (r *Report) explain(p *pendingBan) {
 // last N), as opposed to weighing their cost only.
 func rateRule(rule *rules.Rule) bool {
 	for _, l := range rule.Limits {
-		if l.Kind.Weighs() == limits.Requests {
+		if l.Kind.Traits().Weighs == limits.Requests {
 			return true
 		}
 	}
@@ -497,7 +497,7 @@ func (r *Report) finish(p *pipeline.Pipeline, top int) {
 			a = &acc{}
 			for _, l := range kp.Rule.Limits {
 				// A smaller span is the more severe: rank from the top.
-				a.sel = append(a.sel, newPctSelect(l.Kind.Lower(), 50, 90, 99))
+				a.sel = append(a.sel, newPctSelect(l.Kind.Traits().Lower, 50, 90, 99))
 			}
 			perRule[kp.Rule] = a
 		}
@@ -548,7 +548,7 @@ func (r *Report) finish(p *pipeline.Pipeline, top int) {
 			a = &acc{}
 		}
 		for li, l := range rule.Limits {
-			lr := LimitReport{Limit: l.Text, Unit: l.Kind.Unit()}
+			lr := LimitReport{Limit: l.Text, Unit: l.Kind.Traits().Unit}
 			if li < len(a.sel) && a.sel[li].n > 0 {
 				sel := a.sel[li]
 				ps, most := sel.values()
@@ -705,7 +705,7 @@ func (r *Report) WriteText(w io.Writer) error {
 				header := false
 				for i, lr := range rr.Limits {
 					lim := rule.Limits[i]
-					if lim.Kind.Lower() != lower {
+					if lim.Kind.Traits().Lower != lower {
 						continue
 					}
 					if !header {

@@ -361,7 +361,7 @@ func (b *builder) checkCPU() {
 			continue
 		}
 		for j, l := range r.Limits {
-			if l.Kind.Weighs() != limits.CPU {
+			if l.Kind.Traits().Weighs != limits.CPU {
 				continue
 			}
 			ref := b.limitNodes[r.Index][j]
