@@ -110,9 +110,10 @@ type Compiled struct {
 	Kind   Kind
 	Text   string
 	N      float64
-	Window int64 // ns: period, or span for last N; at least 1
-	Lower  bool  // Kind.Traits().Lower
-	width  int64 // bucket width, ns (rate, shares)
+	Window int64  // ns: period, or span for last N; at least 1
+	Lower  bool   // Kind.Traits().Lower
+	layout Layout // Kind.Traits().Layout
+	width  int64  // bucket width, ns (rate, shares)
 	nb     uint64
 	unit   int64  // ns of cost per stored unit (shares)
 	thr    uint64 // over when the window's sum is above (rate, shares)
@@ -123,7 +124,8 @@ type Compiled struct {
 
 // Compile compiles l for the detector.
 func Compile(l *Limit) Compiled {
-	c := Compiled{Kind: l.Kind, Text: l.Text, N: l.N, Window: max(int64(l.Window), 1), Lower: l.Kind.Traits().Lower, cores: l.Cores}
+	t := l.Kind.Traits()
+	c := Compiled{Kind: l.Kind, Text: l.Text, N: l.N, Window: max(int64(l.Window), 1), Lower: t.Lower, layout: t.Layout, cores: l.Cores}
 	return l.Kind.Compile(l, c)
 }
 

@@ -289,7 +289,7 @@ func AppendFloat(b []byte, f float64) []byte {
 // capacity and elements oldest first (buckets as delta and value, times as
 // deltas), or its token bucket.
 func AppendWindow(b []byte, w *Window, c *Compiled, a *Rings) []byte {
-	l := c.Kind.Traits().Layout
+	l := c.layout
 	b = append(b, byte(l))
 	if l == Tokens {
 		b = binary.AppendUvarint(b, uint64(w.n))
@@ -329,7 +329,7 @@ type Reader interface {
 // against c; with w and c nil it only skips it.
 func DecodeWindow(r Reader, w *Window, c *Compiled, a *Rings) {
 	tag := Layout(r.U8())
-	if c != nil && tag != c.Kind.Traits().Layout && !r.Failed() {
+	if c != nil && tag != c.layout && !r.Failed() {
 		r.Fail("window of another kind")
 	}
 	switch tag {
