@@ -5,6 +5,8 @@
 // backend):
 //
 //   - parser: one access-log line to a parser.Entry (formats, no I/O).
+//   - limits: the limit kinds (rate, share, token bucket, last N), one type
+//     a file: grammar, window arithmetic, reasons; and their windows.
 //   - rules: the one YAML configuration, compiled (match, keys, limits, lists, ranges).
 //   - signatures: requests no visitor makes (secrets, VCS files, exploits,
 //     traversal, shell droppers, admin panels), as tested family files,
@@ -43,6 +45,8 @@
 //   - ops: metrics, logs (the decision log: one line per decision and
 //     operator action), the cleaner, systemd notification.
 //   - cmd/logjail: the command line, thin.
+//   - internal/pool: runs of elements named by 32-bit references, so that
+//     the detector's slab, rings and key table hold no pointers.
 //   - internal/gcgoal: how far a large live heap may grow between
 //     collections (replay and the daemon hold millions of windows).
 //   - internal/nstest: network namespaces for the firewall tests.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/logjail/logjail/checkpoint"
 	"github.com/logjail/logjail/detector"
+	"github.com/logjail/logjail/limits"
 	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/state"
 )
@@ -319,7 +320,7 @@ func TopOf(det *detector.Detector, t time.Time, q TopRequest) ([]TopKey, error) 
 		}
 		selected := false
 		for _, l := range k.Limits {
-			share := l.Limit.Kind == rules.LimitCPUShare || l.Limit.Kind == rules.LimitDurationShare
+			share := l.Limit.Kind.Traits().Weighs != limits.Requests // weighs cost: cpu or duration
 			r := min(l.Ratio, 1e6)
 			tl := TopLimit{Limit: l.Limit.Text, Ratio: r}
 			if !math.IsInf(l.Value, 0) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logjail/logjail/limits"
 	"github.com/logjail/logjail/rules"
 )
 
@@ -23,7 +24,7 @@ func benchRules() []*rules.Rule {
 		},
 		{
 			Name: "heavy", Index: 1,
-			Limits: []rules.Limit{share(rules.LimitCPUShare, 0.25, 15*time.Second)},
+			Limits: []rules.Limit{share(limits.Share{Weight: limits.CPU}, 0.25, 15*time.Second)},
 			Ban:    rules.Ban{For: 15 * time.Second},
 		},
 		{

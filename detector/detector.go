@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/logjail/logjail/internal/pool"
 	"github.com/logjail/logjail/rules"
 )
 
@@ -129,10 +130,10 @@ type Detector struct {
 	chunks   [][]state
 	// The pools states refer to: their windows' rings, their windows past
 	// the first, their ladders and addresses seen (aux), the addresses.
-	rings  pool[uint64]
-	wins   pool[window]
-	auxs   pool[aux]
-	addrs  pool[addrSeen]
+	rings  pool.Pool[uint64]
+	wins   pool.Pool[window]
+	auxs   pool.Pool[aux]
+	addrs  pool.Pool[addrSeen]
 	extras int // ladders made (each an allocation of extraSize)
 	// peakRows hold the peaks of the states' limits, a row of peakW per
 	// slot, chunked as the slab is (peak); none with NoPeaks.
@@ -359,8 +360,8 @@ func (m Memory) PerState() int64 {
 // process needs up to 1.25x this, see internal/gcgoal) is not in it.
 func (d *Detector) Memory() Memory {
 	n := int64(len(d.chunks)) << chunkBits * stateSize
-	n += d.rings.capacity()*8 + d.wins.capacity()*windowSize + d.auxs.capacity()*auxSize +
-		d.addrs.capacity()*addrSeenSize + int64(d.extras)*extraSize + int64(len(d.peakRows)*d.peakW)<<chunkBits*8
+	n += d.rings.Capacity()*8 + d.wins.Capacity()*windowSize + d.auxs.Capacity()*auxSize +
+		d.addrs.Capacity()*addrSeenSize + int64(d.extras)*extraSize + int64(len(d.peakRows)*d.peakW)<<chunkBits*8
 	return Memory{
 		States: d.lruLen + d.banned,
 		Keys:   d.keys.n,

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/logjail/logjail/limits"
 	"github.com/logjail/logjail/rules"
 )
 
@@ -73,10 +74,10 @@ func throttle(rule, key string, t float64, delay time.Duration, violations int, 
 }
 
 func rate(n float64, w time.Duration) rules.Limit {
-	return rules.Limit{Kind: rules.LimitRate, N: n, Window: w}
+	return rules.Limit{Kind: limits.Rate{}, N: n, Window: w}
 }
 
-func share(kind rules.LimitKind, n float64, w time.Duration) rules.Limit {
+func share(kind limits.Kind, n float64, w time.Duration) rules.Limit {
 	return rules.Limit{Kind: kind, N: n, Window: w}
 }
 
@@ -138,82 +139,82 @@ func TestLimitBoundaries(t *testing.T) {
 		},
 		{
 			name: "cpu share exactly N is not over",
-			rule: banRule(r, share(rules.LimitCPUShare, 0.07, 15*time.Second)),
+			rule: banRule(r, share(limits.Share{Weight: limits.CPU}, 0.07, 15*time.Second)),
 			evs:  []ev{{at: 0, key: "k", cpu: 0.35}, {at: 1, key: "k", cpu: 0.35}, {at: 14, key: "k", cpu: 0.35}},
 		},
 		{
 			name: "cpu share 1µs over N is over",
-			rule: banRule(r, share(rules.LimitCPUShare, 0.07, 15*time.Second)),
+			rule: banRule(r, share(limits.Share{Weight: limits.CPU}, 0.07, 15*time.Second)),
 			evs:  []ev{{at: 0, key: "k", cpu: 0.35}, {at: 1, key: "k", cpu: 0.35}, {at: 14, key: "k", cpu: 0.350001}},
 			want: []Decision{ban(r, "k", 14, 74, 0, "cpu 7.0% over 15s > 7% (rule r)")},
 		},
 		{
 			name: "cpu share slides",
-			rule: banRule(r, share(rules.LimitCPUShare, 0.07, 15*time.Second)),
+			rule: banRule(r, share(limits.Share{Weight: limits.CPU}, 0.07, 15*time.Second)),
 			evs:  []ev{{at: 0, key: "k", cpu: 0.6}, {at: 14, key: "k", cpu: 0.6}, {at: 15, key: "k", cpu: 0.6}},
 			want: []Decision{ban(r, "k", 14, 74, 0, "cpu 8.0% over 15s > 7% (rule r)")},
 		},
 		{
 			name: "cpu share ignores duration",
-			rule: banRule(r, share(rules.LimitCPUShare, 0.07, 15*time.Second)),
+			rule: banRule(r, share(limits.Share{Weight: limits.CPU}, 0.07, 15*time.Second)),
 			evs:  []ev{{at: 0, key: "k", dur: 5}},
 		},
 		{
 			name: "duration share",
-			rule: banRule(r, share(rules.LimitDurationShare, 0.5, 10*time.Second)),
+			rule: banRule(r, share(limits.Share{Weight: limits.Duration}, 0.5, 10*time.Second)),
 			evs:  []ev{{at: 0, key: "k", dur: 3, cpu: 9}, {at: 5, key: "k", dur: 2}, {at: 6, key: "k", dur: 0.001}},
 			want: []Decision{ban(r, "k", 6, 66, 0, "duration 50.0% over 10s > 50% (rule r)")},
 		},
 		{
 			name: "token bucket: burst is not over",
-			rule: banRule(r, rules.Limit{Kind: rules.LimitTokenBucket, N: 1, Burst: 3, Window: 3 * time.Second}),
+			rule: banRule(r, rules.Limit{Kind: limits.Bucket{}, N: 1, Burst: 3, Window: 3 * time.Second}),
 			evs:  keys("k", 0, 0, 0, 1, 2, 3, 4),
 		},
 		{
 			name: "token bucket: burst+1 is over",
-			rule: banRule(r, rules.Limit{Kind: rules.LimitTokenBucket, N: 1, Burst: 3, Window: 3 * time.Second}),
+			rule: banRule(r, rules.Limit{Kind: limits.Bucket{}, N: 1, Burst: 3, Window: 3 * time.Second}),
 			evs:  keys("k", 0, 0, 0, 0.5),
 			want: []Decision{ban(r, "k", 0.5, 60.5, 0, "bucket 3.5 > burst 3 at 1/s (rule r)")},
 		},
 		{
 			name: "token bucket refills up to the burst only",
-			rule: banRule(r, rules.Limit{Kind: rules.LimitTokenBucket, N: 2, Burst: 2, Window: time.Second}),
+			rule: banRule(r, rules.Limit{Kind: limits.Bucket{}, N: 2, Burst: 2, Window: time.Second}),
 			evs:  keys("k", 0, 100, 100, 100),
 			want: []Decision{ban(r, "k", 100, 160, 0, "bucket 3 > burst 2 at 2/s (rule r)")},
 		},
 		{
 			name: "last N spanning exactly D is not over",
-			rule: banRule(r, rules.Limit{Kind: rules.LimitLastN, N: 3, Window: 2 * time.Second}),
+			rule: banRule(r, rules.Limit{Kind: limits.LastN{}, N: 3, Window: 2 * time.Second}),
 			evs:  keys("k", 0, 1, 2, 4, 6),
 		},
 		{
 			name: "last N within less than D is over",
-			rule: banRule(r, rules.Limit{Kind: rules.LimitLastN, N: 3, Window: 2 * time.Second}),
+			rule: banRule(r, rules.Limit{Kind: limits.LastN{}, N: 3, Window: 2 * time.Second}),
 			evs:  keys("k", 0, 1, 2, 3.5, 3.999),
 			want: []Decision{ban(r, "k", 3.999, 63.999, 0, "last 3 within 1.999s < 2s (rule r)")},
 		},
 		{
 			name: "last N: N-1 requests are never over",
-			rule: banRule(r, rules.Limit{Kind: rules.LimitLastN, N: 3, Window: 2 * time.Second}),
+			rule: banRule(r, rules.Limit{Kind: limits.LastN{}, N: 3, Window: 2 * time.Second}),
 			evs:  keys("k", 0, 0),
 		},
 		{
 			name: "combine all: one limit over is not enough",
 			rule: &rules.Rule{Name: r, Combine: rules.CombineAll, Ban: rules.Ban{For: time.Minute},
-				Limits: []rules.Limit{rate(1, 10*time.Second), share(rules.LimitCPUShare, 0.1, 10*time.Second)}},
+				Limits: []rules.Limit{rate(1, 10*time.Second), share(limits.Share{Weight: limits.CPU}, 0.1, 10*time.Second)}},
 			evs: []ev{{at: 0, key: "k", cpu: 0.1}, {at: 1, key: "k", cpu: 0.1}, {at: 2, key: "k", cpu: 0.1}},
 		},
 		{
 			name: "combine all: every limit over",
 			rule: &rules.Rule{Name: r, Combine: rules.CombineAll, Ban: rules.Ban{For: time.Minute},
-				Limits: []rules.Limit{rate(1, 10*time.Second), share(rules.LimitCPUShare, 0.1, 10*time.Second)}},
+				Limits: []rules.Limit{rate(1, 10*time.Second), share(limits.Share{Weight: limits.CPU}, 0.1, 10*time.Second)}},
 			evs:  []ev{{at: 0, key: "k", cpu: 0.1}, {at: 1, key: "k", cpu: 0.1}, {at: 2, key: "k", cpu: 0.9}},
 			want: []Decision{ban(r, "k", 2, 62, 0, "rate 3 per 10s > 1 and cpu 11.0% over 10s > 10% (rule r)")},
 		},
 		{
 			name: "combine any: one limit over",
 			rule: &rules.Rule{Name: r, Ban: rules.Ban{For: time.Minute},
-				Limits: []rules.Limit{rate(5, 10*time.Second), share(rules.LimitCPUShare, 0.1, 10*time.Second)}},
+				Limits: []rules.Limit{rate(5, 10*time.Second), share(limits.Share{Weight: limits.CPU}, 0.1, 10*time.Second)}},
 			evs:  []ev{{at: 0, key: "k", cpu: 0.5}, {at: 1, key: "k", cpu: 0.6}},
 			want: []Decision{ban(r, "k", 1, 61, 0, "cpu 11.0% over 10s > 10% (rule r)")},
 		},
@@ -310,7 +311,7 @@ func TestSkew(t *testing.T) {
 		{
 			name: "out of order cpu within skew fills a middle bucket",
 			skew: 5 * time.Second,
-			rule: banRule(r, share(rules.LimitCPUShare, 0.1, 10*time.Second)),
+			rule: banRule(r, share(limits.Share{Weight: limits.CPU}, 0.1, 10*time.Second)),
 			evs: []ev{
 				{at: 100, key: "k", cpu: 0.3}, {at: 103, key: "k", cpu: 0.3},
 				{at: 101, key: "k", cpu: 0.3}, {at: 101, key: "k", cpu: 0.1}, {at: 110, key: "k", cpu: 0.2},
@@ -320,7 +321,7 @@ func TestSkew(t *testing.T) {
 		{
 			name: "out of order cpu within skew: then over",
 			skew: 5 * time.Second,
-			rule: banRule(r, share(rules.LimitCPUShare, 0.1, 10*time.Second)),
+			rule: banRule(r, share(limits.Share{Weight: limits.CPU}, 0.1, 10*time.Second)),
 			evs: []ev{
 				{at: 100, key: "k", cpu: 0.3}, {at: 103, key: "k", cpu: 0.3},
 				{at: 101, key: "k", cpu: 0.3}, {at: 101, key: "k", cpu: 0.1}, {at: 110, key: "k", cpu: 0.31},
@@ -330,7 +331,7 @@ func TestSkew(t *testing.T) {
 		{
 			name: "last N with an out-of-order time",
 			skew: 5 * time.Second,
-			rule: banRule(r, rules.Limit{Kind: rules.LimitLastN, N: 3, Window: 2 * time.Second}),
+			rule: banRule(r, rules.Limit{Kind: limits.LastN{}, N: 3, Window: 2 * time.Second}),
 			// last three: 10, 11, 12 (span 2): not over; 9 is not among them.
 			evs: keys("k", 10, 12, 11, 9),
 		},
@@ -528,7 +529,7 @@ func TestLadder(t *testing.T) {
 func TestBannedEntriesNotCharged(t *testing.T) {
 	// Stonehenge: 10% cpu over 10s, banned for one window; refused requests
 	// are not charged, so the share has fallen when the ban lifts.
-	r := &rules.Rule{Name: "cpu", Limits: []rules.Limit{share(rules.LimitCPUShare, 0.1, 10*time.Second)}, Ban: rules.Ban{For: 10 * time.Second}}
+	r := &rules.Rule{Name: "cpu", Limits: []rules.Limit{share(limits.Share{Weight: limits.CPU}, 0.1, 10*time.Second)}, Ban: rules.Ban{For: 10 * time.Second}}
 	evs := []ev{{at: 0, key: "k", cpu: 1.5}}
 	for s := 1.0; s < 10; s++ {
 		evs = append(evs, ev{at: s, key: "k", cpu: 2})

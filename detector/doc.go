@@ -64,8 +64,9 @@
 //     the key table (an open-addressing index of ids, each key's text once in
 //     a byte pool), its compiled rule an index, its ladder and addresses
 //     seen a reference into a pool, a ring of more than one element a run
-//     of a pool of uint64 pages (keys.go, pool.go). The collector scans
-//     none of it, and a million keys are a few large allocations. A key's
+//     of a pool of uint64 pages (keys.go, internal/pool, limits.Window).
+//     The collector scans none of it, and a million keys are a few large
+//     allocations. A key's
 //     ladder (extra) exists only once it went over a limit; the addresses
 //     seen exist only for keys that are not single addresses (an address is
 //     kept as 16 bytes: IPv4-mapped addresses are read back as IPv4, zones
@@ -207,6 +208,10 @@
 // (rule "deny", until zero) for each key it has not seen in the previous call,
 // and an unban (reason "removed from config") for each key that left the
 // list, so that a reload lifts what was removed.
+//
+// What a limit kind does with its window (charge, query, reason) is its
+// own, in package limits; the detector calls it for each limit of a
+// charged rule and never switches on the kind.
 //
 // Boundaries: It owns the windows, the ban ladder and the key table, on log
 // time. It must not do I/O or read the wall clock (every time comes from

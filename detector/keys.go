@@ -3,6 +3,8 @@ package detector
 import (
 	"hash/maphash"
 	"unsafe"
+
+	"github.com/logjail/logjail/internal/pool"
 )
 
 // keyTable interns the detector's keys: each distinct key tracked has an id
@@ -16,8 +18,8 @@ import (
 type keyTable struct {
 	seed  maphash.Seed
 	slots []uint32 // ids, 0 for an empty slot; a power of two long
-	recs  pool[keyRec]
-	text  pool[byte]
+	recs  pool.Pool[keyRec]
+	text  pool.Pool[byte]
 	long  map[uint32]string // text of keys too long for a pool run, by id
 	n     int               // keys
 }
@@ -31,7 +33,7 @@ type keyRec struct {
 
 const (
 	keyMinSlots = 1 << 10
-	keyMaxRun   = poolPage - 8 // longer keys are kept in long
+	keyMaxRun   = pool.Page - 8 // longer keys are kept in long
 )
 
 func newKeyTable() keyTable {
@@ -44,7 +46,7 @@ func (t *keyTable) hash(key string) uint32 { return uint32(maphash.String(t.seed
 // hashOf returns the hash of id's text (the same as hash's).
 func (t *keyTable) hashOf(id uint32) uint32 { return uint32(maphash.Bytes(t.seed, t.bytesOf(id))) }
 
-func (t *keyTable) rec(id uint32) *keyRec { return &t.recs.get(id, 1)[0] }
+func (t *keyTable) rec(id uint32) *keyRec { return &t.recs.Get(id, 1)[0] }
 
 // bytesOf returns id's text, valid until id is removed.
 func (t *keyTable) bytesOf(id uint32) []byte {
@@ -53,7 +55,7 @@ func (t *keyTable) bytesOf(id uint32) []byte {
 		s := t.long[id]
 		return unsafe.Slice(unsafe.StringData(s), len(s))
 	}
-	return t.text.get(r.ref, uint16(r.n))
+	return t.text.Get(r.ref, uint16(r.n))
 }
 
 // view returns id's text without a copy: valid until id is removed, and
@@ -89,7 +91,7 @@ func (t *keyTable) insert(key string, h uint32, head int32) uint32 {
 	if (t.n+1)*4 > len(t.slots)*3 {
 		t.resize(len(t.slots) * 2)
 	}
-	id := t.recs.alloc(1)
+	id := t.recs.Alloc(1)
 	r := t.rec(id)
 	*r = keyRec{n: uint32(len(key)), head: head}
 	if len(key) > keyMaxRun {
@@ -98,8 +100,8 @@ func (t *keyTable) insert(key string, h uint32, head int32) uint32 {
 		}
 		t.long[id] = string([]byte(key))
 	} else if len(key) > 0 {
-		r.ref = t.text.alloc(uint16(len(key)))
-		copy(t.text.get(r.ref, uint16(len(key))), key)
+		r.ref = t.text.Alloc(uint16(len(key)))
+		copy(t.text.Get(r.ref, uint16(len(key))), key)
 	}
 	t.place(id, h)
 	t.n++
@@ -149,11 +151,11 @@ func (t *keyTable) remove(id uint32) {
 	}
 	t.slots[i] = 0
 	if r.ref != 0 {
-		t.text.release(r.ref, uint16(r.n))
+		t.text.Release(r.ref, uint16(r.n))
 	} else if r.n > 0 {
 		delete(t.long, id)
 	}
-	t.recs.release(id, 1)
+	t.recs.Release(id, 1)
 	t.n--
 	if len(t.slots) > keyMinSlots && t.n*8 < len(t.slots) {
 		t.resize(len(t.slots) / 2)
@@ -163,7 +165,7 @@ func (t *keyTable) remove(id uint32) {
 // memory estimates the bytes the table holds: its index, records and text
 // pages (what is handed out of them, and the free parts of their pages).
 func (t *keyTable) memory() int64 {
-	n := int64(len(t.slots))*4 + t.recs.capacity()*int64(unsafe.Sizeof(keyRec{})) + t.text.capacity()
+	n := int64(len(t.slots))*4 + t.recs.Capacity()*int64(unsafe.Sizeof(keyRec{})) + t.text.Capacity()
 	for _, s := range t.long {
 		n += int64(len(s)) + 16
 	}

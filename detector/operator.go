@@ -2,7 +2,6 @@ package detector
 
 import (
 	"container/heap"
-	"math"
 	"slices"
 	"time"
 
@@ -113,63 +112,9 @@ func (d *Detector) Current(t time.Time, fn func(*KeyNow)) {
 		}
 		for j := range ri.lims {
 			li := &ri.lims[j]
-			v, ratio := d.win(s, j).now(&d.rings, ns, li)
+			v, ratio := li.Kind.Now(d.win(s, j), &d.rings, li, ns)
 			k.Limits = append(k.Limits, LimitNow{Limit: ri.rule.Limits[j], Value: v, Ratio: ratio})
 		}
 		fn(&k)
 	}
-}
-
-// now is a window's value for a request at ns, and its ratio to the limit.
-func (w *window) now(a *pool[uint64], ns int64, li *limitInfo) (v, ratio float64) {
-	r := w.ring(a)
-	switch li.kind {
-	case rules.LimitRate, rules.LimitCPUShare, rules.LimitDurationShare:
-		b := bucket(ns, li.width)
-		var sum uint64
-		for i := range w.n {
-			x := *w.at(r, i)
-			if bucketOf(x)+li.nb > b {
-				sum += valueOf(x)
-			}
-		}
-		if li.kind == rules.LimitRate {
-			v = float64(sum)
-		} else {
-			v = float64(sum) * float64(li.unit) / float64(li.window)
-		}
-		switch {
-		case li.n > 0:
-			return v, v / li.n
-		case sum > 0:
-			return v, math.Inf(1)
-		}
-		return v, 0
-	case rules.LimitTokenBucket:
-		if w.n == 0 {
-			return 0, 0
-		}
-		tokens := w.tokens()
-		if t := uint64(max(ns, 0)); t > w.acc {
-			tokens = min(li.burst, tokens+float64(t-w.acc)/1e9*li.n)
-		}
-		v = li.burst - tokens
-		return v, v / li.burst
-	case rules.LimitLastN:
-		// The span of the last N requests if one came at ns: the newest
-		// N-1 recorded and this one.
-		if li.lastN < 2 {
-			return 0, math.Inf(1)
-		}
-		if int(w.n) < li.lastN-1 {
-			return math.Inf(1), 0
-		}
-		oldest := *w.at(r, w.n-uint16(li.lastN-1))
-		span := float64(max(ns-int64(oldest), 0)) / 1e9
-		if span == 0 {
-			return 0, math.Inf(1)
-		}
-		return span, float64(li.window) / 1e9 / span
-	}
-	return 0, 0
 }

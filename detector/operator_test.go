@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/logjail/logjail/limits"
 	"github.com/logjail/logjail/rules"
 )
 
@@ -112,9 +113,9 @@ func TestForget(t *testing.T) {
 func TestCurrent(t *testing.T) {
 	r := &rules.Rule{Name: "r", Limits: []rules.Limit{
 		rate(10, 10*time.Second),
-		share(rules.LimitCPUShare, 0.5, 10*time.Second),
-		{Kind: rules.LimitTokenBucket, N: 1, Burst: 4},
-		{Kind: rules.LimitLastN, N: 3, Window: 2 * time.Second},
+		share(limits.Share{Weight: limits.CPU}, 0.5, 10*time.Second),
+		{Kind: limits.Bucket{}, N: 1, Burst: 4},
+		{Kind: limits.LastN{}, N: 3, Window: 2 * time.Second},
 	}}
 	d := New(Options{})
 	run(d, r, []ev{{at: 0, key: "a", cpu: 1}, {at: 1, key: "a", cpu: 1}, {at: 5, key: "a", cpu: 2}})

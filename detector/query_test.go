@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logjail/logjail/limits"
 	"github.com/logjail/logjail/rules"
 )
 
@@ -11,8 +12,8 @@ import (
 // falls back within its limit, without changing the state.
 func TestQuery(t *testing.T) {
 	r := &rules.Rule{Name: "flood", Limits: []rules.Limit{
-		{Kind: rules.LimitRate, N: 5, Window: 10 * time.Second, Text: "5 per 10s"},
-		{Kind: rules.LimitRate, N: 100, Window: time.Minute, Text: "100 per minute"},
+		{Kind: limits.Rate{}, N: 5, Window: 10 * time.Second, Text: "5 per 10s"},
+		{Kind: limits.Rate{}, N: 100, Window: time.Minute, Text: "100 per minute"},
 	}, Ban: rules.Ban{For: time.Minute, After: 3}, Throttle: &rules.Throttle{InitialDelay: 5 * time.Second, MaxDelay: time.Minute, Quiet: time.Second}}
 	d := New(Options{})
 	if _, ok := d.Query(r, "198.51.100.7", at(0)); ok {
@@ -56,7 +57,7 @@ func TestQuery(t *testing.T) {
 // not charged, and an untracked key or rule says so.
 func TestCharged(t *testing.T) {
 	r := &rules.Rule{Name: "flood", Limits: []rules.Limit{
-		{Kind: rules.LimitRate, N: 5, Window: 10 * time.Second, Text: "5 per 10s"},
+		{Kind: limits.Rate{}, N: 5, Window: 10 * time.Second, Text: "5 per 10s"},
 	}, Ban: rules.Ban{For: time.Minute}}
 	d := New(Options{})
 	if _, ok := d.Charged(r, "198.51.100.7"); ok {

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/logjail/logjail/internal/pool"
+	"github.com/logjail/logjail/limits"
 	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/rules"
 )
@@ -59,13 +61,6 @@ const snapshotVersion = 1
 const (
 	tagRule   byte = 1 // a rule's state
 	tagStatic byte = 2 // a static ban
-)
-
-// Window encodings.
-const (
-	winBuckets byte = 1 // rate and shares
-	winTimes   byte = 2 // last N
-	winTokens  byte = 3 // token bucket
 )
 
 // Bits of a rule state's flags byte.
@@ -311,11 +306,14 @@ func (d *Detector) Restore(cfg *rules.Config, global []byte, states iter.Seq[*Ke
 	}
 	var order []lruPlace
 	var lastRule *rules.Rule // states come in runs of one rule, often
+	// One decoder for every state: the windows are read through an
+	// interface (limits.DecodeWindow), which puts it on the heap.
+	r := &decoder{}
 	for ks := range states {
 		if ks == nil || ks.Data == nil {
 			continue
 		}
-		r := decoder{b: ks.Data, locs: locs}
+		*r = decoder{b: ks.Data, locs: locs}
 		if v := r.u8(); v != snapshotVersion && r.err == nil {
 			r.fail(fmt.Sprintf("format version %d, want %d", v, snapshotVersion))
 		}
@@ -361,7 +359,7 @@ func (d *Detector) Restore(cfg *rules.Config, global []byte, states iter.Seq[*Ke
 			s := d.at(i)
 			*s = state{prev: -1, next: -1, sib: -1, flags: flagStored}
 			d.bindRule(s, ri)
-			stamp, reset := d.ruleState(&r, i, s, ri)
+			stamp, reset := d.ruleState(r, i, s, ri)
 			if r.err == nil && len(r.b) != 0 {
 				r.fail("trailing bytes")
 			}
@@ -473,40 +471,9 @@ func (d *Detector) appendState(b []byte, i int32, s *state, stamp uint64) []byte
 	return b
 }
 
-// appendWindow encodes a window: its ring's capacity and elements oldest
-// first (buckets as delta and value, times as deltas), or its token bucket,
-// and its peak.
-func appendWindow(b []byte, w *window, li *limitInfo, a *pool[uint64], peak float64) []byte {
-	r := w.ring(a)
-	switch li.kind {
-	case rules.LimitTokenBucket:
-		b = append(b, winTokens)
-		b = binary.AppendUvarint(b, uint64(w.n))
-		b = binary.AppendUvarint(b, w.acc)
-		b = appendFloat(b, w.tokens())
-	case rules.LimitLastN:
-		b = append(b, winTimes)
-		b = binary.AppendUvarint(b, uint64(w.cp))
-		b = binary.AppendUvarint(b, uint64(w.n))
-		prev := uint64(0)
-		for i := range w.n {
-			t := *w.at(r, i)
-			b = binary.AppendUvarint(b, t-prev)
-			prev = t
-		}
-	default:
-		b = append(b, winBuckets)
-		b = binary.AppendUvarint(b, uint64(w.cp))
-		b = binary.AppendUvarint(b, uint64(w.n))
-		prev := uint64(0)
-		for i := range w.n {
-			x := *w.at(r, i)
-			b = binary.AppendUvarint(b, bucketOf(x)-prev)
-			b = binary.AppendUvarint(b, valueOf(x))
-			prev = bucketOf(x)
-		}
-	}
-	return appendFloat(b, peak)
+// appendWindow encodes a window (limits.AppendWindow) and its peak.
+func appendWindow(b []byte, w *window, li *limitInfo, a *pool.Pool[uint64], peak float64) []byte {
+	return appendFloat(limits.AppendWindow(b, w, li, a), peak)
 }
 
 func appendStatic(b []byte, sb rules.StaticBan) []byte {
@@ -517,11 +484,9 @@ func appendStatic(b []byte, sb rules.StaticBan) []byte {
 	return appendString(b, sb.Reason)
 }
 
-// appendFloat writes a float's bits byte-reversed as a uvarint: integers,
-// 0 and ±Inf, whose low mantissa bytes are zero, take 1 to 3 bytes.
-func appendFloat(b []byte, f float64) []byte {
-	return binary.AppendUvarint(b, bits.ReverseBytes64(math.Float64bits(f)))
-}
+// appendFloat writes a float as limits.AppendFloat does (decoder.float
+// reads it).
+func appendFloat(b []byte, f float64) []byte { return limits.AppendFloat(b, f) }
 
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
@@ -829,92 +794,20 @@ func (d *Detector) ruleState(r *decoder, i int32, s *state, ri *ruleInfo) (stamp
 
 // window reads a window into w, checked against li, and returns its peak;
 // with w nil it only skips it.
-func (r *decoder) window(w *window, li *limitInfo, a *pool[uint64]) (peak float64) {
-	tag := r.u8()
-	if li != nil {
-		want := winBuckets
-		switch li.kind {
-		case rules.LimitTokenBucket:
-			want = winTokens
-		case rules.LimitLastN:
-			want = winTimes
-		}
-		if tag != want && r.err == nil {
-			r.fail("window of another kind")
-		}
-	}
-	switch tag {
-	case winTokens:
-		n, acc, tokens := r.uvarint(), r.uvarint(), r.float()
-		if n > 1 {
-			r.fail("bad token bucket")
-		}
-		if w != nil {
-			w.n, w.acc = uint16(n), acc
-			if n > 0 || tokens != 0 {
-				w.setTokens(tokens)
-			}
-		}
-	case winBuckets, winTimes:
-		c := r.uvarint()
-		n := r.count(int(min(c, maxRing)))
-		limit := uint64(0)
-		if li != nil {
-			limit = li.nb
-			if tag == winTimes {
-				limit = uint64(li.lastN)
-			}
-			if c > limit {
-				r.fail("ring over its limit")
-			}
-		}
-		if c > maxRing {
-			r.fail("ring over its limit")
-		}
-		var ring []uint64
-		if w != nil && r.err == nil && c > 0 {
-			w.setRing(a, uint16(c))
-			ring = w.ring(a)
-		}
-		var prev, first, acc uint64
-		for i := 0; i < n && r.err == nil; i++ {
-			d := r.uvarint()
-			x := prev + d
-			if x < prev {
-				r.fail("time overflow")
-			}
-			if tag == winBuckets {
-				v := r.uvarint()
-				if (i > 0 && d == 0) || x > maxUint32 || v > maxUint32 {
-					r.fail("bad bucket")
-				}
-				if i == 0 {
-					first = x
-				}
-				if li != nil && x-first >= li.nb {
-					r.fail("buckets wider than the window")
-				}
-				prev = x
-				acc += v
-				x = x<<32 | v
-			} else {
-				prev = x
-			}
-			if w != nil && r.err == nil {
-				ring[i] = x
-			}
-		}
-		if w != nil && r.err == nil {
-			w.n = uint16(n)
-			if tag == winBuckets {
-				w.acc = acc
-			}
-		}
-	default:
-		r.fail("bad window")
-	}
+func (r *decoder) window(w *window, li *limitInfo, a *pool.Pool[uint64]) (peak float64) {
+	limits.DecodeWindow(windowReader{r}, w, li, a)
 	return r.float()
 }
+
+// windowReader is the decoder as limits.DecodeWindow reads it.
+type windowReader struct{ r *decoder }
+
+func (x windowReader) U8() byte            { return x.r.u8() }
+func (x windowReader) Uvarint() uint64     { return x.r.uvarint() }
+func (x windowReader) Float() float64      { return x.r.float() }
+func (x windowReader) Count(limit int) int { return x.r.count(limit) }
+func (x windowReader) Fail(what string)    { x.r.fail(what) }
+func (x windowReader) Failed() bool        { return x.r.err != nil }
 
 // extra reads a state's extra block into x and returns the addresses seen
 // that it carries (nil: none).
@@ -953,35 +846,4 @@ func (r *decoder) extra(x *extra) []addrSeen {
 		}
 	}
 	return as
-}
-
-// limitsFingerprint hashes (FNV-1a) everything of the limits that decides
-// whether a state's windows fit them: what a reload compares (state.adopt).
-func limitsFingerprint(lims []limitInfo) uint64 {
-	const prime = 1099511628211
-	h := uint64(14695981039346656037)
-	word := func(x uint64) {
-		for range 8 {
-			h = (h ^ x&0xff) * prime
-			x >>= 8
-		}
-	}
-	word(uint64(len(lims)))
-	for i := range lims {
-		li := &lims[i]
-		word(uint64(li.kind))
-		word(uint64(len(li.text)))
-		for j := 0; j < len(li.text); j++ {
-			h = (h ^ uint64(li.text[j])) * prime
-		}
-		word(math.Float64bits(li.n))
-		word(uint64(li.window))
-		word(uint64(li.width))
-		word(li.nb)
-		word(uint64(li.unit))
-		word(li.thr)
-		word(math.Float64bits(li.burst))
-		word(uint64(li.lastN))
-	}
-	return h
 }

@@ -387,15 +387,8 @@ func dump(d *Detector) detectorDump {
 			Requests: d.requests(s), Blocked: d.blocked(s), CPU: s.cpu}
 		for j := range ri.lims {
 			w := d.win(s, j)
-			wd := winDump{Cap: int(w.cp), N: uint32(w.n), Acc: w.acc, Peak: *d.peak(i, j)}
-			if ri.lims[j].kind == rules.LimitTokenBucket {
-				wd.Tokens = w.tokens()
-			} else {
-				r := w.ring(&d.rings)
-				for k := range w.n {
-					wd.Elems = append(wd.Elems, *w.at(r, k))
-				}
-			}
+			cp, elems, acc, tokens := w.Dump(&d.rings, ri.lims[j].Kind.Traits().Layout)
+			wd := winDump{Cap: cp, N: uint32(w.Len()), Acc: acc, Peak: *d.peak(i, j), Tokens: tokens, Elems: elems}
 			sd.Wins = append(sd.Wins, wd)
 		}
 		for _, a := range d.seenAddrs(s) {

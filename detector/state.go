@@ -2,13 +2,10 @@ package detector
 
 import (
 	"encoding/binary"
-	"math"
 	"net/netip"
 	"slices"
 	"time"
 	"unsafe"
-
-	"github.com/logjail/logjail/rules"
 )
 
 // Ladder phases of a state.
@@ -121,15 +118,15 @@ func (d *Detector) auxOf(s *state) *aux {
 	if s.aux == 0 {
 		return nil
 	}
-	return &d.auxs.get(s.aux, 1)[0]
+	return &d.auxs.Get(s.aux, 1)[0]
 }
 
 // makeAux returns s's aux, made if s has none.
 func (d *Detector) makeAux(s *state) *aux {
 	if s.aux == 0 {
-		s.aux = d.auxs.alloc(1)
+		s.aux = d.auxs.Alloc(1)
 	}
-	return &d.auxs.get(s.aux, 1)[0]
+	return &d.auxs.Get(s.aux, 1)[0]
 }
 
 // xOf returns s's ladder, or nil.
@@ -190,7 +187,7 @@ func (d *Detector) seenAddrs(s *state) []addrSeen {
 	if a == nil || a.ca == 0 {
 		return nil
 	}
-	return d.addrs.get(a.addrs, uint16(a.ca))[:a.na]
+	return d.addrs.Get(a.addrs, uint16(a.ca))[:a.na]
 }
 
 // win returns s's window of its rule's limit j.
@@ -198,29 +195,20 @@ func (d *Detector) win(s *state, j int) *window {
 	if j == 0 {
 		return &s.win0
 	}
-	return &d.wins.get(s.more, uint16(len(d.ri(s).lims)-1))[j-1]
+	return &d.wins.Get(s.more, uint16(len(d.ri(s).lims)-1))[j-1]
 }
 
 // initWindows gives s empty windows for its rule's limits.
 func (d *Detector) initWindows(i int32, s *state) {
 	lims := d.ri(s).lims
 	if len(lims) > 1 {
-		s.more = d.wins.alloc(uint16(len(lims) - 1))
+		s.more = d.wins.Alloc(uint16(len(lims) - 1))
 	}
 	for j := range lims {
 		if p := d.peak(i, j); p != nil {
-			*p = initialPeak(&lims[j])
+			*p = lims[j].InitialPeak()
 		}
 	}
-}
-
-// initialPeak is the peak of a window that saw nothing: +Inf for a last N
-// (the shortest span: none yet), 0 for the others.
-func initialPeak(li *limitInfo) float64 {
-	if li.kind == rules.LimitLastN {
-		return math.Inf(1)
-	}
-	return 0
 }
 
 // peak returns where the peak of limit j of the state in slot i is kept,
@@ -240,7 +228,7 @@ func (d *Detector) peakValue(i int32, j int, li *limitInfo) float64 {
 	if p := d.peak(i, j); p != nil {
 		return *p
 	}
-	return initialPeak(li)
+	return li.InitialPeak()
 }
 
 // widenPeaks makes the rows of peaks w wide (a rule with more limits than
@@ -262,10 +250,10 @@ func (d *Detector) widenPeaks(w int) {
 func (d *Detector) freeWindows(s *state) {
 	lims := d.ri(s).lims
 	for j := range lims {
-		d.win(s, j).release(&d.rings)
+		d.win(s, j).Release(&d.rings)
 	}
 	if s.more != 0 {
-		d.wins.release(s.more, uint16(len(lims)-1))
+		d.wins.Release(s.more, uint16(len(lims)-1))
 		s.more = 0
 	}
 	s.win0 = window{}
@@ -324,7 +312,7 @@ func (d *Detector) noteAddr(s *state, addr netip.Addr, ns int64) {
 		if a.na == a.ca {
 			d.growAddrs(a)
 		}
-		d.addrs.get(a.addrs, uint16(a.ca))[a.na] = seen
+		d.addrs.Get(a.addrs, uint16(a.ca))[a.na] = seen
 		a.na++
 		return
 	}
@@ -334,10 +322,10 @@ func (d *Detector) noteAddr(s *state, addr netip.Addr, ns int64) {
 // growAddrs doubles the run of a's addresses (up to maxAddrs).
 func (d *Detector) growAddrs(a *aux) {
 	c := uint8(min(max(2*int(a.ca), 1), maxAddrs))
-	ref := d.addrs.alloc(uint16(c))
+	ref := d.addrs.Alloc(uint16(c))
 	if a.ca > 0 {
-		copy(d.addrs.get(ref, uint16(c)), d.addrs.get(a.addrs, uint16(a.ca)))
-		d.addrs.release(a.addrs, uint16(a.ca))
+		copy(d.addrs.Get(ref, uint16(c)), d.addrs.Get(a.addrs, uint16(a.ca)))
+		d.addrs.Release(a.addrs, uint16(a.ca))
 	}
 	a.addrs, a.ca = ref, c
 }
@@ -351,7 +339,7 @@ func (d *Detector) setAddrs(s *state, as []addrSeen) {
 	for a.ca < uint8(len(as)) {
 		d.growAddrs(a)
 	}
-	copy(d.addrs.get(a.addrs, uint16(a.ca)), as)
+	copy(d.addrs.Get(a.addrs, uint16(a.ca)), as)
 	a.na = uint8(len(as))
 }
 
@@ -374,12 +362,12 @@ func (d *Detector) freeAux(s *state) {
 		return
 	}
 	if a.ca > 0 {
-		d.addrs.release(a.addrs, uint16(a.ca))
+		d.addrs.Release(a.addrs, uint16(a.ca))
 	}
 	if a.x != nil {
 		d.extras--
 	}
-	d.auxs.release(s.aux, 1) // zeroes a, so the collector may take a.x
+	d.auxs.Release(s.aux, 1) // zeroes a, so the collector may take a.x
 	s.aux = 0
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/logjail/logjail/limits"
 	"github.com/logjail/logjail/rules"
 )
 
@@ -215,10 +216,10 @@ func TestLift(t *testing.T) {
 func TestPeaks(t *testing.T) {
 	r := &rules.Rule{Name: "p", Limits: []rules.Limit{
 		rate(100, 10*time.Second),
-		share(rules.LimitCPUShare, 0.9, 10*time.Second),
-		share(rules.LimitDurationShare, 0.9, 10*time.Second),
-		{Kind: rules.LimitTokenBucket, N: 1, Burst: 10, Window: 10 * time.Second},
-		{Kind: rules.LimitLastN, N: 3, Window: time.Second},
+		share(limits.Share{Weight: limits.CPU}, 0.9, 10*time.Second),
+		share(limits.Share{Weight: limits.Duration}, 0.9, 10*time.Second),
+		{Kind: limits.Bucket{}, N: 1, Burst: 10, Window: 10 * time.Second},
+		{Kind: limits.LastN{}, N: 3, Window: time.Second},
 	}}
 	d := New(Options{})
 	run(d, r, []ev{

@@ -543,7 +543,7 @@ func (s *Server) Throttle(a netip.Addr, event string) (ThrottleAnswer, error) {
 			t.Range = r
 		}
 		for _, l := range w.Limits {
-			if l.Kind == rules.LimitRate {
+			if l.Kind.Traits().Unit == "requests" { // a count of requests in the window: a rate
 				t.RequestCount = max(t.RequestCount, l.Count)
 			}
 		}
@@ -578,7 +578,7 @@ func (s *Server) Throttle(a netip.Addr, event string) (ThrottleAnswer, error) {
 			}
 			if d >= sleep {
 				sleep, t.Range, t.Reason = d, rangeOr(w.Rule, w.Key, w.Key), period(l.Window)
-				if l.Kind == rules.LimitRate {
+				if l.Kind.Traits().Unit == "requests" {
 					t.RequestCount = l.Count
 				}
 			}

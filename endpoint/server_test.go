@@ -17,6 +17,7 @@ import (
 
 	"github.com/logjail/logjail/actions"
 	"github.com/logjail/logjail/detector"
+	"github.com/logjail/logjail/limits"
 	"github.com/logjail/logjail/rules"
 )
 
@@ -179,8 +180,8 @@ func TestAuthBeforeState(t *testing.T) {
 // the bans view holding what the detector decided, as the actions manager
 // makes it.
 func TestThrottleQuery(t *testing.T) {
-	persec := &rules.Rule{Name: "second", Limits: []rules.Limit{{Kind: rules.LimitRate, N: 3, Window: time.Second, Text: "3 per second"}}, Ban: rules.Ban{For: time.Hour, After: 100}, Throttle: &rules.Throttle{InitialDelay: time.Second, MaxDelay: time.Second, Quiet: time.Second}}
-	perten := &rules.Rule{Name: "ten", Limits: []rules.Limit{{Kind: rules.LimitRate, N: 5, Window: 10 * time.Second, Text: "5 per 10s"}}, Ban: rules.Ban{For: time.Hour, After: 100}, Throttle: &rules.Throttle{InitialDelay: time.Second, MaxDelay: time.Second, Quiet: time.Second}}
+	persec := &rules.Rule{Name: "second", Limits: []rules.Limit{{Kind: limits.Rate{}, N: 3, Window: time.Second, Text: "3 per second"}}, Ban: rules.Ban{For: time.Hour, After: 100}, Throttle: &rules.Throttle{InitialDelay: time.Second, MaxDelay: time.Second, Quiet: time.Second}}
+	perten := &rules.Rule{Name: "ten", Limits: []rules.Limit{{Kind: limits.Rate{}, N: 5, Window: 10 * time.Second, Text: "5 per 10s"}}, Ban: rules.Ban{For: time.Hour, After: 100}, Throttle: &rules.Throttle{InitialDelay: time.Second, MaxDelay: time.Second, Quiet: time.Second}}
 	d := detector.New(detector.Options{})
 	now := time.Now().Truncate(time.Second).Add(100 * time.Millisecond)
 	view := []actions.Entry{entry("203.0.113.0/24", actions.KindBan, time.Time{}, 0)}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/logjail/logjail/detector"
+	"github.com/logjail/logjail/limits"
 	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/pipeline"
 	"github.com/logjail/logjail/rules"
@@ -405,8 +406,7 @@ func (r *Report) explain(p *pendingBan) {
 // last N), as opposed to weighing their cost only.
 func rateRule(rule *rules.Rule) bool {
 	for _, l := range rule.Limits {
-		switch l.Kind {
-		case rules.LimitRate, rules.LimitTokenBucket, rules.LimitLastN:
+		if l.Kind.Traits().Weighs == limits.Requests {
 			return true
 		}
 	}
@@ -497,7 +497,7 @@ func (r *Report) finish(p *pipeline.Pipeline, top int) {
 			a = &acc{}
 			for _, l := range kp.Rule.Limits {
 				// A smaller span is the more severe: rank from the top.
-				a.sel = append(a.sel, newPctSelect(l.Kind == rules.LimitLastN, 50, 90, 99))
+				a.sel = append(a.sel, newPctSelect(l.Kind.Traits().Lower, 50, 90, 99))
 			}
 			perRule[kp.Rule] = a
 		}
@@ -548,7 +548,7 @@ func (r *Report) finish(p *pipeline.Pipeline, top int) {
 			a = &acc{}
 		}
 		for li, l := range rule.Limits {
-			lr := LimitReport{Limit: l.Text, Unit: unit(l)}
+			lr := LimitReport{Limit: l.Text, Unit: l.Kind.Traits().Unit}
 			if li < len(a.sel) && a.sel[li].n > 0 {
 				sel := a.sel[li]
 				ps, most := sel.values()
@@ -641,31 +641,6 @@ func round(v float64, digits int) float64 {
 	return math.Round(v*m) / m
 }
 
-func unit(l rules.Limit) string {
-	switch l.Kind {
-	case rules.LimitCPUShare, rules.LimitDurationShare:
-		return "share"
-	case rules.LimitTokenBucket:
-		return "tokens"
-	case rules.LimitLastN:
-		return "seconds"
-	}
-	return "requests"
-}
-
-// fmtPeak prints a peak value in the limit's own terms.
-func fmtPeak(l rules.Limit, v float64) string {
-	switch l.Kind {
-	case rules.LimitCPUShare, rules.LimitDurationShare:
-		return fmt.Sprintf("%.1f%%", v*100)
-	case rules.LimitLastN:
-		return fmt.Sprintf("%.2fs", v)
-	case rules.LimitTokenBucket:
-		return fmt.Sprintf("%.1f", v)
-	}
-	return fmt.Sprintf("%.0f", v)
-}
-
 // WriteJSON writes the report as one JSON document.
 func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
@@ -721,25 +696,27 @@ func (r *Report) WriteText(w io.Writer) error {
 			continue
 		}
 		if len(rr.Limits) > 0 {
-			// One table, a header for each kind: the last-N limits' peaks
-			// are spans, where the shorter is the more severe (LimitReport).
+			// One table, a header for the limits whose higher value is
+			// the more severe and one for those whose lower is
+			// (limits.Kind.Lower: the last-N limits' peaks are spans,
+			// where the shorter is the more severe; LimitReport).
 			tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-			for _, lastN := range []bool{false, true} {
+			for _, lower := range []bool{false, true} {
 				header := false
 				for i, lr := range rr.Limits {
 					lim := rule.Limits[i]
-					if (lim.Kind == rules.LimitLastN) != lastN {
+					if lim.Kind.Traits().Lower != lower {
 						continue
 					}
 					if !header {
-						if lastN {
+						if lower {
 							fmt.Fprintln(tw, "  LIMIT\tKEYS\tp50\tp90\tp99\tMIN (shortest span of N per key: pNN is the span NN% of keys stay above)")
 						} else {
 							fmt.Fprintln(tw, "  LIMIT\tKEYS\tp50\tp90\tp99\tMAX (peak per key)")
 						}
 						header = true
 					}
-					fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", lr.Limit, lr.Keys, fmtPeak(lim, lr.P50), fmtPeak(lim, lr.P90), fmtPeak(lim, lr.P99), fmtPeak(lim, lr.Max))
+					fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", lr.Limit, lr.Keys, lim.Kind.FormatPeak(lr.P50), lim.Kind.FormatPeak(lr.P90), lim.Kind.FormatPeak(lr.P99), lim.Kind.FormatPeak(lr.Max))
 				}
 			}
 			tw.Flush()
@@ -755,7 +732,7 @@ func (r *Report) WriteText(w io.Writer) error {
 				for i, p := range k.Peaks {
 					v := "-"
 					if p.Value != nil {
-						v = fmtPeak(rule.Limits[i], *p.Value)
+						v = rule.Limits[i].Kind.FormatPeak(*p.Value)
 					}
 					peaks = append(peaks, v+" vs "+p.Limit)
 				}

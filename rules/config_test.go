@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/logjail/logjail/limits"
 )
 
 func TestFull(t *testing.T) {
@@ -84,11 +86,11 @@ func TestFull(t *testing.T) {
 	wantFlood := &Rule{
 		Name: "flood", Index: 1, Key: KeyIP, Combine: CombineAll,
 		Limits: []Limit{
-			{Text: "20 per second", Kind: LimitRate, N: 20, Window: time.Second},
-			{Text: "300 per minute", Kind: LimitRate, N: 300, Window: time.Minute},
-			{Text: "10/s burst 20", Kind: LimitTokenBucket, N: 10, Burst: 20, Window: 2 * time.Second},
-			{Text: "last 10 within 2s", Kind: LimitLastN, N: 10, Window: 2 * time.Second},
-			{Text: "10% duration over 1m", Kind: LimitDurationShare, N: 0.1, Window: time.Minute},
+			{Text: "20 per second", Kind: limits.Rate{}, N: 20, Window: time.Second},
+			{Text: "300 per minute", Kind: limits.Rate{}, N: 300, Window: time.Minute},
+			{Text: "10/s burst 20", Kind: limits.Bucket{}, N: 10, Burst: 20, Window: 2 * time.Second},
+			{Text: "last 10 within 2s", Kind: limits.LastN{}, N: 10, Window: 2 * time.Second},
+			{Text: "10% duration over 1m", Kind: limits.Share{Weight: limits.Duration}, N: 0.1, Window: time.Minute},
 		},
 		Throttle: &Throttle{InitialDelay: 5 * time.Second, MaxDelay: 80 * time.Second, Quiet: 10 * time.Second},
 		Ban:      Ban{After: 4, For: 3 * time.Minute, Factor: 2, Max: 24 * time.Hour, Remember: 60 * 24 * time.Hour},
@@ -98,7 +100,7 @@ func TestFull(t *testing.T) {
 	}
 	wantGoogle := &Rule{
 		Name: "range:googlebot", Index: 6, Key: KeyRange, Combine: CombineAll, LogOnly: true,
-		Limits:   []Limit{{Text: "50 per second", Kind: LimitRate, N: 50, Window: time.Second}},
+		Limits:   []Limit{{Text: "50 per second", Kind: limits.Rate{}, N: 50, Window: time.Second}},
 		Throttle: &Throttle{InitialDelay: DefaultInitialDelay, MaxDelay: DefaultMaxDelay, Quiet: DefaultQuiet},
 		Ban:      Ban{After: 2, For: 5 * time.Minute, Factor: 1, Max: DefaultBanMax, Remember: DefaultRemember},
 	}
@@ -280,11 +282,11 @@ rules:
 		n     float64
 		want  Limit
 	}{
-		{0, 35, Limit{Text: "35 per second", Kind: LimitRate, N: 35, Window: time.Second}},
-		{1, 12, Limit{Text: "12% cpu over 15s of machine", Kind: LimitCPUShare, N: 0.24, Window: 15 * time.Second, OfMachine: true, Cores: 2}},
-		{2, 30, Limit{Text: "30/m burst 20", Kind: LimitTokenBucket, N: 0.5, Burst: 20, Window: 40 * time.Second}},
-		{3, 6.4, Limit{Text: "last 6 within 2s", Kind: LimitLastN, N: 6, Window: 2 * time.Second}},
-		{4, 7.5, Limit{Text: "7.5 per 10s", Kind: LimitRate, N: 7.5, Window: 10 * time.Second}},
+		{0, 35, Limit{Text: "35 per second", Kind: limits.Rate{}, N: 35, Window: time.Second}},
+		{1, 12, Limit{Text: "12% cpu over 15s of machine", Kind: limits.Share{Weight: limits.CPU}, N: 0.24, Window: 15 * time.Second, OfMachine: true, Cores: 2}},
+		{2, 30, Limit{Text: "30/m burst 20", Kind: limits.Bucket{}, N: 0.5, Burst: 20, Window: 40 * time.Second}},
+		{3, 6.4, Limit{Text: "last 6 within 2s", Kind: limits.LastN{}, N: 6, Window: 2 * time.Second}},
+		{4, 7.5, Limit{Text: "7.5 per 10s", Kind: limits.Rate{}, N: 7.5, Window: 10 * time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want.Text, func(t *testing.T) {

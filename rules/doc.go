@@ -66,6 +66,10 @@
 // AllowedKey says whether the allow list covers every address a ban of a
 // key blocks; the daemon lifts such rule bans at a reload.
 //
+// A limit is parsed by the first kind of LimitKinds (package limits: one
+// type a kind, in one file) whose grammar its words are; a Limit carries
+// its kind as that value.
+//
 // A *Config is immutable once built and safe for concurrent use. Classify
 // allocates nothing but the key strings it must build. The package has no
 // state of its own: a reload is a new Load.

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/logjail/logjail/limits"
 )
 
 func TestParseLimit(t *testing.T) {
@@ -13,27 +15,27 @@ func TestParseLimit(t *testing.T) {
 		in   string
 		want Limit
 	}{
-		{"20 per second", Limit{Kind: LimitRate, N: 20, Window: time.Second}},
-		{"100 per minute", Limit{Kind: LimitRate, N: 100, Window: time.Minute}},
-		{"1000 per hour", Limit{Kind: LimitRate, N: 1000, Window: time.Hour}},
-		{"5000 per day", Limit{Kind: LimitRate, N: 5000, Window: 24 * time.Hour}},
-		{"100000 per month", Limit{Kind: LimitRate, N: 100000, Window: 30 * 24 * time.Hour}},
-		{"5 per 10s", Limit{Kind: LimitRate, N: 5, Window: 10 * time.Second}},
-		{"0 per 1h", Limit{Kind: LimitRate, N: 0, Window: time.Hour}},
-		{"50 per 2d", Limit{Kind: LimitRate, N: 50, Window: 48 * time.Hour}},
-		{"  30   per  10s ", Limit{Text: "30 per 10s", Kind: LimitRate, N: 30, Window: 10 * time.Second}},
-		{"7% cpu over 15s", Limit{Kind: LimitCPUShare, N: 0.07, Window: 15 * time.Second}},
-		{"25% cpu over 1m", Limit{Kind: LimitCPUShare, N: 0.25, Window: time.Minute}},
-		{"150% cpu over 1m", Limit{Kind: LimitCPUShare, N: 1.5, Window: time.Minute}},
-		{"7% cpu over 15s of machine", Limit{Kind: LimitCPUShare, N: 0.07, Window: 15 * time.Second, OfMachine: true, Cores: 1}},
-		{"10% duration over 1m", Limit{Kind: LimitDurationShare, N: 0.1, Window: time.Minute}},
-		{"12.5% duration over 30s of machine", Limit{Kind: LimitDurationShare, N: 0.125, Window: 30 * time.Second, OfMachine: true, Cores: 1}},
-		{"10/s burst 20", Limit{Kind: LimitTokenBucket, N: 10, Burst: 20, Window: 2 * time.Second}},
-		{"10/s", Limit{Kind: LimitTokenBucket, N: 10, Burst: 1, Window: 100 * time.Millisecond}},
-		{"60/m burst 30", Limit{Kind: LimitTokenBucket, N: 1, Burst: 30, Window: 30 * time.Second}},
-		{"3600/hour burst 60", Limit{Kind: LimitTokenBucket, N: 1, Burst: 60, Window: time.Minute}},
-		{"last 10 within 2s", Limit{Kind: LimitLastN, N: 10, Window: 2 * time.Second}},
-		{"last 5 within 500ms", Limit{Kind: LimitLastN, N: 5, Window: 500 * time.Millisecond}},
+		{"20 per second", Limit{Kind: limits.Rate{}, N: 20, Window: time.Second}},
+		{"100 per minute", Limit{Kind: limits.Rate{}, N: 100, Window: time.Minute}},
+		{"1000 per hour", Limit{Kind: limits.Rate{}, N: 1000, Window: time.Hour}},
+		{"5000 per day", Limit{Kind: limits.Rate{}, N: 5000, Window: 24 * time.Hour}},
+		{"100000 per month", Limit{Kind: limits.Rate{}, N: 100000, Window: 30 * 24 * time.Hour}},
+		{"5 per 10s", Limit{Kind: limits.Rate{}, N: 5, Window: 10 * time.Second}},
+		{"0 per 1h", Limit{Kind: limits.Rate{}, N: 0, Window: time.Hour}},
+		{"50 per 2d", Limit{Kind: limits.Rate{}, N: 50, Window: 48 * time.Hour}},
+		{"  30   per  10s ", Limit{Text: "30 per 10s", Kind: limits.Rate{}, N: 30, Window: 10 * time.Second}},
+		{"7% cpu over 15s", Limit{Kind: limits.Share{Weight: limits.CPU}, N: 0.07, Window: 15 * time.Second}},
+		{"25% cpu over 1m", Limit{Kind: limits.Share{Weight: limits.CPU}, N: 0.25, Window: time.Minute}},
+		{"150% cpu over 1m", Limit{Kind: limits.Share{Weight: limits.CPU}, N: 1.5, Window: time.Minute}},
+		{"7% cpu over 15s of machine", Limit{Kind: limits.Share{Weight: limits.CPU}, N: 0.07, Window: 15 * time.Second, OfMachine: true, Cores: 1}},
+		{"10% duration over 1m", Limit{Kind: limits.Share{Weight: limits.Duration}, N: 0.1, Window: time.Minute}},
+		{"12.5% duration over 30s of machine", Limit{Kind: limits.Share{Weight: limits.Duration}, N: 0.125, Window: 30 * time.Second, OfMachine: true, Cores: 1}},
+		{"10/s burst 20", Limit{Kind: limits.Bucket{}, N: 10, Burst: 20, Window: 2 * time.Second}},
+		{"10/s", Limit{Kind: limits.Bucket{}, N: 10, Burst: 1, Window: 100 * time.Millisecond}},
+		{"60/m burst 30", Limit{Kind: limits.Bucket{}, N: 1, Burst: 30, Window: 30 * time.Second}},
+		{"3600/hour burst 60", Limit{Kind: limits.Bucket{}, N: 1, Burst: 60, Window: time.Minute}},
+		{"last 10 within 2s", Limit{Kind: limits.LastN{}, N: 10, Window: 2 * time.Second}},
+		{"last 5 within 500ms", Limit{Kind: limits.LastN{}, N: 5, Window: 500 * time.Millisecond}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/logjail/logjail/limits"
 )
 
 var ruleKeys = []string{"name", "sources", "match", "signatures", "key", "limits", "combine", "throttle", "ban", "log_only"}
@@ -359,7 +361,7 @@ func (b *builder) checkCPU() {
 			continue
 		}
 		for j, l := range r.Limits {
-			if l.Kind != LimitCPUShare {
+			if l.Kind.Traits().Weighs != limits.CPU {
 				continue
 			}
 			ref := b.limitNodes[r.Index][j]

@@ -3,6 +3,8 @@ package rules
 import (
 	"net/netip"
 	"time"
+
+	"github.com/logjail/logjail/limits"
 )
 
 // KeyKind says what a rule charges a request to (DESIGN.md, "Keys").
@@ -18,31 +20,9 @@ const (
 	KeyRange                      // a range with group: true, "range:NAME"
 )
 
-// LimitKind is the form of a limit (DESIGN.md, "Windows and limits").
-type LimitKind int
-
-// Limit forms.
-const (
-	LimitRate          LimitKind = iota // "20 per second", "5 per 10s": over when count in (t-Window, t] > N
-	LimitCPUShare                       // "7% cpu over 15s": CPU seconds in (t-Window, t] / Window > N (N = 0.07; for "of machine", already multiplied by the cores: a share of all of them)
-	LimitDurationShare                  // "7% duration over 15s": same with wall time (duration)
-	LimitTokenBucket                    // "10/s burst 20": N tokens per second, Burst capacity; over when a request finds < 1 token
-	LimitLastN                          // "last 10 within 2s": over when the last N requests span less than Window
-)
-
-// MaxLastN is the largest N of a "last N within D" limit.
-const MaxLastN = 10_000
-
-// Limit is one compiled limit of a rule.
-type Limit struct {
-	Text      string // as written in the config, for reasons and reports
-	Kind      LimitKind
-	N         float64       // count (rate, last N), share as a fraction (cpu, duration) or tokens per second (bucket)
-	Window    time.Duration // period (rate, share) or span (last N); for a token bucket, Burst/N
-	Burst     float64       // token bucket capacity
-	OfMachine bool          // "of machine": N was multiplied by the core count
-	Cores     int           // for "of machine": the core count N was multiplied by; 0 otherwise
-}
+// Limit is one compiled limit of a rule: its words, its kind (a
+// limits.Kind, one of LimitKinds) and its numbers.
+type Limit = limits.Limit
 
 // Combine says how several limits of a rule combine.
 type Combine int

@@ -1,6 +1,15 @@
-package detector
+// Package pool hands out runs of elements from pages that never move, named
+// by 32-bit references, so that the structures holding them (the
+// detector's slab of states, the rings of its windows, its key table) hold
+// no pointers: the garbage collector neither scans them nor needs a slice
+// header and an allocation per run. A Pool is not safe for concurrent use;
+// its zero value is an empty pool.
+//
+// Boundaries: It owns where runs live and their reuse. It must not do I/O,
+// read the clock or import anything of logjail's.
+package pool
 
-// pool hands out runs of n elements of T (1 ≤ n < poolPage) from pages
+// Pool hands out runs of n elements of T (1 ≤ n < Page) from pages
 // that are never moved nor freed, so that a state can name a run by a
 // 32-bit reference instead of holding a slice: the states' slab, the
 // rings of their windows, the addresses they saw and the text of their
@@ -8,7 +17,7 @@ package detector
 // nor needs a slice header (24 bytes) and an allocation per run. A released
 // run goes on a free list of its length and is handed out again for that
 // length. Reference 0 is never handed out: it means "none".
-type pool[T any] struct {
+type Pool[T any] struct {
 	pages [][]T
 	top   uint32              // next free element of the last page
 	free  map[uint16][]uint32 // released runs by length
@@ -17,14 +26,15 @@ type pool[T any] struct {
 }
 
 const (
-	poolBits = 16
-	poolPage = 1 << poolBits // elements a page holds
+	pageBits = 16
+	// Page is the elements a page holds: a run is shorter.
+	Page = 1 << pageBits
 )
 
-// alloc returns a zeroed run of n elements.
-func (p *pool[T]) alloc(n uint16) uint32 {
+// Alloc returns a zeroed run of n elements.
+func (p *Pool[T]) Alloc(n uint16) uint32 {
 	if n == 0 {
-		panic("detector: pool: empty run")
+		panic("pool: empty run")
 	}
 	p.inUse += int64(n)
 	if f := p.free[n]; len(f) > 0 {
@@ -33,13 +43,13 @@ func (p *pool[T]) alloc(n uint16) uint32 {
 		return ref
 	}
 	if len(p.pages) == 0 || int(p.top)+int(n) > len(p.pages[len(p.pages)-1]) {
-		if len(p.pages) == 1<<(32-poolBits) {
-			panic("detector: pool: out of pages")
+		if len(p.pages) == 1<<(32-pageBits) {
+			panic("pool: out of pages")
 		}
 		// The first pages are small, so that a detector tracking a few
 		// keys (a test, a sweep) holds little; from the ninth on a page
 		// is full size.
-		size := poolPage
+		size := Page
 		if len(p.pages) < 8 {
 			size = max(256<<len(p.pages), int(n)+1)
 		}
@@ -50,25 +60,25 @@ func (p *pool[T]) alloc(n uint16) uint32 {
 			p.top = 1 // reference 0 means none
 		}
 	}
-	ref := uint32(len(p.pages)-1)<<poolBits | p.top
+	ref := uint32(len(p.pages)-1)<<pageBits | p.top
 	p.top += uint32(n)
 	return ref
 }
 
-// get returns the run ref of n elements.
-func (p *pool[T]) get(ref uint32, n uint16) []T {
-	pg := p.pages[ref>>poolBits]
-	o := ref & (poolPage - 1)
+// Get returns the run ref of n elements.
+func (p *Pool[T]) Get(ref uint32, n uint16) []T {
+	pg := p.pages[ref>>pageBits]
+	o := ref & (Page - 1)
 	return pg[o : o+uint32(n) : o+uint32(n)]
 }
 
-// release zeroes the run ref of n elements and keeps it for the next alloc
+// Release zeroes the run ref of n elements and keeps it for the next alloc
 // of n.
-func (p *pool[T]) release(ref uint32, n uint16) {
+func (p *Pool[T]) Release(ref uint32, n uint16) {
 	if ref == 0 {
 		return
 	}
-	clear(p.get(ref, n))
+	clear(p.Get(ref, n))
 	if p.free == nil {
 		p.free = map[uint16][]uint32{}
 	}
@@ -76,5 +86,8 @@ func (p *pool[T]) release(ref uint32, n uint16) {
 	p.inUse -= int64(n)
 }
 
-// capacity returns the elements the pool's pages hold, handed out or not.
-func (p *pool[T]) capacity() int64 { return p.held }
+// Capacity returns the elements the pool's pages hold, handed out or not.
+func (p *Pool[T]) Capacity() int64 { return p.held }
+
+// InUse returns the elements handed out and not released.
+func (p *Pool[T]) InUse() int64 { return p.inUse }

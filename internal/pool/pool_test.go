@@ -1,0 +1,63 @@
+package pool
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestPoolReusesRuns: a released run is handed out again, zeroed, for the
+// same length, and runs never overlap.
+func TestPoolReusesRuns(t *testing.T) {
+	var p Pool[uint64]
+	type run struct {
+		ref uint32
+		n   uint16
+	}
+	var live []run
+	owner := map[[2]uint32]int{} // (page, offset) -> run index
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 20_000 {
+		if len(live) > 0 && rng.IntN(2) == 0 {
+			j := rng.IntN(len(live))
+			r := live[j]
+			p.Release(r.ref, r.n)
+			live[j] = live[len(live)-1]
+			live = live[:len(live)-1]
+			continue
+		}
+		n := uint16(1 + rng.IntN(70))
+		if i%1000 == 0 {
+			n = Page - 1
+		}
+		ref := p.Alloc(n)
+		if ref == 0 {
+			t.Fatal("reference 0 handed out")
+		}
+		for k, x := range p.Get(ref, n) {
+			if x != 0 {
+				t.Fatalf("run %d of %d not zeroed at %d", ref, n, k)
+			}
+		}
+		for k := range p.Get(ref, n) {
+			p.Get(ref, n)[k] = uint64(i + 1)
+		}
+		live = append(live, run{ref, n})
+	}
+	clear(owner)
+	for i, r := range live {
+		for k := range uint32(r.n) {
+			at := [2]uint32{r.ref >> pageBits, r.ref&(Page-1) + k}
+			if j, dup := owner[at]; dup {
+				t.Fatalf("runs %d and %d overlap", i, j)
+			}
+			owner[at] = i
+		}
+	}
+	var want int64
+	for _, r := range live {
+		want += int64(r.n)
+	}
+	if p.inUse != want {
+		t.Errorf("in use %d, want %d", p.inUse, want)
+	}
+}
