@@ -62,4 +62,7 @@
 //     log and its truth.
 //   - scripts/try.sh (`make try`) and scripts/newcomer.sh: the first
 //     command, and its check from a fresh clone (TestNewcomer here).
+//
+// Boundaries: the root package holds this map and TestNewcomer (the
+// README's first command, from a fresh clone), and no code.
 package logjail

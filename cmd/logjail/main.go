@@ -37,6 +37,13 @@
 // machine failed under it" (4). Cobra's own errors (unknown command, bad
 // arguments, bad flags) stay usage errors. A command interrupted by a
 // signal before it finished is a runtime failure too.
+//
+// Boundaries: It owns the command line (flags, help, output formats, exit
+// codes) and only wires the packages together: a command's logic lives in
+// control, ops, replay or daemon, so that the commands decide nothing a
+// test of those packages does not see. Only its openers name store.Open
+// (everything else takes the state package's interfaces), and main alone
+// calls os.Exit.
 package main
 
 import (

@@ -4,6 +4,9 @@
 // query so that a test can count them. The server is the test's own
 // process, stopped by its PID when the test ends. Without dnsmasq the test
 // skips (and fails under CI=true: scripts/deps.sh installs dnsmasq-base).
+//
+// Boundaries: test code only. It starts one dnsmasq per call, on loopback,
+// and never touches the machine's resolver configuration.
 package dnstest
 
 import (

@@ -36,6 +36,9 @@
 //
 // The output is deterministic: a fixed PCG seed per scenario, no clock, no
 // map order. Times are UTC, from 2026-03-02.
+//
+// Boundaries: It imports nothing of logjail's (the scenarios must not be
+// shaped by the code they test), writes no file itself and reads no clock.
 package evalgen
 
 import (

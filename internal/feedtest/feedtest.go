@@ -3,6 +3,9 @@
 // without following the file. The checkpoint tests (crash recovery), the
 // cleaner's and the `clean` command's tests fill their databases with it;
 // no non-test code uses it (the daemon has its own loop, which follows).
+//
+// Boundaries: test code only; it takes a state.Store, never opens one, and
+// must not grow into a second daemon loop.
 package feedtest
 
 import (

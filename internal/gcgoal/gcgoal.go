@@ -19,6 +19,9 @@
 //
 // The state of a Start is its own (no package-level variables); the GC
 // percent it sets is the process's, as GOGC is. Start is for main.
+//
+// Boundaries: It sets the runtime's GC percent and memory limit and nothing
+// else; it imports nothing of logjail's.
 package gcgoal
 
 import (

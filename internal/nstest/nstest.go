@@ -7,6 +7,10 @@
 // caller returns at once, and the child's verdict becomes the test's. In the
 // child Enter checks that its network namespace is not the host's (PID 1's),
 // brings the loopback up and returns true.
+//
+// Boundaries: test code only. It changes network state only inside the
+// namespace it made (never the host's: Enter checks it) and starts no
+// server but the loopback listeners a test asks for.
 package nstest
 
 import (

@@ -21,6 +21,9 @@
 // The output is deterministic (a fixed PCG seed, no clock, no map order):
 // TestGolden regenerates it and compares it with the committed file
 // (`go test ./internal/samplelog -update` rewrites it).
+//
+// Boundaries: It imports nothing of logjail's and reads no clock; it only
+// writes the log it is asked for.
 package samplelog
 
 import (

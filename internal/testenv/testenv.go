@@ -19,6 +19,9 @@
 // once when run alone, without skipping, so that a run's skips are only
 // tests that could not run; `go test -json ./... | grep '"Action":"skip"'`
 // under CI=true lists none.
+//
+// Boundaries: It is the one place a test skips from; it never installs
+// anything (scripts/deps.sh does) and imports nothing of logjail's.
 package testenv
 
 import (

@@ -5,6 +5,9 @@
 // busy machine can be read as a ratio.
 //
 //	go run ./scripts/baseline access.log
+//
+// Boundaries: It imports nothing of logjail's, so that it measures the
+// machine, not the code it is compared with.
 package main
 
 import (

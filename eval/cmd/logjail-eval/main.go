@@ -14,6 +14,9 @@
 //
 // Without the shared directory (../shared beside the repository) it
 // evaluates the generated scenarios alone and says so on stderr.
+//
+// Boundaries: It prints what package eval computes and decides nothing
+// itself; it never acts (no database, no actions).
 package main
 
 import (
