@@ -134,7 +134,8 @@ type Detector struct {
 	wins   pool.Pool[window]
 	auxs   pool.Pool[aux]
 	addrs  pool.Pool[addrSeen]
-	extras int // ladders made (each an allocation of extraSize)
+	extras int         // ladders made (each an allocation of extraSize)
+	one    [1]addrSeen // seenAddrs' copy of a flagOne state's address
 	// peakRows hold the peaks of the states' limits, a row of peakW per
 	// slot, chunked as the slab is (peak); none with NoPeaks.
 	peakRows [][]float64
@@ -218,6 +219,11 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 	}
 	ri := d.rule(c.Rule)
 	i, s := d.lookup(ri, c.Key)
+	if s.phase == phaseBanned {
+		d.willSee(s, netip.Addr{}, ns) // a blocked entry notes no address
+	} else {
+		d.willSee(s, c.Addr, ns)
+	}
 	s.seen = max(s.seen, ns)
 	if s.phase == phaseBanned {
 		d.stats.Blocked++

@@ -70,11 +70,20 @@
 //     ladder (extra) exists only once it went over a limit; the addresses
 //     seen exist only for keys that are not single addresses (an address is
 //     kept as 16 bytes: IPv4-mapped addresses are read back as IPv4, zones
-//     are dropped). The peaks of the limits, which only a replay's report
+//     are dropped). Most such keys (a /64) show one address, the same to
+//     every rule that charges the key: a state whose only address is its
+//     key's first one, and whose newest time (state.seen) is that
+//     address's, holds no aux and no run: the address is kept once a key
+//     (16 bytes, in the key table) and its time is each state's own, so
+//     what each rule saw stays exact (TestAddressesSeenPerRule). A second
+//     address, or anything that moves the state's newest time without
+//     that address (an entry without one, a blocked entry, an operator's
+//     ban), first gives the state its own run, as before. The peaks of the limits, which only a replay's report
 //     reads, are kept beside the slab, and not at all by a daemon
 //     (Options.NoPeaks). What a client key charged under three rules costs
 //     is in the README ("Memory and max_keys") and BenchmarkMemory; the
-//     process needs 32 to 64 MB more between collections (internal/gcgoal).
+//     process needs 32 to 64 MB more between collections in a replay, 16
+//     to 32 MB in a daemon (internal/gcgoal).
 //     Memory estimates it from the sizes of the slab, pools and key table,
 //     for status and metrics.
 //   - Keys are copied into the key table before they are stored: callers may

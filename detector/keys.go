@@ -13,22 +13,49 @@ import (
 // open-addressing table of ids with linear probing, at most three quarters
 // full; the hash is not kept (a resize hashes the keys again). Nothing here
 // holds a pointer per key, so a million keys cost the collector nothing to
-// scan and about 35 bytes each (their text, a 12-byte record and 4 to 8
-// bytes of index).
+// scan and about 40 bytes each (their text, a 16-byte record and 4 to 8
+// bytes of index), 16 more for a key that is not an address once one of
+// its states saw an address (claimAddr).
 type keyTable struct {
 	seed  maphash.Seed
 	slots []uint32 // ids, 0 for an empty slot; a power of two long
 	recs  pool.Pool[keyRec]
 	text  pool.Pool[byte]
-	long  map[uint32]string // text of keys too long for a pool run, by id
-	n     int               // keys
+	addrs pool.Pool[addrKey] // the first address seen on a key (keyTable.claimAddr)
+	long  map[uint32]string  // text of keys too long for a pool run, by id
+	n     int                // keys
 }
 
-// keyRec is one key: where its text is and its first state.
+// keyRec is one key: where its text is, its first state and the address
+// its states with flagOne saw.
 type keyRec struct {
 	ref  uint32 // its text in text (0: in long)
 	n    uint32 // its length
 	head int32  // its first state
+	addr uint32 // its address in addrs, 0 if none
+}
+
+// addrKey is an address as addrSeen keeps it, without a time.
+type addrKey struct{ hi, lo uint64 }
+
+// claimAddr reports whether a is id's address, making it so if id has
+// none: the address its states with flagOne saw (state.go, noteAddr).
+func (t *keyTable) claimAddr(id uint32, a addrKey) bool {
+	r := t.rec(id)
+	if r.addr == 0 {
+		r.addr = t.addrs.Alloc(1)
+		t.addrs.Get(r.addr, 1)[0] = a
+		return true
+	}
+	return t.addrs.Get(r.addr, 1)[0] == a
+}
+
+// addrOf returns id's address (zero if none).
+func (t *keyTable) addrOf(id uint32) addrKey {
+	if r := t.rec(id); r.addr != 0 {
+		return t.addrs.Get(r.addr, 1)[0]
+	}
+	return addrKey{}
 }
 
 const (
@@ -155,6 +182,7 @@ func (t *keyTable) remove(id uint32) {
 	} else if r.n > 0 {
 		delete(t.long, id)
 	}
+	t.addrs.Release(r.addr, 1)
 	t.recs.Release(id, 1)
 	t.n--
 	if len(t.slots) > keyMinSlots && t.n*8 < len(t.slots) {
@@ -165,7 +193,8 @@ func (t *keyTable) remove(id uint32) {
 // memory estimates the bytes the table holds: its index, records and text
 // pages (what is handed out of them, and the free parts of their pages).
 func (t *keyTable) memory() int64 {
-	n := int64(len(t.slots))*4 + t.recs.Capacity()*int64(unsafe.Sizeof(keyRec{})) + t.text.Capacity()
+	n := int64(len(t.slots))*4 + t.recs.Capacity()*int64(unsafe.Sizeof(keyRec{})) + t.text.Capacity() +
+		t.addrs.Capacity()*int64(unsafe.Sizeof(addrKey{}))
 	for _, s := range t.long {
 		n += int64(len(s)) + 16
 	}

@@ -2,6 +2,7 @@ package detector
 
 import (
 	"container/heap"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -33,6 +34,7 @@ func (d *Detector) Impose(t time.Time, r *rules.Rule, key string, until time.Tim
 		d.banned++
 	}
 	s.phase = phaseBanned
+	d.willSee(s, netip.Addr{}, ns)
 	s.seen = max(s.seen, ns)
 	x.violations, x.delay = 0, 0
 	x.until, x.untilT = until.UnixNano(), until

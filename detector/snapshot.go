@@ -372,6 +372,7 @@ func (d *Detector) Restore(cfg *rules.Config, global []byte, states iter.Seq[*Ke
 			} else {
 				s.kid = d.keys.insert(ks.Key, d.keys.hash(ks.Key), i)
 			}
+			d.shareAddr(s)
 			d.lastKey, d.lastHead = "", -1
 			if reset {
 				st.Reset++
