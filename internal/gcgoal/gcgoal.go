@@ -20,7 +20,7 @@
 // The state of a Start is its own (no package-level variables); the GC
 // percent it sets is the process's, as GOGC is. Start is for main.
 //
-// Boundaries: It sets the runtime's GC percent and memory limit and nothing
+// Boundaries: It sets the runtime's GC percent (SetGCPercent) and nothing
 // else; it imports nothing of logjail's.
 package gcgoal
 
