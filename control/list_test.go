@@ -2,6 +2,7 @@ package control
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/logjail/logjail/state"
@@ -160,6 +162,64 @@ func TestBanSlab(t *testing.T) {
 	for i := range bans {
 		if diff := gocmp.Diff(BanOf(&bans[i], now), got[i]); diff != "" {
 			t.Errorf("ban %d (-BanOf +banOf):\n%s", i, diff)
+		}
+	}
+}
+
+// TestAppendJSONString: a string is quoted as encoding/json quotes it:
+// each byte alone and between others, and random runes and bytes.
+func TestAppendJSONString(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	var ss []string
+	for c := range 256 {
+		ss = append(ss, string(rune(c)), string([]byte{byte(c)}), "a"+string([]byte{byte(c)})+"b")
+	}
+	runes := []rune{'a', '"', '\\', '<', '>', '&', '\u2028', '\u2029', 'é', '\u009b', '\U0001f600', utf8.RuneError, 0x7f, 0}
+	for range 5000 {
+		var b []byte
+		for range r.IntN(20) {
+			if r.IntN(4) == 0 {
+				b = append(b, byte(r.IntN(256)))
+			} else {
+				b = utf8.AppendRune(b, runes[r.IntN(len(runes))])
+			}
+		}
+		ss = append(ss, string(b))
+	}
+	for _, s := range ss {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendJSONString(nil, s); string(got) != string(want) {
+			t.Fatalf("appendJSONString(%q) = %s, want %s", s, got, want)
+		}
+	}
+}
+
+// TestAppendJSONTime: a time is written as its MarshalJSON writes it: UTC
+// times of every year from 1000 to 9999 and every precision, and others
+// (other zones, a zero offset under another name, years beyond).
+func TestAppendJSONTime(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	zones := []*time.Location{time.UTC, time.FixedZone("zero", 0), time.FixedZone("x", -(3*3600 + 30*60))}
+	lo, hi := time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC).Unix(), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
+	times := []time.Time{time.Date(999, 12, 31, 23, 59, 59, 999999999, time.UTC), time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 1, time.UTC), time.UnixMilli(0), time.Now()}
+	for range 20000 {
+		ns := []int64{0, r.Int64N(1000) * 1e6, r.Int64N(1e9), r.Int64N(1e3) * 1e3, 100, 1e8}[r.IntN(6)]
+		times = append(times, time.Unix(lo+r.Int64N(hi-lo), ns))
+	}
+	for _, tm := range times {
+		for _, loc := range zones {
+			tl := tm.In(loc)
+			want, err := tl.MarshalJSON()
+			if err != nil {
+				want = fmt.Appendf(nil, "%q", tl.Format(time.RFC3339Nano)) // beyond MarshalJSON's years: AppendFormat's text
+			}
+			if got := appendJSONTime(nil, tl); string(got) != string(want) {
+				t.Fatalf("appendJSONTime(%v) = %s, want %s", tl, got, want)
+			}
 		}
 	}
 }
