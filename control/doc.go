@@ -59,6 +59,18 @@
 //
 // The JSON documents (types.go) are the API's and the commands' --output
 // json: fields are added, never changed or removed, under SchemaVersion.
+// BanList.WriteJSON writes a list as encoding/json would, byte for byte
+// (its tests hold it to encoding/json), without reflection.
+//
+// A list of 100,000 active bans (issue 23: ≤ 0.2 s for the whole
+// command): List streams them (state.Ledger.EachActiveBan) in (rule, key)
+// order, keeps the until and time left of all in two arrays (not two
+// allocations a ban), and, the keys being unique and in order, sorts by
+// one integer a ban (until, or since newest first) with a stable radix
+// sort whose ties keep the (rule, key) order, then moves each ban once in
+// place: the order of the comparison sort before it, which still serves
+// bans that come in another order (--expired) and since times a UnixNano
+// cannot hold (TestSortBans).
 //
 // Boundaries: It owns the operator's API on the control socket and the
 // engine behind ban, unban, list, history, top and status (clean's pass is

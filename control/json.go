@@ -95,13 +95,57 @@ func (v *Ban) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
+// appendJSONTime quotes t as RFC 3339 with nanoseconds (its MarshalJSON's
+// text, trailing zeros of the fraction trimmed). A time in UTC of the
+// years 1000 to 9999, as the database's are, is written digit by digit, a
+// list having two a ban; others through AppendFormat (TestAppendJSONTime).
 func appendJSONTime(b []byte, t time.Time) []byte {
 	b = append(b, '"')
-	b = t.AppendFormat(b, time.RFC3339Nano)
-	return append(b, '"')
+	y, mo, d := t.Date()
+	if t.Location() != time.UTC || y < 1000 || y > 9999 {
+		b = t.AppendFormat(b, time.RFC3339Nano)
+		return append(b, '"')
+	}
+	h, mi, s := t.Clock()
+	two := func(b []byte, n int) []byte { return append(b, byte('0'+n/10), byte('0'+n%10)) }
+	b = two(b, y/100)
+	b = two(b, y%100)
+	b = two(append(b, '-'), int(mo))
+	b = two(append(b, '-'), d)
+	b = two(append(b, 'T'), h)
+	b = two(append(b, ':'), mi)
+	b = two(append(b, ':'), s)
+	if ns := t.Nanosecond(); ns != 0 {
+		var f [10]byte
+		f[0] = '.'
+		for i := 9; i > 0; i-- {
+			f[i] = byte('0' + ns%10)
+			ns /= 10
+		}
+		n := 10
+		for f[n-1] == '0' {
+			n--
+		}
+		b = append(b, f[:n]...)
+	}
+	return append(b, 'Z', '"')
 }
 
 const hexDigits = "0123456789abcdef"
+
+// jsonSafe reports whether the ASCII byte c is written as it is in a JSON
+// string: printable, and none of " \ < > & (encoding/json escapes the
+// last three for HTML). Two bitmaps, bit c set for a safe c.
+func jsonSafe(c byte) bool {
+	const (
+		lo uint64 = 0xffff_ffff_0000_0000 &^ (1<<'"' | 1<<'&' | 1<<'<' | 1<<'>') // 0x00–0x3f
+		hi uint64 = 0xffff_ffff_ffff_ffff &^ (1 << ('\\' - 64))                  // 0x40–0x7f
+	)
+	if c < 64 {
+		return lo>>c&1 == 1
+	}
+	return hi>>(c&63)&1 == 1
+}
 
 // appendJSONString quotes s as encoding/json does (HTML characters
 // escaped, invalid UTF-8 replaced).
@@ -111,7 +155,7 @@ func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if jsonSafe(c) {
 				i++
 				continue
 			}

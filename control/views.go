@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/logjail/logjail/checkpoint"
@@ -84,18 +85,56 @@ func List(db state.Ledger, cfg *rules.Config, q ListQuery, now time.Time) (*BanL
 			return nil, err
 		}
 		l.Bans = make([]Ban, 0, n)
+		slab := newBanSlab(n)
+		ordered := true // by (rule, key), strictly: as EachActiveBan promises
 		err = db.EachActiveBan(func(b *state.Ban) error {
-			if keep(b.Rule, b.Key, b.Kind, b.Addresses) {
-				l.Bans = append(l.Bans, BanOf(b, now))
+			if !keep(b.Rule, b.Key, b.Kind, b.Addresses) {
+				return nil
 			}
+			if k := len(l.Bans); k > 0 && ordered {
+				p := &l.Bans[k-1]
+				c := strings.Compare(p.Rule, b.Rule)
+				ordered = c < 0 || c == 0 && p.Key < b.Key
+			}
+			l.Bans = append(l.Bans, slab.banOf(b, now))
 			return nil
 		})
 		if err != nil {
 			return nil, err
 		}
+		if ordered {
+			sortRuleKeyOrdered(l.Bans, q.Sort)
+			return l, nil
+		}
 	}
 	sortBans(l.Bans, q.Sort)
 	return l, nil
+}
+
+// banSlab holds what the Until and LeftSeconds of a list's bans point to,
+// two arrays for the list instead of two allocations a ban.
+type banSlab struct {
+	until []time.Time
+	left  []int64
+}
+
+// newBanSlab makes room for n bans' times; more may be added (an append
+// beyond n starts new arrays, leaving the earlier pointers valid).
+func newBanSlab(n int) *banSlab {
+	return &banSlab{until: make([]time.Time, 0, n), left: make([]int64, 0, n)}
+}
+
+// banOf is BanOf(b, now), its Until and LeftSeconds in s.
+// TestBanSlab holds the two to the same values.
+func (s *banSlab) banOf(b *state.Ban, now time.Time) Ban {
+	v := Ban{Rule: b.Rule, Key: b.Key, Kind: b.Kind, Since: b.Since, Violations: b.Violations,
+		Addresses: addrStrings(b.Addresses), Reason: b.Reason, Origin: b.Origin, Who: b.Who, LogOnly: b.LogOnly}
+	if !b.Until.IsZero() {
+		s.until = append(s.until, b.Until)
+		s.left = append(s.left, int64(max(0, b.Until.Sub(now))/time.Second))
+		v.Until, v.LeftSeconds = &s.until[len(s.until)-1], &s.left[len(s.left)-1]
+	}
+	return v
 }
 
 // sortBans sorts by until (the soonest end first; none last), since
@@ -108,6 +147,12 @@ func sortBans(bs []Ban, by string) {
 		}
 		return b.Until.UnixNano()
 	}
+	ruleKey := func(a, b *Ban) int {
+		if c := strings.Compare(a.Rule, b.Rule); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	}
 	idx := make([]int32, len(bs))
 	for i := range idx {
 		idx[i] = int32(i)
@@ -116,17 +161,114 @@ func sortBans(bs []Ban, by string) {
 		a, b := &bs[i], &bs[j]
 		switch by {
 		case "since":
-			return cmp.Or(b.Since.Compare(a.Since), cmp.Compare(a.Rule, b.Rule), cmp.Compare(a.Key, b.Key))
+			if c := b.Since.Compare(a.Since); c != 0 {
+				return c
+			}
 		case "rule":
-			return cmp.Or(cmp.Compare(a.Rule, b.Rule), cmp.Compare(a.Key, b.Key))
+		default:
+			if c := cmp.Compare(until(a), until(b)); c != 0 {
+				return c
+			}
 		}
-		return cmp.Or(cmp.Compare(until(a), until(b)), cmp.Compare(a.Rule, b.Rule), cmp.Compare(a.Key, b.Key))
+		return ruleKey(a, b)
 	})
-	sorted := make([]Ban, len(bs))
-	for i, j := range idx {
-		sorted[i] = bs[j]
+	permute(bs, idx)
+}
+
+// sortRuleKeyOrdered is sortBans for bans already in (rule, key) order,
+// strictly (no two alike), as EachActiveBan reads them: a ban's index then
+// stands for its rule and key, so the order is that of one integer a ban,
+// ties kept in the order they came in. It sorts those integers with a
+// stable radix sort, in arrays of their own, instead of comparing times
+// and strings in bans scattered over 20 MB: a tenth of the time for
+// 100,000 bans. The order is sortBans's (TestSortBans); since times a
+// UnixNano cannot hold, or that carry a monotonic reading (Compare would
+// use it), are left to sortBans.
+func sortRuleKeyOrdered(bs []Ban, by string) {
+	ks := make([]uint64, len(bs))
+	switch by {
+	case "rule":
+		return
+	case "since": // newest first
+		for i := range bs {
+			t := bs[i].Since
+			if sec := t.Unix(); sec <= math.MinInt64/int64(time.Second)+1 || sec >= math.MaxInt64/int64(time.Second)-1 || t != t.Round(0) {
+				sortBans(bs, by)
+				return
+			}
+			ks[i] = ^orderedUint(t.UnixNano())
+		}
+	default: // until, the soonest end first, none last
+		for i := range bs {
+			ks[i] = orderedUint(math.MaxInt64)
+			if u := bs[i].Until; u != nil {
+				ks[i] = orderedUint(u.UnixNano())
+			}
+		}
 	}
-	copy(bs, sorted)
+	permute(bs, radixOrder(ks))
+}
+
+// orderedUint maps an int64 to a uint64 of the same order.
+func orderedUint(n int64) uint64 { return uint64(n) ^ 1<<63 }
+
+// radixOrder returns the indexes of ks in the order of their values,
+// stably (equal values keep their order): a least significant digit radix
+// sort a byte a pass, skipping the bytes all values share. It overwrites ks.
+func radixOrder(ks []uint64) []int32 {
+	n := len(ks)
+	idx := make([]int32, n)
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	if n < 2 {
+		return idx
+	}
+	tk, ti := make([]uint64, n), make([]int32, n)
+	for shift := 0; shift < 64; shift += 8 {
+		var at [256]int
+		for _, k := range ks {
+			at[byte(k>>shift)]++
+		}
+		if at[byte(ks[0]>>shift)] == n {
+			continue // one value of this byte: the order stays
+		}
+		sum := 0
+		for d, c := range at {
+			at[d] = sum
+			sum += c
+		}
+		for i, k := range ks {
+			d := byte(k >> shift)
+			tk[at[d]], ti[at[d]] = k, idx[i]
+			at[d]++
+		}
+		ks, tk = tk, ks
+		idx, ti = ti, idx
+	}
+	return idx
+}
+
+// permute puts bs[idx[i]] at i, moving each ban once, in place. It
+// overwrites idx.
+func permute(bs []Ban, idx []int32) {
+	for start := range idx {
+		if idx[start] < 0 {
+			continue
+		}
+		tmp := bs[start]
+		j := start
+		for {
+			k := int(idx[j])
+			idx[j] = -1
+			if k == start {
+				bs[j] = tmp
+				break
+			}
+			bs[j] = bs[k]
+			j = k
+		}
+	}
 }
 
 // ended pairs the history's bans with their ends: every throttle or ban

@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 )
@@ -177,15 +179,17 @@ func (s *Snapshot) eachBan(op, q string, args []any, fn func(*Ban) error) error 
 	}
 	defer rows.Close()
 	var b Ban
-	var since, until sql.NullInt64
-	var as string
+	var vals [len(banColumnNames)]any
+	var dest [len(banColumnNames)]any
+	for i := range dest {
+		dest[i] = &vals[i]
+	}
 	for rows.Next() {
-		if err := rows.Scan(&b.Rule, &b.Key, &b.Kind, &since, &until, &b.Reason, &b.Violations, &as, &b.Origin, &b.Who, &b.LogOnly); err != nil {
+		if err := rows.Scan(dest[:]...); err != nil {
 			return s.errf(op, "%w", err)
 		}
-		b.Since, b.Until = fromMS(since), fromMS(until)
-		if b.Addresses, err = parseAddrs(as); err != nil {
-			return s.errf(op, "ban %s %s: %w", b.Rule, b.Key, err)
+		if err := decodeBan(&b, &vals); err != nil {
+			return s.errf(op, "%w", err)
 		}
 		if err := fn(&b); err != nil {
 			return err
@@ -195,6 +199,91 @@ func (s *Snapshot) eachBan(op, q string, args []any, fn func(*Ban) error) error 
 		return s.errf(op, "%w", err)
 	}
 	return nil
+}
+
+// banColumnNames are banColumns, one a value.
+var banColumnNames = [...]string{"rule", "key", "kind", "since_ms", "until_ms", "reason", "violations", "addresses", "origin", "who", "log_only"}
+
+// decodeBan fills b from a row of banColumns as the driver gives it, without
+// database/sql's conversions (a list reads 100,000 of them). b is the
+// previous row's ban: a rule, kind, reason, origin or who equal to its
+// own keeps b's string, so that bans kept by the caller share one copy of
+// the text most of them repeat, not one each (a list of 100,000 bans
+// holds 7 MB less).
+func decodeBan(b *Ban, v *[len(banColumnNames)]any) error {
+	r := row{v: v[:], names: banColumnNames[:]}
+	same := func(s *string, i int) {
+		if t := r.text(i); t != *s {
+			*s = t
+		}
+	}
+	same(&b.Rule, 0)
+	b.Key = r.text(1)
+	same(&b.Kind, 2)
+	b.Since, b.Until = r.ms(3), r.ms(4)
+	same(&b.Reason, 5)
+	b.Violations = int(r.int(6))
+	as := r.text(7)
+	same(&b.Origin, 8)
+	same(&b.Who, 9)
+	b.LogOnly = r.bool(10)
+	if r.err == nil {
+		b.Addresses, r.err = parseAddrs(as)
+	}
+	if r.err != nil {
+		return fmt.Errorf("ban %s %s: %w", b.Rule, b.Key, r.err)
+	}
+	return nil
+}
+
+// row reads one row's values as the driver gives them (TEXT a string,
+// INTEGER an int64, NULL nil). A value of another type makes err (the
+// first such), naming the column, as Scan would fail on it.
+type row struct {
+	v     []any
+	names []string
+	err   error
+}
+
+func (r *row) fail(i int, want string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("column %s: %T %v, want %s", r.names[i], r.v[i], r.v[i], want)
+	}
+}
+
+func (r *row) text(i int) string {
+	switch t := r.v[i].(type) {
+	case string:
+		return t
+	case []byte:
+		return string(t)
+	}
+	r.fail(i, "TEXT")
+	return ""
+}
+
+func (r *row) int(i int) int64 {
+	n, ok := r.v[i].(int64)
+	if !ok {
+		r.fail(i, "INTEGER")
+	}
+	return n
+}
+
+// ms is a time in unix milliseconds; NULL is the zero time (fromMS).
+func (r *row) ms(i int) time.Time {
+	if r.v[i] == nil {
+		return time.Time{}
+	}
+	return fromMS(sql.NullInt64{Int64: r.int(i), Valid: true})
+}
+
+func (r *row) bool(i int) bool {
+	n, ok := r.v[i].(int64)
+	if !ok || n != 0 && n != 1 {
+		r.fail(i, "0 or 1")
+	}
+	return n == 1
 }
 
 // historyQuery builds the SQL for q: the key index serves a query by key,
@@ -369,7 +458,59 @@ func (s *Snapshot) BanCounts() ([]BanCount, error) {
 // all (a list of 100,000 bans). The Ban is reused between calls; fn must
 // copy what it keeps. An error from fn stops the walk and is returned as
 // it is.
-func (db *DB) EachActiveBan(fn func(*Ban) error) error { return db.snap().EachActiveBan(fn) }
+//
+// It reads through the driver itself (database/sql's Conn.Raw), not
+// Rows.Scan: a list of 100,000 bans spends a fifth less (BenchmarkList100k).
+func (db *DB) EachActiveBan(fn func(*Ban) error) error {
+	const op = "read bans"
+	ctx := context.Background()
+	c, err := db.r.Conn(ctx)
+	if err != nil {
+		return db.errf(op, "%w", err)
+	}
+	defer c.Close()
+	var fnErr error
+	err = c.Raw(func(dc any) error {
+		qc, ok := dc.(driver.QueryerContext)
+		if !ok {
+			return fmt.Errorf("driver %T cannot query", dc)
+		}
+		rows, err := qc.QueryContext(ctx, activeBansQuery, nil)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		if n := len(rows.Columns()); n != len(banColumnNames) {
+			return fmt.Errorf("%d columns, want %d", n, len(banColumnNames))
+		}
+		var b Ban
+		var dv [len(banColumnNames)]driver.Value
+		var vals [len(banColumnNames)]any
+		for {
+			if err := rows.Next(dv[:]); err == io.EOF {
+				return nil
+			} else if err != nil {
+				return err
+			}
+			for i, v := range dv {
+				vals[i] = v
+			}
+			if err := decodeBan(&b, &vals); err != nil {
+				return err
+			}
+			if fnErr = fn(&b); fnErr != nil {
+				return fnErr
+			}
+		}
+	})
+	if fnErr != nil {
+		return fnErr
+	}
+	if err != nil {
+		return db.errf(op, "%w", err)
+	}
+	return nil
+}
 
 // EachActiveBan: see DB.EachActiveBan.
 func (s *Snapshot) EachActiveBan(fn func(*Ban) error) error {

@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/user"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -126,17 +125,29 @@ func newTable(w io.Writer, terminal bool, header ...string) *table {
 }
 
 func (t *table) row(fields ...string) {
-	out := t.w
-	if t.tw != nil {
-		out = t.tw
-	}
+	var b []byte
 	for i, f := range fields {
-		if i > 0 {
-			io.WriteString(out, "\t")
-		}
-		io.WriteString(out, clean(f))
+		b = appendCell(b, i == 0, f)
 	}
-	io.WriteString(out, "\n")
+	t.line(append(b, '\n'))
+}
+
+// line writes a row made with appendCell, its newline included.
+func (t *table) line(b []byte) {
+	if t.tw != nil {
+		t.tw.Write(b)
+		return
+	}
+	t.w.Write(b)
+}
+
+// appendCell appends a row's field s: the tab before it unless it is the
+// first, and s cleaned (clean).
+func appendCell(b []byte, first bool, s string) []byte {
+	if !first {
+		b = append(b, '\t')
+	}
+	return append(b, clean(s)...)
 }
 
 func (t *table) flush() error {
@@ -157,11 +168,35 @@ func clean(s string) string {
 }
 
 // fmtTime is a time for people: local, to the second.
-func fmtTime(t time.Time) string {
+func fmtTime(t time.Time) string { return string(appendTime(nil, t)) }
+
+// appendTime appends fmtTime(t) to b: "-" for the zero time, else
+// appendClock of t in the local zone (printable, never empty: it needs no
+// clean).
+func appendTime(b []byte, t time.Time) []byte {
 	if t.IsZero() {
-		return "-"
+		return append(b, '-')
 	}
-	return t.Local().Format("2006-01-02 15:04:05")
+	return appendClock(b, t.Local())
+}
+
+// appendClock appends t.Format("2006-01-02 15:04:05"). A list writes two
+// a ban, so the years 1000 to 9999 are written digit by digit rather than
+// through Format's layout (the same text: TestAppendClock).
+func appendClock(b []byte, t time.Time) []byte {
+	y, mo, d := t.Date()
+	if y < 1000 || y > 9999 {
+		return t.AppendFormat(b, "2006-01-02 15:04:05")
+	}
+	h, mi, s := t.Clock()
+	two := func(b []byte, n int) []byte { return append(b, byte('0'+n/10), byte('0'+n%10)) }
+	b = two(b, y/100)
+	b = two(b, y%100)
+	b = two(append(b, '-'), int(mo))
+	b = two(append(b, '-'), d)
+	b = two(append(b, ' '), h)
+	b = two(append(b, ':'), mi)
+	return two(append(b, ':'), s)
 }
 
 func fmtTimePtr(t *time.Time) string {
@@ -172,16 +207,18 @@ func fmtTimePtr(t *time.Time) string {
 }
 
 // fmtLeft is a time left, its two largest units: 3d4h, 1h2m, 5m30s, 42s.
-func fmtLeft(d time.Duration) string {
+func fmtLeft(d time.Duration) string { return string(appendLeft(nil, d)) }
+
+// appendLeft appends fmtLeft(d) to b (printable, never empty).
+func appendLeft(b []byte, d time.Duration) []byte {
 	d = d.Round(time.Second)
 	if d <= 0 {
-		return "0s"
+		return append(b, "0s"...)
 	}
-	units := []struct {
+	units := [...]struct {
 		n   time.Duration
-		sfx string
-	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}}
-	var b strings.Builder
+		sfx byte
+	}{{24 * time.Hour, 'd'}, {time.Hour, 'h'}, {time.Minute, 'm'}, {time.Second, 's'}}
 	shown := 0
 	for _, u := range units {
 		if shown == 2 {
@@ -189,13 +226,13 @@ func fmtLeft(d time.Duration) string {
 		}
 		if q := d / u.n; q > 0 || shown > 0 {
 			if q > 0 {
-				b.WriteString(strconv.FormatInt(int64(q), 10) + u.sfx)
+				b = append(strconv.AppendInt(b, int64(q), 10), u.sfx)
 			}
 			d -= q * u.n
 			shown++
 		}
 	}
-	return b.String()
+	return b
 }
 
 // opener finds the daemon or the database of a configuration.
