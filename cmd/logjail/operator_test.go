@@ -18,8 +18,11 @@ import (
 func opTestConfig(t testing.TB, dir string) string {
 	t.Helper()
 	p := filepath.Join(dir, "logjail.yaml")
+	// No metrics listener: a test that runs the daemon on this config must
+	// not depend on the default port (127.0.0.1:9390) being free.
 	cfg := fmt.Sprintf(`state_dir: %[1]s/state
 control_socket: %[1]s/control.sock
+metrics: ""
 sources:
   - name: web
     paths: [%[1]s/access.log]
