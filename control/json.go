@@ -95,26 +95,34 @@ func (v *Ban) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-// appendJSONTime quotes t as RFC 3339 with nanoseconds (its MarshalJSON's
-// text, trailing zeros of the fraction trimmed). A time in UTC of the
-// years 1000 to 9999, as the database's are, is written digit by digit, a
-// list having two a ban; others through AppendFormat (TestAppendJSONTime).
-func appendJSONTime(b []byte, t time.Time) []byte {
-	b = append(b, '"')
+// AppendDateTime appends t's date and time of day to the second,
+// "2006-01-02 15:04:05" with sep between the two ('T' for RFC 3339), digit
+// by digit: for a year of four digits (1000 to 9999); the caller formats
+// any other through time.Format.
+func AppendDateTime(b []byte, t time.Time, sep byte) []byte {
 	y, mo, d := t.Date()
-	if t.Location() != time.UTC || y < 1000 || y > 9999 {
-		b = t.AppendFormat(b, time.RFC3339Nano)
-		return append(b, '"')
-	}
 	h, mi, s := t.Clock()
 	two := func(b []byte, n int) []byte { return append(b, byte('0'+n/10), byte('0'+n%10)) }
 	b = two(b, y/100)
 	b = two(b, y%100)
 	b = two(append(b, '-'), int(mo))
 	b = two(append(b, '-'), d)
-	b = two(append(b, 'T'), h)
+	b = two(append(b, sep), h)
 	b = two(append(b, ':'), mi)
-	b = two(append(b, ':'), s)
+	return two(append(b, ':'), s)
+}
+
+// appendJSONTime quotes t as RFC 3339 with nanoseconds (its MarshalJSON's
+// text, trailing zeros of the fraction trimmed). A time in UTC of the
+// years 1000 to 9999, as the database's are, is written digit by digit, a
+// list having two a ban; others through AppendFormat (TestAppendJSONTime).
+func appendJSONTime(b []byte, t time.Time) []byte {
+	b = append(b, '"')
+	if y := t.Year(); t.Location() != time.UTC || y < 1000 || y > 9999 {
+		b = t.AppendFormat(b, time.RFC3339Nano)
+		return append(b, '"')
+	}
+	b = AppendDateTime(b, t, 'T')
 	if ns := t.Nanosecond(); ns != 0 {
 		var f [10]byte
 		f[0] = '.'

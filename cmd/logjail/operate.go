@@ -184,19 +184,10 @@ func appendTime(b []byte, t time.Time) []byte {
 // a ban, so the years 1000 to 9999 are written digit by digit rather than
 // through Format's layout (the same text: TestAppendClock).
 func appendClock(b []byte, t time.Time) []byte {
-	y, mo, d := t.Date()
-	if y < 1000 || y > 9999 {
+	if y := t.Year(); y < 1000 || y > 9999 {
 		return t.AppendFormat(b, "2006-01-02 15:04:05")
 	}
-	h, mi, s := t.Clock()
-	two := func(b []byte, n int) []byte { return append(b, byte('0'+n/10), byte('0'+n%10)) }
-	b = two(b, y/100)
-	b = two(b, y%100)
-	b = two(append(b, '-'), int(mo))
-	b = two(append(b, '-'), d)
-	b = two(append(b, ' '), h)
-	b = two(append(b, ':'), mi)
-	return two(append(b, ':'), s)
+	return control.AppendDateTime(b, t, ' ')
 }
 
 func fmtTimePtr(t *time.Time) string {
