@@ -428,10 +428,16 @@ func describe(req UnbanRequest) string {
 
 // BanOf is the API's view of an active ban at now.
 func BanOf(b *state.Ban, now time.Time) Ban {
-	v := Ban{Rule: b.Rule, Key: b.Key, Kind: b.Kind, Since: b.Since, Violations: b.Violations,
-		Addresses: addrStrings(b.Addresses), Reason: b.Reason, Origin: b.Origin, Who: b.Who, LogOnly: b.LogOnly}
+	v := banFields(b)
 	setUntil(&v, b.Until, now)
 	return v
+}
+
+// banFields is the API's view of b but for its Until and LeftSeconds,
+// which BanOf and a list's banSlab each fill in their own way.
+func banFields(b *state.Ban) Ban {
+	return Ban{Rule: b.Rule, Key: b.Key, Kind: b.Kind, Since: b.Since, Violations: b.Violations,
+		Addresses: addrStrings(b.Addresses), Reason: b.Reason, Origin: b.Origin, Who: b.Who, LogOnly: b.LogOnly}
 }
 
 func banOfDecision(d *detector.Decision, now time.Time) Ban {
@@ -447,9 +453,12 @@ func setUntil(v *Ban, until, now time.Time) {
 	}
 	u := until
 	v.Until = &u
-	left := int64(max(0, until.Sub(now)) / time.Second)
+	left := leftSeconds(until, now)
 	v.LeftSeconds = &left
 }
+
+// leftSeconds is the time left of a ban ending at until, in whole seconds.
+func leftSeconds(until, now time.Time) int64 { return int64(max(0, until.Sub(now)) / time.Second) }
 
 func addrStrings(as []netip.Addr) []string {
 	out := make([]string, len(as))

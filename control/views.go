@@ -127,11 +127,10 @@ func newBanSlab(n int) *banSlab {
 // banOf is BanOf(b, now), its Until and LeftSeconds in s.
 // TestBanSlab holds the two to the same values.
 func (s *banSlab) banOf(b *state.Ban, now time.Time) Ban {
-	v := Ban{Rule: b.Rule, Key: b.Key, Kind: b.Kind, Since: b.Since, Violations: b.Violations,
-		Addresses: addrStrings(b.Addresses), Reason: b.Reason, Origin: b.Origin, Who: b.Who, LogOnly: b.LogOnly}
+	v := banFields(b)
 	if !b.Until.IsZero() {
 		s.until = append(s.until, b.Until)
-		s.left = append(s.left, int64(max(0, b.Until.Sub(now))/time.Second))
+		s.left = append(s.left, leftSeconds(b.Until, now))
 		v.Until, v.LeftSeconds = &s.until[len(s.until)-1], &s.left[len(s.left)-1]
 	}
 	return v
