@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,8 +31,10 @@ type Server struct {
 	port int
 	mu   sync.Mutex
 	log  []string
-	done chan struct{}
-	stop sync.Once
+	// flushes numbers the names flush asks for.
+	flushes int
+	done    chan struct{}
+	stop    sync.Once
 }
 
 // Zones are the zones a Server answers for from its records alone.
@@ -143,8 +146,10 @@ func (s *Server) Log() string {
 	return strings.Join(s.log, "\n")
 }
 
-// Queries counts the logged queries of a type (PTR, A, AAAA) for name.
+// Queries counts the logged queries of a type (PTR, A, AAAA) for name,
+// once every query made before the call is in the log (see flush).
 func (s *Server) Queries(typ, name string) int {
+	s.flush()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
@@ -154,6 +159,37 @@ func (s *Server) Queries(typ, name string) int {
 		}
 	}
 	return n
+}
+
+// flush returns once the server's log, as read so far, holds every query
+// it answered before: it asks for a name of its own (in example.net,
+// which the server answers NXDOMAIN) and waits for that query's line, which
+// dnsmasq writes after the lines of the queries it answered earlier. An
+// answer reaches the client before its line is read from dnsmasq's
+// stderr, so a count taken at once could miss it.
+func (s *Server) flush() {
+	s.mu.Lock()
+	s.flushes++
+	name := "flush-" + strconv.Itoa(s.flushes) + ".example.net"
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.Resolver().LookupHost(ctx, name)           // NXDOMAIN: the query is what counts
+	tick := time.NewTicker(5 * time.Millisecond) // a poll of the log, not a pause
+	defer tick.Stop()
+	for {
+		s.mu.Lock()
+		seen := slices.ContainsFunc(s.log, func(l string) bool { return strings.Contains(l, " "+name+" ") })
+		s.mu.Unlock()
+		if seen {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return // the count that follows says what is missing
+		case <-tick.C:
+		}
+	}
 }
 
 // Resolver returns a net.Resolver (pure Go) that asks s only.
