@@ -1,0 +1,280 @@
+package fleet
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// windowScript adds this node's units to one (rule, key)'s hash and
+// returns, for every bucket of the limits touched, the fleet's total minus
+// this node's own part, as a flat list of "LIMIT:BUCKET", units. A field
+// "LIMIT:BUCKET:0"-style pair with units "0" only marks its limit as
+// touched (a follow-up read). Buckets more than ARGV[3] older than their
+// limit's newest are deleted, so a key that never goes quiet keeps a
+// bounded hash.
+//
+// KEYS[1] the hash; ARGV[1] node, ARGV[2] the expiry (ms), ARGV[3] the
+// buckets kept, then field, units pairs.
+const windowScript = `
+local k, node, ttl, keep = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local touched = {}
+for i = 4, #ARGV, 2 do
+  local f, u = ARGV[i], ARGV[i+1]
+  if u ~= '0' then
+    redis.call('HINCRBY', k, f, u)
+    redis.call('HINCRBY', k, f .. ':' .. node, u)
+  end
+  touched[string.match(f, '^(%d+):')] = true
+end
+if redis.call('EXISTS', k) == 0 then return {} end
+if ttl > 0 and redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
+local all = redis.call('HGETALL', k)
+local newest, total, own, stale = {}, {}, {}, {}
+for i = 1, #all, 2 do
+  local l, b = string.match(all[i], '^(%d+):(%d+)')
+  if l then
+    b = tonumber(b)
+    if newest[l] == nil or b > newest[l] then newest[l] = b end
+  end
+end
+for i = 1, #all, 2 do
+  local f = all[i]
+  local l, b, n = string.match(f, '^(%d+):(%d+):?(.*)$')
+  if l then
+    if tonumber(b) + keep < newest[l] then
+      stale[#stale+1] = f
+    elseif touched[l] then
+      if n == '' then total[l .. ':' .. b] = tonumber(all[i+1])
+      elseif n == node then own[l .. ':' .. b] = tonumber(all[i+1]) end
+    end
+  end
+end
+for i = 1, #stale, 1000 do
+  redis.call('HDEL', k, unpack(stale, i, math.min(i + 999, #stale)))
+end
+local out = {}
+for f, t in pairs(total) do
+  out[#out+1] = f
+  out[#out+1] = t - (own[f] or 0)
+end
+return out
+`
+
+// keepBuckets is how many buckets behind its newest a limit's bucket is
+// kept in Redis: a window is cut into at most 60 buckets (DESIGN.md,
+// "Windows and limits"), so 64 keeps every bucket a window can still
+// count, whatever the bucket width.
+const keepBuckets = 64
+
+// followUps is how many exchanges after its last change a (rule, key) is
+// still read (with no units): another node's part that reached Redis just
+// after this node's exchange arrives at the next one.
+const followUps = 2
+
+// dkey names one bucket of one limit of one (rule, key).
+type dkey struct {
+	rule, key string
+	limit     int
+	bucket    uint64
+}
+
+// rk names one (rule, key).
+type rk struct{ rule, key string }
+
+// pend is a pending delta: units to add, and the bucket's expiry.
+type pend struct {
+	units uint64
+	ttl   time.Duration
+}
+
+// absorbed is what this node has delivered of the others' part of a bucket.
+type absorbed struct {
+	units   uint64
+	expires time.Time
+}
+
+// watch is a (rule, key) still read for followUps exchanges.
+type watch struct {
+	left   int
+	ttl    time.Duration
+	limits []int
+}
+
+// group is one (rule, key)'s script call in an exchange.
+type group struct {
+	rk     rk
+	ttl    time.Duration
+	args   []any
+	deltas []dkey // the pending deltas it carries (restored if it fails)
+	units  []pend
+	cmd    *redis.Cmd
+}
+
+func windowKey(k rk) string { return "logjail:w:{" + k.rule + "|" + k.key + "}" }
+
+func field(limit int, bucket uint64) string {
+	b := make([]byte, 0, 24)
+	b = strconv.AppendInt(b, int64(limit), 10)
+	b = append(b, ':')
+	b = strconv.AppendUint(b, bucket, 10)
+	return string(b)
+}
+
+func parseField(f string) (int, uint64, bool) {
+	l, b, ok := strings.Cut(f, ":")
+	if !ok {
+		return 0, 0, false
+	}
+	limit, err1 := strconv.Atoi(l)
+	bucket, err2 := strconv.ParseUint(b, 10, 64)
+	return limit, bucket, err1 == nil && err2 == nil
+}
+
+// addPending coalesces ds into m; n.mu is held.
+func addPending(m map[dkey]pend, ds []Delta) {
+	for _, d := range ds {
+		k := dkey{d.Rule, d.Key, d.Limit, d.Bucket}
+		p := m[k]
+		p.units += d.Units
+		p.ttl = max(p.ttl, d.TTL)
+		m[k] = p
+	}
+}
+
+// trimPending drops the oldest buckets once more than n.maxPending
+// entries wait, down to nine tenths of it (so that a node long away from
+// Redis does not sort on every Send); n.mu is held.
+func (n *Node) trimPending() {
+	if len(n.pending) <= n.maxPending {
+		return
+	}
+	keys := make([]dkey, 0, len(n.pending))
+	for k := range n.pending {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b dkey) int {
+		if a.bucket != b.bucket {
+			if a.bucket < b.bucket {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	drop := len(keys) - n.maxPending*9/10
+	for _, k := range keys[:drop] {
+		delete(n.pending, k)
+	}
+	n.droppedDeltas += int64(drop)
+}
+
+// stageWindows takes the pending deltas and adds one script call per
+// (rule, key) changed, or still followed up, to pipe.
+func (n *Node) stageWindows(ctx context.Context, pipe redis.Pipeliner, pending map[dkey]pend) []*group {
+	groups := make(map[rk]*group)
+	for k, p := range pending {
+		r := rk{k.rule, k.key}
+		g := groups[r]
+		if g == nil {
+			g = &group{rk: r, args: make([]any, 3, 8)}
+			groups[r] = g
+		}
+		g.ttl = max(g.ttl, p.ttl)
+		g.args = append(g.args, field(k.limit, k.bucket), strconv.FormatUint(p.units, 10))
+		g.deltas = append(g.deltas, k)
+		g.units = append(g.units, p)
+	}
+	for r, g := range groups {
+		w := n.watch[r]
+		w.left = followUps
+		w.ttl = max(w.ttl, g.ttl)
+		for _, k := range g.deltas {
+			if !slices.Contains(w.limits, k.limit) {
+				w.limits = append(w.limits, k.limit)
+			}
+		}
+		n.watch[r] = w
+	}
+	for r, w := range n.watch {
+		if _, ok := groups[r]; ok {
+			continue
+		}
+		g := &group{rk: r, ttl: w.ttl, args: make([]any, 3, 3+2*len(w.limits))}
+		for _, l := range w.limits {
+			g.args = append(g.args, strconv.Itoa(l)+":0", "0")
+		}
+		groups[r] = g
+		if w.left--; w.left <= 0 {
+			delete(n.watch, r)
+		} else {
+			n.watch[r] = w
+		}
+	}
+	out := make([]*group, 0, len(groups))
+	for _, g := range groups {
+		g.args[0], g.args[1], g.args[2] = n.cfg.Node, g.ttl.Milliseconds(), keepBuckets
+		g.cmd = pipe.EvalSha(ctx, n.sha, []string{windowKey(g.rk)}, g.args...)
+		out = append(out, g)
+	}
+	return out
+}
+
+// absorb reads the groups' answers into Adds; a failed group's deltas go
+// back to pending. It returns the first error that is not NOSCRIPT (a
+// Redis that lost its scripts: they are loaded at the next exchange).
+func (n *Node) absorb(groups []*group, now time.Time) ([]Add, error) {
+	var adds []Add
+	var firstErr error
+	for _, g := range groups {
+		res, err := g.cmd.Slice()
+		if err != nil {
+			if strings.HasPrefix(err.Error(), "NOSCRIPT") {
+				n.loaded = false
+			} else if firstErr == nil {
+				firstErr = err
+			}
+			n.mu.Lock()
+			for i, k := range g.deltas {
+				p := n.pending[k]
+				p.units += g.units[i].units
+				p.ttl = max(p.ttl, g.units[i].ttl)
+				n.pending[k] = p
+			}
+			n.mu.Unlock()
+			continue
+		}
+		for i := 0; i+1 < len(res); i += 2 {
+			f, _ := res[i].(string)
+			others, _ := res[i+1].(int64)
+			limit, bucket, ok := parseField(f)
+			if !ok || others < 0 {
+				continue
+			}
+			k := dkey{g.rk.rule, g.rk.key, limit, bucket}
+			a := n.absorbed[k]
+			if u := uint64(others); u > a.units {
+				adds = append(adds, Add{Rule: k.rule, Key: k.key, Limit: limit, Bucket: bucket, Units: u - a.units})
+				a.units = u
+			} else if u < a.units {
+				a.units = u // Redis lost it (restart): what it says now is the start again
+			}
+			a.expires = now.Add(g.ttl)
+			n.absorbed[k] = a
+		}
+	}
+	return adds, firstErr
+}
+
+// forgetAbsorbed drops the absorbed records whose bucket no longer matters.
+func (n *Node) forgetAbsorbed(now time.Time) {
+	for k, a := range n.absorbed {
+		if now.After(a.expires) {
+			delete(n.absorbed, k)
+		}
+	}
+}
