@@ -94,7 +94,7 @@ func (n *Node) stagePublish(ctx context.Context, pipe redis.Pipeliner, queue []D
 func (n *Node) resolvePublish(ctx context.Context, pubs []*pub) (lost []Decision, err error) {
 	var second []*pub
 	var errs []error
-	cctx, cancel := context.WithTimeout(ctx, n.timeout)
+	cctx, cancel := context.WithTimeout(ctx, n.timeout+time.Duration(3*len(pubs))*perCommand)
 	defer cancel()
 	pipe := n.rdb.Pipeline()
 	for _, p := range pubs {
@@ -228,11 +228,13 @@ func (n *Node) reconcile(ctx context.Context) error {
 	} else {
 		gets := make([]*redis.StringCmd, len(keys))
 		if len(keys) > 0 {
+			gctx, cancel := context.WithTimeout(ctx, n.timeout+time.Duration(len(keys))*perCommand)
+			defer cancel()
 			pipe := n.rdb.Pipeline()
 			for i, k := range keys {
-				gets[i] = pipe.Get(cctx, k)
+				gets[i] = pipe.Get(gctx, k)
 			}
-			if err := execPipe(cctx, pipe); err != nil {
+			if err := execPipe(gctx, pipe); err != nil {
 				return fmt.Errorf("fleet: reconcile: %w", err)
 			}
 		}
@@ -308,7 +310,7 @@ func (n *Node) republish(ctx context.Context, now time.Time) error {
 	if n.cfg.Logf != nil {
 		n.cfg.Logf("fleet: Redis lost its data (new epoch): republishing %d active bans", len(ds))
 	}
-	cctx, cancel := context.WithTimeout(ctx, 4*n.timeout)
+	cctx, cancel := context.WithTimeout(ctx, n.timeout+time.Duration(3*len(ds))*perCommand)
 	defer cancel()
 	pipe := n.rdb.Pipeline()
 	pubs := n.stagePublish(cctx, pipe, ds)

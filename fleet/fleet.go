@@ -107,6 +107,11 @@ const (
 	sweepEvery     = time.Second
 	defaultPending = 1_000_000
 	eventsBuffer   = 64
+	// perCommand is the deadline a pipeline gets per command on top of
+	// the base timeout: an exchange of 1,000 changed keys may take 0.65 s
+	// (a loaded machine's Redis needs a third of that) before it counts as
+	// a failure.
+	perCommand = 500 * time.Microsecond
 )
 
 // Node is this node's end of the fleet. Send, Publish, Status and Events
@@ -144,6 +149,7 @@ type Node struct {
 	// Run's goroutine only.
 	absorbed      map[dkey]absorbed
 	watch         map[rk]watch
+	keys          map[rk]keyState
 	epoch         string
 	loaded        bool
 	reconciled    bool
@@ -210,13 +216,15 @@ func Open(ctx context.Context, c Config) (*Node, error) {
 	opt.Protocol = 2
 	opt.MaxRetries = -1 // the next exchange is the retry
 	opt.DialerRetries = 1
-	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = timeout, timeout, timeout, timeout
+	// Every call carries its deadline in its context (ContextTimeoutEnabled);
+	// the socket timeouts are only a backstop.
+	opt.DialTimeout, opt.PoolTimeout = timeout, timeout
+	opt.ReadTimeout, opt.WriteTimeout = 30*time.Second, 30*time.Second
 	opt.ContextTimeoutEnabled = true
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	opt.PoolSize = 4
 	sopt := *opt
 	sopt.PoolSize = 1
-	sopt.ReadTimeout = time.Second + timeout
 	n := &Node{
 		cfg:        c,
 		timeout:    timeout,
@@ -233,6 +241,7 @@ func Open(ctx context.Context, c Config) (*Node, error) {
 		known:      make(map[rk]knownDecision),
 		absorbed:   make(map[dkey]absorbed),
 		watch:      make(map[rk]watch),
+		keys:       make(map[rk]keyState),
 		degraded:   true,
 		errText:    "not connected yet",
 	}
@@ -457,18 +466,19 @@ func (n *Node) exchange(ctx context.Context) (lostData bool, err error) {
 	lag := n.lag
 	n.mu.Unlock()
 
-	cctx, cancel := context.WithTimeout(ctx, n.timeout)
-	defer cancel()
 	pipe := n.rdb.Pipeline()
 	var load *redis.StringCmd
 	if !n.loaded {
-		load = pipe.ScriptLoad(cctx, windowScript)
+		load = pipe.ScriptLoad(ctx, windowScript)
 	}
-	groups := n.stageWindows(cctx, pipe, pending)
-	pubs := n.stagePublish(cctx, pipe, queue)
-	epoch := pipe.Get(cctx, keyEpoch)
+	groups := n.stageWindows(ctx, pipe, pending)
+	pubs := n.stagePublish(ctx, pipe, queue)
+	epoch := pipe.Get(ctx, keyEpoch)
 	rec, _ := json.Marshal(nodeRecord{LastSync: n.now().UnixMilli(), Lag: lag.Microseconds(), Degraded: wasDegraded && n.connected})
-	hset := pipe.HSet(cctx, keyNodes, n.cfg.Node, rec)
+	hset := pipe.HSet(ctx, keyNodes, n.cfg.Node, rec)
+	// A large exchange is not a partition: its deadline grows with it.
+	cctx, cancel := context.WithTimeout(ctx, n.timeout+time.Duration(pipe.Len())*perCommand)
+	defer cancel()
 	start := time.Now()
 	err = execPipe(cctx, pipe)
 	rtt := time.Since(start)
@@ -479,7 +489,9 @@ func (n *Node) exchange(ctx context.Context) (lostData bool, err error) {
 		// The round trip failed: nothing of it counts. Deltas go back to
 		// pending (a script that ran before the cut counts twice: the
 		// exchange is at least once), publications back to the queue.
-		n.absorb(groups, n.now())
+		for _, g := range groups {
+			n.restore(g)
+		}
 		n.requeue(queue)
 		return false, err
 	}
