@@ -17,9 +17,11 @@
 //     (LIMIT: the limit's index in its rule; BUCKET: log time / bucket
 //     width), field LIMIT:BUCKET:NODE is one node's own part of it. The
 //     hash expires (PEXPIRE) at the longest TTL a node gave (window + one
-//     bucket), pushed forward by every write; a bucket more than 64 behind
-//     its limit's newest is deleted by the next write, so a key that never
-//     goes quiet keeps a bounded hash (a window has at most 60 buckets).
+//     bucket), pushed forward by every write. A window has at most 60
+//     buckets (DESIGN.md), so a limit's buckets more than 64 behind its
+//     newest are deleted: a node asks for that pruning (one HKEYS) once
+//     every 16 buckets of a key, so a key that never goes quiet keeps a
+//     bounded hash.
 //   - logjail:ban:{RULE|KEY} — a string: the active ban or throttle of a
 //     (rule, key), its Decision as JSON, expiring at its until (PXAT); one
 //     without until (the deny list's) never expires.
@@ -41,13 +43,17 @@
 //
 //   - for each (rule, key) changed since the last exchange, one EVALSHA of a
 //     small Lua script: HINCRBY of the total and of this node's part for
-//     each bucket, PEXPIRE, and the answer: for every bucket of the limits
-//     touched, the total minus this node's part (the others' units). A
-//     (rule, key) is also read (the same script, adding nothing) at the two
-//     exchanges after its last change, so that the others' units that
-//     reached Redis just after this node's write still arrive. Redis
-//     traffic is thus bounded by the keys changed per interval, not by
-//     lines: 10,000 deltas over 100 keys are 100 script calls.
+//     each bucket, PEXPIRE, and the answer, read with one HMGET: the total
+//     minus this node's part (the others' units) of the buckets written;
+//     and, when the key's newest bucket moved since this node last read
+//     it, of the 64 newest buckets of each limit written, so that the
+//     buckets only other nodes wrote arrive too. A (rule, key) is also read
+//     (its newest buckets, adding nothing) at the two exchanges after its
+//     last change, so that the others' units that reached Redis just after
+//     this node's write still arrive. Redis traffic is thus bounded by the
+//     keys changed per interval, not by lines (10,000 deltas over 100 keys
+//     are 100 script calls), and a script call's cost by the buckets it
+//     reads, not by the number of nodes.
 //   - the queued publications (below);
 //   - GET logjail:epoch, and HSET logjail:nodes NODE {last sync, lag,
 //     degraded}.
@@ -93,10 +99,11 @@
 //
 // # Failures, and what is lost
 //
-// Every Redis call has a deadline (3/4 of Sync, at least 150 ms; the
-// stream's BLOCK 1 s plus that), and go-redis does not retry: the next
-// exchange is the retry. So a partition is noticed at the next exchange,
-// never as a hang.
+// Every Redis call has a deadline, carried in its context: 3/4 of Sync,
+// at least 150 ms, plus 0.5 ms per command of a pipeline (an exchange of
+// 1,000 changed keys is not a partition); the stream's BLOCK 1 s plus
+// that. go-redis does not retry: the next exchange is the retry. So a
+// partition is noticed at the next exchange, never as a hang.
 //
 //   - Redis away (stopped, unreachable, partitioned from this node): the
 //     exchange fails and the node is degraded (Status, one log line

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -581,4 +582,95 @@ func TestNoGoroutineLeft(t *testing.T) {
 	}
 	<-s.done
 	waitFor(t, 2*time.Second, "goroutines back to "+strconv.Itoa(before), func() bool { return runtime.NumGoroutine() <= before })
+}
+
+// TestOthersOlderBuckets: a node that charges a key for the first time
+// gets the buckets of its window that only other nodes wrote.
+func TestOthersOlderBuckets(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	a, sa := start(t, cfg(srv, "web1"))
+	b, _ := start(t, cfg(srv, "web2"))
+	waitFor(t, 5*time.Second, "both nodes connected", func() bool { return !a.Status().Degraded && !b.Status().Degraded })
+	for i := range 5 {
+		b.Send([]Delta{{Rule: "flood", Key: "2001:db8:7::/64", Limit: 1, Bucket: uint64(100 + i), Units: uint64(i + 1), TTL: time.Minute}})
+	}
+	c := srv.Client(t)
+	waitFor(t, 2*time.Second, "web2's buckets in Redis", func() bool {
+		n, _ := c.HLen(context.Background(), "logjail:w:{flood|2001:db8:7::/64}").Result()
+		return n == 10
+	})
+	a.Send([]Delta{{Rule: "flood", Key: "2001:db8:7::/64", Limit: 1, Bucket: 105, Units: 1, TTL: time.Minute}})
+	waitFor(t, 2*a.cfg.Sync+300*time.Millisecond, "web1's Adds of web2's five buckets", func() bool {
+		for i := range 5 {
+			if sa.units("flood", "2001:db8:7::/64", 1, uint64(100+i)) != uint64(i+1) {
+				return false
+			}
+		}
+		return true
+	})
+	if got := sa.units("flood", "2001:db8:7::/64", 1, 105); got != 0 {
+		t.Errorf("web1 was given %d units of its own bucket", got)
+	}
+}
+
+// TestPrune: a limit's buckets more than 64 behind its newest leave the
+// hash once its newest has moved 16 buckets since the last pruning.
+func TestPrune(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	n, err := Open(context.Background(), cfg(srv, "web1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	ctx := context.Background()
+	for _, b := range []uint64{100, 120, 180} {
+		n.Send([]Delta{{Rule: "flood", Key: "198.51.100.8", Bucket: b, Units: 1, TTL: time.Hour}})
+		if _, err := n.exchange(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := srv.Client(t).HKeys(ctx, "logjail:w:{flood|198.51.100.8}").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"0:120", "0:120:web1", "0:180", "0:180:web1"}
+	if diff := cmp.Diff(want, got, cmp.Transformer("sort", func(s []string) []string {
+		out := append([]string(nil), s...)
+		slices.Sort(out)
+		return out
+	})); diff != "" {
+		t.Errorf("fields after pruning (-want +got):\n%s", diff)
+	}
+}
+
+// TestRedisRestartedWithData: Redis restarts with its data (appendonly):
+// the epoch is the same, nothing is republished or unbanned, and the
+// nodes sync again (a restart shorter than a sync may go unnoticed: the
+// pool dials a new connection).
+func TestRedisRestartedWithData(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{Persist: true})
+	var la logs
+	ca := cfg(srv, "web1")
+	ca.Logf = la.logf
+	a, _ := start(t, ca)
+	b, sb := start(t, cfg(srv, "web2"))
+	waitFor(t, 5*time.Second, "both nodes connected", func() bool { return !a.Status().Degraded && !b.Status().Degraded })
+	a.Publish(ban("web1", "flood", "203.0.113.77", true))
+	waitFor(t, time.Second, "the ban on web2", func() bool { return len(sb.find(is("ban", "flood", "203.0.113.77"))) == 1 })
+	srv.Restart()
+	restarted := time.Now()
+	waitFor(t, 5*time.Second, "both nodes synced after the restart", func() bool {
+		sa, sb := a.Status(), b.Status()
+		return !sa.Degraded && !sb.Degraded && sa.LastSync.After(restarted) && sb.LastSync.After(restarted)
+	})
+	if n := la.count("fleet: Redis lost its data"); n != 0 {
+		t.Errorf("web1 republished after a restart that kept the data")
+	}
+	rec, err := srv.Client(t).Get(context.Background(), "logjail:ban:{flood|203.0.113.77}").Result()
+	if err != nil || !strings.Contains(rec, `"node":"web1"`) {
+		t.Errorf("the ban's record after the restart: %q, %v", rec, err)
+	}
+	if got := sb.find(func(d Decision) bool { return d.Key == "203.0.113.77" }); len(got) != 1 {
+		t.Errorf("web2 got %d decisions for the key, want the one ban: %+v", len(got), got)
+	}
 }
