@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -672,5 +673,152 @@ func TestRedisRestartedWithData(t *testing.T) {
 	}
 	if got := sb.find(func(d Decision) bool { return d.Key == "203.0.113.77" }); len(got) != 1 {
 		t.Errorf("web2 got %d decisions for the key, want the one ban: %+v", len(got), got)
+	}
+}
+
+// TestBanLatency: 100 bans published on one node, one every 20 ms, each
+// on another node's Events within 1 s; the figures are logged.
+func TestBanLatency(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	a, _ := start(t, cfg(srv, "web1"))
+	b, sb := start(t, cfg(srv, "web2"))
+	waitFor(t, 5*time.Second, "both nodes connected", func() bool { return !a.Status().Degraded && !b.Status().Degraded })
+	const trials = 100
+	published := make([]time.Time, trials)
+	arrived := make([]time.Time, trials)
+	tick := time.NewTicker(20 * time.Millisecond) // the publishing pace, not a wait for a result
+	defer tick.Stop()
+	next := 0
+	waitFor(t, 10*time.Second, "every ban on web2", func() bool {
+		select {
+		case <-tick.C:
+			if next < trials {
+				published[next] = time.Now()
+				a.Publish(ban("web1", "flood", "198.51.100."+strconv.Itoa(next), true))
+				next++
+			}
+		default:
+		}
+		done := 0
+		for i := range next {
+			if arrived[i].IsZero() && len(sb.find(is("ban", "flood", "198.51.100."+strconv.Itoa(i)))) > 0 {
+				arrived[i] = time.Now()
+			}
+			if !arrived[i].IsZero() {
+				done++
+			}
+		}
+		return done == trials
+	})
+	lat := make([]time.Duration, trials)
+	for i := range trials {
+		lat[i] = arrived[i].Sub(published[i])
+	}
+	slices.Sort(lat)
+	t.Logf("publish to another node's Events, %d trials (sync %s): p50 %s, p99 %s, max %s", trials, a.cfg.Sync, lat[trials/2], lat[trials*99/100], lat[trials-1])
+	if lat[trials-1] > time.Second {
+		t.Errorf("the slowest ban took %s, want within 1s", lat[trials-1])
+	}
+}
+
+// blackhole is a TCP proxy to Redis that the test can freeze: bytes stop
+// flowing both ways, as in a partition where packets are dropped (no
+// reset, no refusal).
+type blackhole struct {
+	l      net.Listener
+	mu     sync.Mutex
+	cond   *sync.Cond
+	frozen bool
+}
+
+func newBlackhole(t *testing.T, target string) *blackhole {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &blackhole{l: l}
+	p.cond = sync.NewCond(&p.mu)
+	var wg sync.WaitGroup
+	var conns []net.Conn
+	var cmu sync.Mutex
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			r, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			cmu.Lock()
+			conns = append(conns, c, r)
+			cmu.Unlock()
+			wg.Go(func() { p.pipe(r, c) })
+			wg.Go(func() { p.pipe(c, r) })
+		}
+	})
+	t.Cleanup(func() {
+		l.Close()
+		p.set(false)
+		cmu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		cmu.Unlock()
+		wg.Wait()
+	})
+	return p
+}
+
+func (p *blackhole) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if err != nil {
+			dst.Close()
+			return
+		}
+		p.mu.Lock()
+		for p.frozen {
+			p.cond.Wait()
+		}
+		p.mu.Unlock()
+		if _, err := dst.Write(buf[:n]); err != nil {
+			src.Close()
+			return
+		}
+	}
+}
+
+func (p *blackhole) set(frozen bool) {
+	p.mu.Lock()
+	p.frozen = frozen
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+// TestPartition: a node whose packets to Redis are dropped notices within
+// two syncs and its deadline (no hang), works alone, keeps its ban queued,
+// and publishes it when the partition heals; the other node gets it.
+func TestPartition(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	hole := newBlackhole(t, srv.Addr())
+	ca := cfg(srv, "web1")
+	ca.URL = "redis://" + hole.l.Addr().String() + "/0"
+	a, _ := start(t, ca)
+	b, sb := start(t, cfg(srv, "web2"))
+	waitFor(t, 5*time.Second, "both nodes connected", func() bool { return !a.Status().Degraded && !b.Status().Degraded })
+	hole.set(true)
+	took := waitFor(t, 2*a.cfg.Sync+2*a.timeout, "web1 degraded by the partition", func() bool { return a.Status().Degraded })
+	t.Logf("partition noticed after %s: %s", took, a.Status().Err)
+	a.Publish(ban("web1", "flood", "203.0.113.200", true))
+	hole.set(false)
+	waitFor(t, 3*time.Second, "web1's ban on web2 after the partition", func() bool {
+		return len(sb.find(is("ban", "flood", "203.0.113.200"))) == 1
+	})
+	if a.Status().Degraded {
+		t.Errorf("web1 still degraded after the partition healed: %+v", a.Status())
 	}
 }
