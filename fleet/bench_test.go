@@ -58,7 +58,7 @@ func BenchmarkExchange1000Keys(b *testing.B) {
 
 // scriptInternal are the commands only the window script runs inside
 // Redis; the others are what a node sends.
-var scriptInternal = map[string]bool{"hincrby": true, "pexpire": true, "pttl": true, "hgetall": true, "exists": true, "hdel": true}
+var scriptInternal = map[string]bool{"hincrby": true, "pexpire": true, "pttl": true, "hmget": true, "hkeys": true, "exists": true, "hdel": true}
 
 // BenchmarkCommandsPerNode: one node charging 50,000 deltas a second
 // (25,000 lines a second, each counted by a rule with two limits) over

@@ -48,8 +48,8 @@
 //     and, when the key's newest bucket moved since this node last read
 //     it, of the 64 newest buckets of each limit written, so that the
 //     buckets only other nodes wrote arrive too. A (rule, key) is also read
-//     (its newest buckets, adding nothing) at the two exchanges after its
-//     last change, so that the others' units that reached Redis just after
+//     (its newest buckets, adding nothing) at the exchange after its last
+//     change, so that the others' units that reached Redis just after
 //     this node's write still arrive. Redis traffic is thus bounded by the
 //     keys changed per interval, not by lines (10,000 deltas over 100 keys
 //     are 100 script calls), and a script call's cost by the buckets it

@@ -85,9 +85,11 @@ const keepBuckets = 64
 const pruneEvery = 16
 
 // followUps is how many exchanges after its last change a (rule, key) is
-// still read (with no units): another node's part that reached Redis just
-// after this node's exchange arrives at the next one.
-const followUps = 2
+// still read (with no units): another node's units sent at the same time
+// as this node's may reach Redis just after this node's exchange; they
+// are there at the next one (each node exchanges within a sync of a
+// Send).
+const followUps = 1
 
 // dkey names one bucket of one limit of one (rule, key).
 type dkey struct {
