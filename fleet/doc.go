@@ -1,0 +1,154 @@
+// Package fleet is the Redis side of fleet mode: it moves plain values
+// between this node and the Redis that a fleet of web servers shares, so
+// that a `scope: fleet` rule counts the fleet's requests and every ban,
+// unban and throttle reaches every node. It knows nothing of rules,
+// windows or actions: the detector hands it per-bucket deltas (Send) and
+// absorbs the Adds it delivers; the daemon hands it decisions (Publish)
+// and applies the decisions it delivers (Events).
+//
+// # Data model in Redis
+//
+// Every name starts with logjail:. A (rule, key) is written RULE|KEY
+// inside braces, a Redis Cluster hash tag, so that everything of one key
+// lives on one slot.
+//
+//   - logjail:w:{RULE|KEY} — a hash: the windows of one (rule, key), all its
+//     limits. Field LIMIT:BUCKET is the fleet's total units in that bucket
+//     (LIMIT: the limit's index in its rule; BUCKET: log time / bucket
+//     width), field LIMIT:BUCKET:NODE is one node's own part of it. The
+//     hash expires (PEXPIRE) at the longest TTL a node gave (window + one
+//     bucket), pushed forward by every write. A window has at most 60
+//     buckets (DESIGN.md), so a limit's buckets more than 64 behind its
+//     newest are deleted: a node asks for that pruning (one HKEYS) once
+//     every 16 buckets of a key, so a key that never goes quiet keeps a
+//     bounded hash.
+//   - logjail:ban:{RULE|KEY} — a string: the active ban or throttle of a
+//     (rule, key), its Decision as JSON, expiring at its until (PXAT); one
+//     without until (the deny list's) never expires.
+//   - logjail:bans — a sorted set indexing those records: member the
+//     record's name, score its until in ms (+inf: none).
+//   - logjail:events — a stream announcing every decision: fields by (the
+//     publishing node) and d (the Decision as JSON); trimmed at about
+//     100,000 entries (XADD MAXLEN ~).
+//   - logjail:epoch — a random value set once (SET NX). A Redis that
+//     restarted without its data has none, or another one.
+//   - logjail:nodes — a hash, one field per node: its last sync (ms), the
+//     round trip of its last exchange, and whether it was degraded.
+//
+// # The protocol
+//
+// Send coalesces the detector's deltas by (rule, key, limit, bucket);
+// Publish queues decisions. Neither waits on Redis. Every Sync (200 ms)
+// Run makes one exchange, one pipelined round trip:
+//
+//   - for each (rule, key) changed since the last exchange, one EVALSHA of a
+//     small Lua script: HINCRBY of the total and of this node's part for
+//     each bucket, PEXPIRE, and the answer, read with one HMGET: the total
+//     minus this node's part (the others' units) of the buckets written;
+//     and, when the key's newest bucket moved since this node last read
+//     it, of the 64 newest buckets of each limit written, so that the
+//     buckets only other nodes wrote arrive too. A (rule, key) is also read
+//     (its newest buckets, adding nothing) at the exchange after its last
+//     change, so that the others' units that reached Redis just after
+//     this node's write still arrive. Redis traffic is thus bounded by the
+//     keys changed per interval, not by lines (10,000 deltas over 100 keys
+//     are 100 script calls), and a script call's cost by the buckets it
+//     reads, not by the number of nodes.
+//   - the queued publications (below);
+//   - GET logjail:epoch, and HSET logjail:nodes NODE {last sync, lag,
+//     degraded}.
+//
+// The node remembers, per (rule, key, limit, bucket), how much of the
+// others' units it has delivered, and delivers an Add for each increase,
+// never a negative one: when Redis says less (it restarted), the record is
+// reset to what Redis says. A record is forgotten when its TTL has passed
+// since it last changed. The Adds of an exchange arrive on Events as one
+// Event.
+//
+// Publications: a ban or throttle is SET at logjail:ban:{RULE|KEY} with
+// PXAT until, indexed in logjail:bans and announced (XADD). With Claim (a
+// rule's ban, to be decided once for the fleet) the SET is NX GET: if
+// another node's record is there, this node lost: the winner's record is
+// delivered on Events with Lost set, and nothing is announced. A claim
+// wins over a record of the same node (its own escalation, or a
+// republication) and a ban's claim wins over a throttle's record; these
+// and claims that won are indexed and announced in a second round trip,
+// the only exchange with two. Without Claim (an operator's word, the deny
+// list) the record is overwritten. An unban deletes the record and its
+// index entry, whoever decided the ban, and is announced. A decision
+// whose until has passed is only announced. Until is read as wall-clock
+// time, since Redis expires the record then: the daemon publishes the
+// until its actions use.
+//
+// The stream reader has its own connection: XREAD BLOCK 1 s from the last
+// entry it read; at start from the newest entry that was there just before
+// the first reconcile read the bans (so that nothing published between
+// the two is missed). It delivers the decisions of other nodes, skipping
+// what this node already knows (same kind, until and node) and decisions
+// whose until has passed.
+//
+// Reconcile runs at start, after Redis comes back, when the epoch
+// changed, and every 5 s: it expires index entries past their until,
+// reads the active records (ZRANGEBYSCORE now +inf, then the records,
+// pipelined), delivers those this node has not delivered or knows with
+// another until, and delivers an unban (origin "fleet") for an active ban
+// it knows that is gone from Redis. When logjail:epoch is missing or
+// changed, Redis restarted without its data: instead of unbanning, the
+// node republishes (Claim, each record keeping its own node) every active
+// ban and throttle it knows, and reads the stream from its new start.
+//
+// # Failures, and what is lost
+//
+// Every Redis call has a deadline, carried in its context: 3/4 of Sync,
+// at least 150 ms, plus 0.5 ms per command of a pipeline (an exchange of
+// 1,000 changed keys is not a partition); the stream's BLOCK 1 s plus
+// that. go-redis does not retry: the next exchange is the retry. So a
+// partition is noticed at the next exchange, never as a hang.
+//
+//   - Redis away (stopped, unreachable, partitioned from this node): the
+//     exchange fails and the node is degraded (Status, one log line
+//     "fleet: degraded: …" per outage). It keeps working alone: the
+//     detector charges its local windows, so fleet limits count only this
+//     node's units until Redis is back. Deltas stay pending, coalesced
+//     (past 1,000,000 entries the oldest buckets are dropped, counted in
+//     Status.DroppedDeltas); publications queue (QueueMax, default 10,000;
+//     the oldest dropped, counted in Status.Dropped). Each Sync retries;
+//     the first exchange that succeeds sends what is pending, publishes
+//     the queue, reconciles and logs "fleet: reconnected". Lost: the
+//     dropped publications and deltas (counted), and the others' counts in
+//     windows that closed during the outage. An exchange cut in the
+//     middle is sent again: it may count its deltas twice (at least once,
+//     never lost).
+//   - Redis restarted with persistence (appendonly): the epoch is the same;
+//     the windows and bans are as Redis saved them; the nodes send what
+//     they kept pending; reconcile delivers what changed. Lost: what Redis
+//     had not written to disk.
+//   - Redis restarted without persistence: the windows are gone (each node
+//     resets its absorbed records to what Redis says: no negative Add, the
+//     fleet's sums restart from the new deltas); the epoch is new, so every
+//     node republishes the active bans it knows (claims: one record each)
+//     and reads the new stream from its start. No active ban that any node
+//     knew is lost.
+//   - A node killed: its pending deltas and queued publications are lost;
+//     its bans are in Redis and in its own SQLite. The others keep them;
+//     when it starts again, its first reconcile delivers every active
+//     ban, its own included.
+//   - A partition that cuts some nodes from Redis: each side works alone
+//     (the cut nodes are degraded); a ban decided on a cut node is queued
+//     and published when it is back (claims are resolved then: the record
+//     already in Redis wins); the others see the cut nodes as degraded in
+//     Nodes (no write for five syncs).
+//
+// # Concurrency
+//
+// Send, Publish, Status and Events are safe from any goroutine and never
+// wait on Redis. Run starts the stream reader, makes the exchanges and
+// reconciles, and returns (closing Events) when its context ends or Close
+// is called; Close waits for it, so no goroutine is left. Events is fed by
+// Run and the reader, each waiting for the daemon to read it: a daemon
+// that stops reading stalls the exchanges, not the hot path.
+//
+// Boundaries: it imports nothing of logjail's, only the standard library
+// and github.com/redis/go-redis/v9; the daemon wires it to the detector
+// and the actions. Tests run a real redis-server (internal/redistest).
+package fleet
