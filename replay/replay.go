@@ -126,6 +126,10 @@ type Options struct {
 	// request with that user agent as risky (Risk); any other kind, or
 	// "", is no agent it knows. Nil: user agents are not checked.
 	AgentKind func(ua string) (name, kind string)
+	// Charts, when set, keeps what Report.WriteHTML draws beyond the
+	// report: the window values of each rule's busiest keys over time and
+	// its near misses (html.go). Unset, the replay costs nothing more.
+	Charts bool
 }
 
 // Recorder keeps what a replay decides (checkpoint.Writer is one).
@@ -553,6 +557,9 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 	}()
 
 	rep := newReport(cfg, o.RejectSamples, o.AgentKind)
+	if o.Charts {
+		rep.charts = newCharts(cfg)
+	}
 	g.Go(func() error {
 		// Drain every reader even after an error elsewhere, so none blocks.
 		defer func() {
@@ -585,8 +592,14 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 			}
 			if (o.From.IsZero() || !e.Time.Before(o.From)) && (o.To.IsZero() || e.Time.Before(o.To)) {
 				rep.observe(e)
+				if rep.charts != nil {
+					rep.charts.before(main.Detector(), src, e)
+				}
 				decisions = main.Process(src, e, decisions[:0])
 				rep.decide(decisions, e, main.Detector())
+				if rep.charts != nil {
+					rep.charts.after(main.Detector(), e)
+				}
 				if o.Recorder != nil && len(decisions) > 0 {
 					o.Recorder.Decisions(decisions)
 				}
