@@ -1,46 +1,5 @@
 package replay
 
-// # The HTML report
-//
-// WriteHTML writes one self-contained page (`logjail replay --html FILE`):
-// its style, its script and its data are inline, and it refers to nothing
-// outside itself (no link, no image, no font, no network), so it opens
-// offline from a file and can be mailed. The page is rendered from the same
-// Report as --output json: the report's JSON is in the page as data (the
-// script element "report", JSON with <, >, &, U+2028 and U+2029 escaped, so
-// that no log text can end the element or start a comment), beside the
-// charts' own data (the script element "charts", charts.go). The script
-// reads both with JSON.parse and draws SVG charts with
-// createElementNS and textContent only: log text never goes through
-// innerHTML. Without JavaScript, the tables (rendered by html/template)
-// still show every number.
-//
-// The page shows, per rule: each limit's chart of the busiest keys' window
-// values at their charges against the limit's line (the rule's top list by
-// requests, or by CPU for a rule that weighs only CPU or duration, at most
-// Options.Top keys), the requests before each ban, and the keys closest to
-// the limits that the rule did not ban; then a timeline of every ban, and
-// the decision table with reasons (sortable by any column).
-//
-// Decisions left silent elsewhere:
-//   - Series are collected only with Options.Charts (the replay pays
-//     nothing otherwise): each rule keeps the series of its 64 heaviest
-//     keys by a space-saving count (charts.go), so a key with more than a
-//     64th of the rule's requests is always among them; a key that entered
-//     the 64 late has its series from then on. A series holds at most 500
-//     points: past that, neighbouring points merge into the severer value
-//     of each limit, so that the peak the JSON report gives survives.
-//     Requests blocked while a key is banned are no charge and no point.
-//   - A near miss is a key the rule tracked and did not ban (throttled
-//     ones included), ranked by its peak's ratio to the nearest limit (1
-//     at the limit; for last N, the window over the shortest span); the
-//     ten closest per rule. A limit with a zero threshold ("0 per 1d")
-//     bans at the first charge and gives no near miss.
-//   - The page's tables are bounded, the JSON in the page never is: the
-//     decision table lists the first 10,000 decisions, each rule's ban
-//     table its first 1,000 bans (a note says how many more); the charts
-//     draw every ban.
-
 import (
 	"bytes"
 	_ "embed"
