@@ -2,8 +2,11 @@ package replay
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -12,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/logjail/logjail/rules"
 )
 
 // multiConfig has bans on several rules and limits of three kinds.
@@ -361,4 +365,33 @@ func TestHTMLWithoutCharts(t *testing.T) {
 	if n := strings.Count(page, `<tr class="decision"`); n != len(rep.Decisions) {
 		t.Errorf("%d decision rows, want %d", n, len(rep.Decisions))
 	}
+}
+
+// BenchmarkReplayCharts is BenchmarkReplay's db=none with Options.Charts,
+// as `replay --html` runs: the price of the series over a plain replay.
+func BenchmarkReplayCharts(b *testing.B) {
+	const lines = 200000
+	log, _ := genlog(b, lines, 7)
+	cfg, err := rules.Load("../testdata/genlog.yaml", rules.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fi, err := os.Stat(log)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(fi.Size())
+	b.ReportAllocs()
+	for b.Loop() {
+		rep, err := Run(context.Background(), cfg, []Input{{Name: log, Source: cfg.Sources[0]}}, Options{Charts: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := rep.WriteHTML(io.Discard); err != nil {
+			b.Fatal(err)
+		}
+	}
+	perLine := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / lines
+	b.ReportMetric(perLine, "ns/line")
+	b.ReportMetric(1e9/perLine, "lines/s")
 }
