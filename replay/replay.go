@@ -174,7 +174,8 @@ type Options struct {
 	AgentKind func(ua string) (name, kind string)
 	// Charts, when set, keeps what Report.WriteHTML draws beyond the
 	// report: the window values of each rule's busiest keys over time and
-	// its near misses (html.go). Unset, the replay costs nothing more.
+	// its near misses (the package doc, "The HTML report"). Unset, the
+	// replay costs nothing more.
 	Charts bool
 }
 
