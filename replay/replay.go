@@ -69,6 +69,52 @@
 // ban's user agent (RiskyBan.UserAgent, the banning request's, at most 256
 // bytes, kept for risky bans only) may.
 //
+// # The HTML report
+//
+// WriteHTML writes one self-contained page (`logjail replay --html FILE`):
+// its style, its script and its data are inline, and it refers to nothing
+// outside itself (no link, no image, no font, no network), so it opens
+// offline from a file and can be mailed. The page is rendered from the same
+// Report as --output json: the report's JSON is in the page as data (the
+// script element "report", JSON with <, >, &, U+2028 and U+2029 escaped, so
+// that no log text can end the element or start a comment), beside the
+// charts' own data (the script element "charts", charts.go). The script
+// reads both with JSON.parse and draws SVG charts with
+// createElementNS and textContent only: log text never goes through
+// innerHTML. Without JavaScript, the tables (rendered by html/template)
+// still show every number.
+//
+// The page shows, per rule: each limit's chart of the busiest keys' window
+// values at their charges against the limit's line (the rule's top list by
+// requests, or by CPU for a rule that weighs only CPU or duration, at most
+// Options.Top keys), the requests before each ban, and the keys closest to
+// the limits that the rule did not ban; then a timeline of every ban, and
+// the decision table with reasons (sortable by any column).
+//
+// Decisions left silent elsewhere:
+//   - Series are collected only with Options.Charts (the replay pays
+//     nothing otherwise): each entry is classified a second time (the
+//     pipeline keeps its charges to itself) and each charged key's windows
+//     read back with detector.Query, in the report's terms (a share "of
+//     machine" of all the cores), rounded as the peaks. Each rule keeps
+//     the series of its 64 heaviest keys by a space-saving count of
+//     requests (of CPU and duration seconds for a rule that weighs only
+//     those; charts.go), so a key with more than a 64th of the rule's
+//     total is always among them; a key that entered the 64 late has its
+//     series from then on. A series holds at most 500 points: past that,
+//     neighbouring points merge into the severer value of each limit (at
+//     the later time), so that the peak the JSON report gives survives.
+//     A request blocked while its key is banned is no charge and no point.
+//   - A near miss is a key the rule tracks at the end of the log (as
+//     the percentiles) and did not ban (throttled ones included), ranked by its peak's ratio to the nearest limit (1
+//     at the limit; for last N, the window over the shortest span); the
+//     ten closest per rule. A limit with a zero threshold ("0 per 1d")
+//     bans at the first charge and gives no near miss.
+//   - The page's tables are bounded, the JSON in the page never is: the
+//     decision table lists the first 10,000 decisions, each rule's ban
+//     table its first 1,000 bans (a note says how many more); the charts
+//     draw every ban.
+//
 // Boundaries: It owns replaying old logs through the pipeline and the
 // report. It must not act on anything nor write the database itself: a
 // Recorder it is given (checkpoint.Writer for --db) does.
@@ -126,6 +172,11 @@ type Options struct {
 	// request with that user agent as risky (Risk); any other kind, or
 	// "", is no agent it knows. Nil: user agents are not checked.
 	AgentKind func(ua string) (name, kind string)
+	// Charts, when set, keeps what Report.WriteHTML draws beyond the
+	// report: the window values of each rule's busiest keys over time and
+	// its near misses (the package doc, "The HTML report"). Unset, the
+	// replay costs nothing more.
+	Charts bool
 }
 
 // Recorder keeps what a replay decides (checkpoint.Writer is one).
@@ -553,6 +604,9 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 	}()
 
 	rep := newReport(cfg, o.RejectSamples, o.AgentKind)
+	if o.Charts {
+		rep.charts = newCharts(cfg)
+	}
 	g.Go(func() error {
 		// Drain every reader even after an error elsewhere, so none blocks.
 		defer func() {
@@ -585,8 +639,14 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 			}
 			if (o.From.IsZero() || !e.Time.Before(o.From)) && (o.To.IsZero() || e.Time.Before(o.To)) {
 				rep.observe(e)
+				if rep.charts != nil {
+					rep.charts.before(main.Detector(), src, e)
+				}
 				decisions = main.Process(src, e, decisions[:0])
 				rep.decide(decisions, e, main.Detector())
+				if rep.charts != nil {
+					rep.charts.after(main.Detector(), e)
+				}
 				if o.Recorder != nil && len(decisions) > 0 {
 					o.Recorder.Decisions(decisions)
 				}

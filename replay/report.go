@@ -41,6 +41,7 @@ type Report struct {
 	pending   []pendingBan // bans to explain once the log passes their second
 	pendingT  time.Time    // the earliest of their times
 	agentKind func(ua string) (name, kind string)
+	charts    *charts // for WriteHTML, only with Options.Charts
 	byRule    map[string]*RuleReport
 	keyIdx    map[string]map[string]int // rule -> key -> index in RuleReport.Keys
 	first     time.Time
@@ -503,6 +504,9 @@ func (r *Report) finish(p *pipeline.Pipeline, top int) {
 		}
 		peak := peaks(&kp)
 		feed(a, peak)
+		if r.charts != nil && !r.banned(kp.Rule.Name, kp.Key) {
+			r.charts.offerNear(kp.Rule, kp.Key, kp.Requests+kp.Blocked, peak)
+		}
 		k := keyPeak{kp.Key, kp.Requests + kp.Blocked, kp.Blocked, kp.CPU, peak}
 		for by := range a.top {
 			a.top[by] = offerTop(a.top[by], k, by == 1, top)
@@ -596,6 +600,12 @@ func (r *Report) finish(p *pipeline.Pipeline, top int) {
 		}
 		r.Rules = append(r.Rules, *rr)
 	}
+}
+
+// banned reports whether rule banned key in the replay.
+func (r *Report) banned(rule, key string) bool {
+	k, ok := r.keyIdx[rule][key]
+	return ok && len(r.byRule[rule].Keys[k].Bans) > 0
 }
 
 // keyPeak is a key of a top list: its totals and peaks.

@@ -33,6 +33,7 @@ need xz xz-utils              # ... compressing with xz
 need zstd zstd                # ... and zstd
 need dnsmasq dnsmasq-base      # the good bots' reverse DNS tests run a real DNS server
 need redis-server redis-server  # the fleet tests run a real Redis
+need chromium chromium        # the HTML report is checked in a real headless browser
 if [ "${LOGJAIL_BENCH:-}" = 1 ]; then
   need fail2ban-regex fail2ban  # the baseline of scripts/bench.sh
   [ -x /usr/bin/time ] || missing+=(time)

@@ -28,6 +28,7 @@ type replayOptions struct {
 	sweeps []string
 	output string
 	db     string
+	html   string
 	format formatFlags
 }
 
@@ -40,6 +41,7 @@ func (o *replayOptions) addFlags(cmd *cobra.Command) {
 	f.StringArrayVar(&o.sweeps, "sweep", nil, "`RULE[I]=A..B:STEPS`: vary the first number of limit I of RULE over STEPS values from A to B (repeatable)")
 	f.StringVarP(&o.output, "output", "o", "text", "text or json")
 	f.StringVar(&o.db, "db", "", "write the decisions and the final state into this new database, to inspect like a live one")
+	f.StringVar(&o.html, "html", "", "also write the report as one self-contained HTML page with charts to this `FILE`")
 	o.format.addFlags(f)
 }
 
@@ -54,7 +56,10 @@ daemon, acting on nothing. It reports, for tuning: lines read and rejected, per
 rule the keys it would throttle and ban with their times and reasons, the top
 keys by requests and CPU with their peak window values, and percentiles of
 each limit's peak value over all keys. --sweep shows how many keys other
-thresholds would catch, in the same pass.
+thresholds would catch, in the same pass. --html FILE also writes the report
+as one self-contained page (no network): per rule, the busiest keys' window
+values against each limit over time, the requests before each ban and the
+keys closest to the limits, a timeline of the bans, and the decision table.
 
 Each ban says after how many requests it came (AFTER, "12 req / 3s": the
 requests the rule charged to the key, and the time from the client's first
@@ -115,7 +120,7 @@ func runReplay(cmd *cobra.Command, o *replayOptions, args []string, s streams) e
 	if o.output != "text" && o.output != "json" {
 		return usageError(fmt.Errorf("--output %q: want text or json", o.output))
 	}
-	ro := replay.Options{AgentKind: agentKind}
+	ro := replay.Options{AgentKind: agentKind, Charts: o.html != ""}
 	var err error
 	if ro.From, err = parseWhen("from", o.from); err != nil {
 		return usageError(err)
@@ -182,6 +187,11 @@ func runReplay(cmd *cobra.Command, o *replayOptions, args []string, s streams) e
 	if err != nil {
 		return err
 	}
+	if o.html != "" {
+		if err := writeHTML(o.html, rep); err != nil {
+			return err
+		}
+	}
 	parsers := map[string]parser.Options{}
 	for _, in := range inputs {
 		parsers[in.Name] = in.Source.Parser
@@ -193,6 +203,22 @@ func runReplay(cmd *cobra.Command, o *replayOptions, args []string, s streams) e
 	}
 	if rep.Input.Rejected > 0 {
 		return &exitError{code: exitNegative} // the report says how many and why
+	}
+	return nil
+}
+
+// writeHTML writes rep's HTML page into path.
+func writeHTML(path string, rep *replay.Report) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--html: %w", err)
+	}
+	if err := rep.WriteHTML(f); err != nil {
+		f.Close()
+		return fmt.Errorf("--html %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("--html %s: %w", path, err)
 	}
 	return nil
 }
