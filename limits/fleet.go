@@ -21,13 +21,14 @@ func (c *Compiled) Delta(ns int64, cost Cost) (b, n uint64, ok bool) {
 		return 0, 0, false
 	}
 	b = bucket(ns, c.width)
-	switch c.Kind.Traits().Weighs {
-	case CPU:
-		return b, units(cost.CPU, c.unit), true
-	case Duration:
-		return b, units(cost.Duration, c.unit), true
+	if s, ok := c.Kind.(Share); ok { // as Share.Charge weighs it
+		sec := cost.CPU
+		if s.Weight == Duration {
+			sec = cost.Duration
+		}
+		return b, units(sec, c.unit), true
 	}
-	return b, 1, true
+	return b, 1, true // a rate: a request
 }
 
 // Absorb adds units to bucket b of w, a window of c, as Charge would (a
