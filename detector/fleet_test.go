@@ -562,3 +562,43 @@ func BenchmarkChargeFleet(b *testing.B) {
 		})
 	}
 }
+
+// TestFleetThrottle: under a fleet rule with a throttle, the node that
+// sees the sum over throttles, the other adopts the throttle, and the
+// client's requests to either node during it are violations that end in
+// a ban, adopted in turn.
+func TestFleetThrottle(t *testing.T) {
+	r := &rules.Rule{Name: "flood", Limits: []rules.Limit{rate(10, time.Second)}, Fleet: true,
+		Throttle: &rules.Throttle{InitialDelay: 10 * time.Second, MaxDelay: time.Minute, Quiet: 3 * time.Second},
+		Ban:      rules.Ban{After: 3, For: time.Hour}}
+	f := newFleet(2, []*rules.Rule{r}, Options{Fleet: true})
+	f.run(twoNodeFlood(), []*rules.Rule{r}, 200*time.Millisecond)
+	kinds := map[Kind]int{}
+	var first Decision
+	for _, nd := range f.nodes {
+		for _, dec := range nd.decided {
+			if first.Kind == "" || dec.Time.Before(first.Time) {
+				first = dec
+			}
+			kinds[dec.Kind]++
+		}
+	}
+	for k, nd := range f.nodes {
+		for _, dec := range nd.decided {
+			t.Logf("node %d at %v: %s %s", k, dec.Time.Sub(t0), dec.Kind, dec.Reason)
+		}
+	}
+	if first.Kind != Throttle || kinds[Ban] != 1 {
+		t.Fatalf("decided %v, first %+v; want a throttle first, then one ban", kinds, first)
+	}
+	for k, nd := range f.nodes {
+		adoptedThrottle := slices.ContainsFunc(nd.adopted, func(d Decision) bool { return d.Kind == Throttle })
+		decidedThrottle := slices.ContainsFunc(nd.decided, func(d Decision) bool { return d.Kind == Throttle })
+		if !adoptedThrottle && !decidedThrottle {
+			t.Errorf("node %d was never throttled", k)
+		}
+		if kind, _ := nd.d.Status(r, "203.0.113.7", at(5)); kind != Ban {
+			t.Errorf("node %d: %q at the end, want banned", k, kind)
+		}
+	}
+}
