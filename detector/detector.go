@@ -86,8 +86,8 @@ type Stats struct {
 	BreakerTrips int64 `json:"breaker_trips"` // times the circuit breaker tripped
 	BreakerOpen  bool  `json:"breaker_open"`  // decisions are LogOnly until ResetBreaker
 	// The fleet's counters (not saved by a checkpoint: this process's).
-	FleetDropped int64 `json:"fleet_dropped"` // charges not journaled: the journal was full
-	FleetIgnored int64 `json:"fleet_ignored"` // Absorb calls ignored: unknown rule, or no such summable limit
+	FleetDropped int64 `json:"fleet_dropped,omitempty"` // charges not journaled: the journal was full
+	FleetIgnored int64 `json:"fleet_ignored,omitempty"` // Absorb calls ignored: unknown rule, or no such summable limit
 }
 
 // KeyPeak is the tuning summary of one tracked (rule, key).
