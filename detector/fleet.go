@@ -180,8 +180,13 @@ func (d *Detector) FleetDeltas(out []FleetDelta) []FleetDelta {
 // fleet)"). A throttled or banned state keeps the units and moves not:
 // violations are this node's requests. An unknown rule, a limit index out
 // of range or of a kind the fleet cannot sum is ignored and counted in
-// Stats.FleetIgnored.
+// Stats.FleetIgnored; no units change nothing. t is this node's log
+// time (its clock, Newest, or the time its sources reached): the other
+// nodes' buckets are numbered in theirs.
 func (d *Detector) Absorb(t time.Time, a FleetAdd, out []Decision) []Decision {
+	if a.Units == 0 {
+		return out
+	}
 	ns := t.UnixNano()
 	switch {
 	case !d.started || ns > d.newest:
