@@ -64,6 +64,12 @@ type Options struct {
 	// with its state (the ban that tripped it, the count, the window),
 	// before that ban's decision is appended.
 	BreakerTripped func(BreakerState)
+	// Fleet journals the charges of fleet rules (rules.Rule.Fleet) for
+	// FleetDeltas: the daemon sets it when the configuration has a
+	// fleet. Off (replay, a daemon alone), a fleet rule is an ordinary
+	// rule, so that a replay of every node's logs merged decides what
+	// the fleet decides.
+	Fleet bool
 }
 
 // Stats counts what a Detector did.
@@ -79,6 +85,9 @@ type Stats struct {
 	Unbans       int64 `json:"unbans"`        // unban decisions of rules (not static)
 	BreakerTrips int64 `json:"breaker_trips"` // times the circuit breaker tripped
 	BreakerOpen  bool  `json:"breaker_open"`  // decisions are LogOnly until ResetBreaker
+	// The fleet's counters (not saved by a checkpoint: this process's).
+	FleetDropped int64 `json:"fleet_dropped,omitempty"` // charges not journaled: the journal was full
+	FleetIgnored int64 `json:"fleet_ignored,omitempty"` // Absorb calls ignored: unknown rule, or no such summable limit
 }
 
 // KeyPeak is the tuning summary of one tracked (rule, key).
@@ -171,6 +180,16 @@ type Detector struct {
 	buf         []byte
 	zeroX       extra // the ladder of a state without one, as written
 
+	// The fleet (fleet.go): the journal of charges of fleet rules since
+	// the last FleetDeltas, its bound, whether it is full until the next
+	// drain, and the generation of each slot (chunked as the slab is;
+	// only with Options.Fleet).
+	journal     []fleetEntry
+	journalMax  int
+	journalFull bool
+	gens        [][]uint32
+	fleetReason bool // the decision being made is on the fleet's sums (a reason says so)
+
 	// scratch for one charge
 	vals  []float64
 	overs []bool
@@ -189,6 +208,7 @@ func New(o Options) *Detector {
 		keys:       newKeyTable(),
 		lastHead:   -1,
 		lru:        [2]lruList{{-1, -1}, {-1, -1}},
+		journalMax: defaultJournalMax,
 	}
 	if d.opt.Skew < 0 {
 		d.opt.Skew = 0
@@ -367,7 +387,8 @@ func (m Memory) PerState() int64 {
 func (d *Detector) Memory() Memory {
 	n := int64(len(d.chunks)) << chunkBits * stateSize
 	n += d.rings.Capacity()*8 + d.wins.Capacity()*windowSize + d.auxs.Capacity()*auxSize +
-		d.addrs.Capacity()*addrSeenSize + int64(d.extras)*extraSize + int64(len(d.peakRows)*d.peakW)<<chunkBits*8
+		d.addrs.Capacity()*addrSeenSize + int64(d.extras)*extraSize + int64(len(d.peakRows)*d.peakW)<<chunkBits*8 +
+		int64(len(d.gens))<<chunkBits*4 + int64(cap(d.journal))*fleetEntrySize
 	return Memory{
 		States: d.lruLen + d.banned,
 		Keys:   d.keys.n,
@@ -416,6 +437,7 @@ func (d *Detector) rule(r *rules.Rule) *ruleInfo {
 			d.ruleIDs[r.Name] = id
 		}
 		ri = compileRule(r, id)
+		ri.fleet = r.Fleet && d.opt.Fleet
 		d.place(ri)
 		if n := len(ri.lims); n > d.peakW && !d.opt.NoPeaks {
 			d.widenPeaks(n)
@@ -565,6 +587,9 @@ func (d *Detector) alloc() int32 {
 		d.chunks = append(d.chunks, make([]state, 1<<chunkBits))
 		if d.peakW > 0 {
 			d.peakRows = append(d.peakRows, make([]float64, d.peakW<<chunkBits))
+		}
+		if d.opt.Fleet {
+			d.gens = append(d.gens, make([]uint32, 1<<chunkBits))
 		}
 	}
 	d.used++

@@ -178,7 +178,8 @@
 // restored into apply), the compiled rules (resolved by name in the
 // configuration given to Restore), slots and rule ids, stale entries of the
 // expiry heap (the live ones are rebuilt from the banned states), the
-// last-key cache. Every Stats counter is saved.
+// last-key cache, the fleet's journal. Every Stats counter but the
+// fleet's (FleetDropped, FleetIgnored) is saved.
 //
 // Exactness: a detector restored from a checkpoint taken after entry k, then
 // fed entries k+1..n, makes the same decisions, Stats, Peaks, Status and
@@ -210,6 +211,64 @@
 // throttled key to the front for that reason, as a charge does). Restore
 // costs under 1µs a key, mostly the key index and allocations
 // (BenchmarkRestore).
+//
+// # Fleet
+//
+// A fleet shares the windows of its fleet rules (rules.Rule.Fleet) and
+// every node's bans (DESIGN.md, "Beyond one machine"; package fleet
+// carries them through Redis, the daemon wires both). The detector's side
+// (fleet.go), with these readings where issue 20 is silent:
+//
+//   - Options.Fleet on, each charge of a fleet rule's state records, per
+//     limit the fleet can sum (limits.Compiled.Delta: rates and shares),
+//     (slot, limit, bucket, units) in a journal: a flat slice of 24-byte
+//     entries without pointers, which allocates nothing once grown to
+//     one sync interval's charges. A charge of the same state, limit and
+//     bucket as one of the last four entries adds to it, so a busy key
+//     costs an entry a bucket. Off (replay, a daemon alone), a fleet rule
+//     is an ordinary rule and nothing is journaled, so that a replay of
+//     every node's logs merged decides what the fleet decides.
+//   - FleetDeltas drains the journal, coalesced by (rule, key, limit,
+//     bucket), each with its TTL (the window and one bucket). A state
+//     dropped or evicted before the drain loses its entries: a slot's
+//     generation changes when it is freed (and when a reload changes the
+//     limits of its rule), and entries of another generation are
+//     dropped. The journal is bounded at 1<<20 entries (24 MB): at the
+//     bound it is coalesced in place; if it is still more than 7/8 full,
+//     charges are not journaled (Stats.FleetDropped) until the next drain.
+//   - Absorb adds other nodes' units to a (rule, key), made if it is not
+//     tracked (an evicted or never seen key), which becomes the most
+//     recently charged (a key busy in the fleet is not evicted first
+//     here). Its time moves the clock as Advance does, and one older than
+//     the newest less Skew is read at that, as a late charge is. It
+//     counts no request and journals nothing. An allowed state over its
+//     limits (read at that time, combined as a charge combines them)
+//     moves along the ladder as an over charge would; throttled and
+//     banned states keep the units and move not. Rules by name are the
+//     newest compile this detector knows: Rules makes the configuration's
+//     known before any charge. An unknown rule, or a limit out of range or
+//     not summable, is ignored (Stats.FleetIgnored).
+//   - A decision of a fleet rule on the fleet's sums (a charge's, under
+//     Options.Fleet, or Absorb's) says so in its reason: "rate 16 per 1s
+//     > 10 (rule flood, fleet)". Reasons of violations, and every reason
+//     without Options.Fleet, are unchanged.
+//   - Adopt takes a ban or throttle decided on another node (and an
+//     unban: Lift). A rule's ban counts as an earlier ban for escalation,
+//     so escalation is fleet-wide; an operator's does not (as Impose). A
+//     key already banned here is not counted again (one incident, the
+//     first node's), and the circuit breaker does not count an adopted
+//     ban (the deciding node's did). A zero until is a ban until lifted.
+//     The decision's Addresses are those seen here (as Impose's) merged
+//     with those the decision carries, so that a node that never saw a
+//     user's addresses still blocks those the deciding node saw. A
+//     throttle never replaces a ban; an adopted throttle's violations are
+//     the larger of the two nodes'.
+//   - Not saved by a checkpoint: the journal (a crash loses at most one
+//     sync interval of this node's deltas) and the fleet counters. After a
+//     restart the lines read again since the checkpoint are journaled
+//     again: the fleet counts up to one checkpoint interval of this
+//     node's lines twice, for as long as their buckets live (the window).
+//     Absorbed units are in the windows and saved with them.
 //
 // # Static bans
 //

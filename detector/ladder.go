@@ -248,6 +248,7 @@ func (d *Detector) drop(i int32) {
 	d.freeWindows(old)
 	d.freeAux(old)
 	d.unref(d.ri(old))
+	d.bumpGen(i)
 	*old = state{prev: -1, next: -1, sib: -1, flags: old.flags & flagListed}
 	d.free = append(d.free, i)
 }

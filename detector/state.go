@@ -304,6 +304,7 @@ func (d *Detector) adopt(i int32, s *state, ri *ruleInfo) {
 	same := slices.Equal(old.lims, ri.lims)
 	if !same {
 		d.freeWindows(s)
+		d.bumpGen(i) // its journal entries were of the old limits
 	}
 	d.unref(old)
 	d.bindRule(s, ri)
@@ -443,9 +444,10 @@ func (d *Detector) freeAux(s *state) {
 
 // Sizes for the memory estimate (Memory).
 const (
-	windowSize   = int64(unsafe.Sizeof(window{}))
-	extraSize    = int64(unsafe.Sizeof(extra{}))
-	auxSize      = int64(unsafe.Sizeof(aux{}))
-	addrSeenSize = int64(unsafe.Sizeof(addrSeen{}))
-	stateSize    = int64(unsafe.Sizeof(state{}))
+	windowSize     = int64(unsafe.Sizeof(window{}))
+	extraSize      = int64(unsafe.Sizeof(extra{}))
+	auxSize        = int64(unsafe.Sizeof(aux{}))
+	addrSeenSize   = int64(unsafe.Sizeof(addrSeen{}))
+	stateSize      = int64(unsafe.Sizeof(state{}))
+	fleetEntrySize = int64(unsafe.Sizeof(fleetEntry{}))
 )

@@ -11,14 +11,15 @@ import (
 
 // ruleInfo is a rule compiled for the detector.
 type ruleInfo struct {
-	rule *rules.Rule
-	id   int32  // by name: states survive a reload of the same rule
-	ci   uint16 // its place in Detector.infos, which states name it by
-	refs int    // states built for it
-	lims []limitInfo
-	all  bool   // combine: all
-	span int64  // longest window, ns: addresses seen within it are listed
-	fp   uint64 // fingerprint of lims, saved with each state (snapshot.go)
+	rule  *rules.Rule
+	id    int32  // by name: states survive a reload of the same rule
+	ci    uint16 // its place in Detector.infos, which states name it by
+	refs  int    // states built for it
+	lims  []limitInfo
+	all   bool   // combine: all
+	fleet bool   // a fleet rule under Options.Fleet: its charges are journaled
+	span  int64  // longest window, ns: addresses seen within it are listed
+	fp    uint64 // fingerprint of lims, saved with each state (snapshot.go)
 }
 
 // limitInfo is one limit compiled for the detector (limits.Compile): its
@@ -52,6 +53,9 @@ func (d *Detector) measure(i int32, s *state, ri *ruleInfo, ns int64, c *rules.C
 	for j := range ri.lims {
 		li := &ri.lims[j]
 		v, o := li.Kind.Charge(d.win(s, j), &d.rings, li, ns, cost)
+		if ri.fleet {
+			d.note(i, j, li, ns, cost)
+		}
 		if p := d.peak(i, j); p != nil {
 			*p = li.Worse(*p, v)
 		}
@@ -82,6 +86,10 @@ func (d *Detector) overReason(ri *ruleInfo) string {
 		// A `signatures:` rule: what the entry that tipped it matched.
 		fmt.Fprintf(&b, ", signature %s", d.sig)
 	}
-	fmt.Fprintf(&b, " (rule %s)", ri.rule.Name)
+	if d.fleetReason || ri.fleet {
+		fmt.Fprintf(&b, " (rule %s, fleet)", ri.rule.Name)
+	} else {
+		fmt.Fprintf(&b, " (rule %s)", ri.rule.Name)
+	}
 	return b.String()
 }

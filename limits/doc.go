@@ -29,6 +29,11 @@
 // unchanged. A kind whose window fits none of the layouts adds one in
 // window.go.
 //
+// A fleet shares Buckets windows (fleet.go): Delta is the bucket and
+// units a charge adds, Absorb adds another node's units to a window and
+// reads it, BucketTTL is how long a bucket matters. Times and Tokens
+// windows have no deltas: a rule with such a limit is per node.
+//
 // Charge is called for every limit of every charged rule: it allocates
 // nothing once a key's ring has grown to its traffic. Nothing here is safe
 // for concurrent use; the detector serialises it.

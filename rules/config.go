@@ -80,6 +80,8 @@ type Config struct {
 	// GoodBotsVerify is good_bots.verify: VerifyRanges (the default),
 	// VerifyDNS or VerifyOff.
 	GoodBotsVerify string
+	// Fleet is the fleet: section, nil without one (a node alone).
+	Fleet *Fleet
 
 	allow      *bart.Lite       // allow list, host addresses, trusted proxies
 	allowList  []netip.Prefix   // the same, as listed (duplicates removed)
@@ -314,7 +316,7 @@ type nodeRef struct {
 var topKeys = []string{
 	"state_dir", "ipv4_prefix", "ipv6_prefix", "skew", "future", "max_keys", "max_bans_per_minute",
 	"history_retention", "checkpoint", "sources", "allow", "deny", "ranges", "rules", "actions",
-	"cleaner", "metrics", "control_socket", "silence", "good_bots",
+	"cleaner", "metrics", "control_socket", "silence", "good_bots", "fleet",
 }
 
 func (b *builder) build(root *yaml.Node, o Options) {
@@ -410,6 +412,9 @@ func (b *builder) build(root *yaml.Node, o Options) {
 			c.deny.Insert(p.Prefix)
 			c.staticBans = append(c.staticBans, StaticBan{Key: p.Prefix, Origin: "deny", Reason: "deny list"})
 		}
+	}
+	if f, ok := fields["fleet"]; ok {
+		b.fleet(f)
 	}
 	if f, ok := fields["rules"]; ok {
 		b.rules(f)

@@ -70,6 +70,21 @@
 // type a kind, in one file) whose grammar its words are; a Limit carries
 // its kind as that value.
 //
+// Fleet (DESIGN.md, "Beyond one machine"): the fleet: section is
+// Config.Fleet (nil without it), comparable so that a reload can tell
+// whether it changed. Readings where issue 20 is silent: a password in
+// the redis URL and a password_file both are an error (give it once);
+// password_file and ca_file must name existing files at load (relative
+// ones to the configuration's directory), but their contents are the
+// fleet's to read (no secret is kept here); a host name that is no valid
+// node name is an error that asks for node:. A rule's Fleet is its
+// scope: fleet; the default applies to every rule, ranges with limits
+// and good_bots included (ranges accept scope: too): fleet when the
+// section is there and every limit is of a kind the fleet can sum (its
+// window layout is limits.Buckets: rate and shares), else node. An
+// explicit scope: fleet on a token bucket or last N, or without a
+// fleet: section, is an error at its line.
+//
 // A *Config is immutable once built and safe for concurrent use. Classify
 // allocates nothing but the key strings it must build. The package has no
 // state of its own: a reload is a new Load.

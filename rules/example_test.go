@@ -80,7 +80,7 @@ func TestExample(t *testing.T) {
 func TestExampleDocumentsEveryKey(t *testing.T) {
 	text := string(Example())
 	var keys []string
-	for _, list := range [][]string{topKeys, sourceKeys, ruleKeys, rangeKeys, banKeys, throttleKeys} {
+	for _, list := range [][]string{topKeys, sourceKeys, ruleKeys, rangeKeys, banKeys, throttleKeys, fleetKeys} {
 		keys = append(keys, list...)
 	}
 	keys = append(keys, "not")

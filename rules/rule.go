@@ -11,9 +11,9 @@ import (
 	"github.com/logjail/logjail/limits"
 )
 
-var ruleKeys = []string{"name", "sources", "match", "signatures", "key", "limits", "combine", "throttle", "ban", "log_only"}
+var ruleKeys = []string{"name", "sources", "match", "signatures", "key", "limits", "combine", "throttle", "ban", "log_only", "scope"}
 
-var rangeKeys = []string{"cidrs", "group", "signatures", "key", "limits", "combine", "throttle", "ban", "log_only"}
+var rangeKeys = []string{"cidrs", "group", "signatures", "key", "limits", "combine", "throttle", "ban", "log_only", "scope"}
 
 var banKeys = []string{"after", "for", "factor", "max", "remember"}
 
@@ -104,7 +104,9 @@ func growSpecs(s []ruleSpec, i int) []ruleSpec {
 // combine, throttle, ban and log_only; group says the range charges one key.
 func (b *builder) ruleBody(r *Rule, n *yaml.Node, path string, fields []field, group bool) {
 	r.Ban = Ban{After: 0, For: DefaultBanFor, Factor: 1, Remember: DefaultRemember}
-	var afterNode, maxNode *yaml.Node
+	var afterNode, maxNode, scopeNode *yaml.Node
+	var scopePath string
+	scope := ""
 	haveLimits := false
 	if group {
 		r.Key = KeyRange
@@ -172,6 +174,10 @@ func (b *builder) ruleBody(r *Rule, n *yaml.Node, path string, fields []field, g
 			}
 		case "log_only":
 			b.boolean(f.val, f.path, &r.LogOnly)
+		case "scope":
+			if b.oneOf(f.val, f.path, &scope, ScopeFleet, ScopeNode) {
+				scopeNode, scopePath = f.val, f.path
+			}
 		case "signatures":
 			set := b.signatures(f)
 			b.c.ruleSpecs = growSpecs(b.c.ruleSpecs, r.Index)
@@ -181,6 +187,7 @@ func (b *builder) ruleBody(r *Rule, n *yaml.Node, path string, fields []field, g
 	if !haveLimits {
 		b.errorf(n, path+".limits", "limits are required")
 	}
+	b.scope(r, scope, scopeNode, scopePath)
 	if afterNode != nil && r.Throttle == nil {
 		b.errorf(afterNode, path+".ban.after", "has no effect without throttle: a rule without throttle bans on the first entry over its limits")
 	}

@@ -60,6 +60,24 @@ type Rule struct {
 	Throttle *Throttle // nil: no throttle step
 	Ban      Ban
 	LogOnly  bool
+	// Fleet is `scope: fleet`: the rule's windows are summed over the
+	// fleet's nodes (Config.Fleet). Its default is true when the
+	// configuration has a fleet: section and every limit of the rule
+	// can be summed (a rate or a share: its kind's window layout is
+	// limits.Buckets), else false (`scope: node`).
+	Fleet bool
+}
+
+// Fleet is the configuration's fleet: section: the nodes that share
+// windows and bans through Redis (DESIGN.md, "Beyond one machine"). It
+// is comparable, so that a reload can tell whether it changed.
+type Fleet struct {
+	Redis        string        // redis:// or rediss:// URL (a password in it, or in PasswordFile)
+	PasswordFile string        // a file holding the password (its first line); "" for none
+	CAFile       string        // PEM CA certificates for rediss:// with a private CA; "" for the system's
+	Node         string        // this node's name, unique in the fleet (default: the host name)
+	Sync         time.Duration // how often the node exchanges its deltas
+	Line         int           // line of the fleet: key in the configuration
 }
 
 // Charge is one request charged to one key by one rule.
