@@ -29,6 +29,8 @@ func TestListAndHistoryShowNode(t *testing.T) {
 		{Time: now.Add(-time.Minute), Rule: "flood", Key: "203.0.113.7", Kind: state.KindThrottle, Until: now, Origin: state.OriginDetector},
 		{Time: now, Rule: "flood", Key: "203.0.113.7", Kind: state.KindBan, Until: now.Add(time.Hour),
 			Reason: "rate 6 per 10s > 5 (rule flood)", Origin: state.OriginDetector, Node: "web2"},
+		{Time: now.Add(-2 * time.Hour), Rule: "flood", Key: "198.51.100.9", Kind: state.KindBan, Until: now.Add(-time.Hour),
+			Reason: "rate", Origin: state.OriginDetector, Node: "web3"},
 	}
 	for _, fleet := range []bool{true, false} {
 		name, nodes := "fleet", 1 // how many "node" fields each document has
@@ -78,13 +80,21 @@ func TestListAndHistoryShowNode(t *testing.T) {
 				t.Errorf("list: key, last field and field count a row %q, want %q:\n%s", last, want, out)
 			}
 
+			// An ended ban: its node, after the end's reason.
+			code, out, stderr = run(t, "", "list", "--expired", "--key", "198.51.100.9", "--config", cfg)
+			f := strings.Split(strings.TrimSuffix(out, "\n"), "\t")
+			wantLast := map[bool]string{true: "web3", false: "ended"}[fleet]
+			if code != 0 || f[0] != "198.51.100.9" || f[len(f)-1] != wantLast {
+				t.Errorf("list --expired: exit %d, %q (%s); want the row of 198.51.100.9 ending in %s", code, out, stderr, wantLast)
+			}
+
 			// On a terminal: the header says NODE.
 			var term bytes.Buffer
 			if err := runList(&listOptions{cfg: configFlag{path: cfg}, header: true}, streams{out: &term, err: &term}, now); err != nil {
 				t.Fatal(err)
 			}
 			header, _, _ := strings.Cut(term.String(), "\n")
-			wantLast := map[bool]string{true: "NODE", false: "REASON"}[fleet]
+			wantLast = map[bool]string{true: "NODE", false: "REASON"}[fleet]
 			if f := strings.Fields(header); f[len(f)-1] != wantLast {
 				t.Errorf("list on a terminal: header %q, want %s last", header, wantLast)
 			}
