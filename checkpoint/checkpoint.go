@@ -184,12 +184,14 @@ func (w *Writer) record(d *detector.Decision) bool {
 	w.events = append(w.events, state.Event{
 		Time: d.Time, Rule: d.Rule, Key: d.Key, Kind: string(d.Kind), Until: d.Until,
 		Reason: d.Reason, Violations: d.Violations, Addresses: d.Addresses, Origin: d.Origin, Who: d.Who, LogOnly: d.LogOnly,
+		Node: d.Node,
 	})
 	switch d.Kind {
 	case detector.Throttle, detector.Ban:
 		w.bans[k] = &state.Ban{
 			Rule: d.Rule, Key: d.Key, Kind: string(d.Kind), Since: d.Time, Until: d.Until,
 			Reason: d.Reason, Violations: d.Violations, Addresses: d.Addresses, Origin: d.Origin, Who: d.Who, LogOnly: d.LogOnly,
+			Node: d.Node,
 		}
 		if d.Kind == detector.Throttle {
 			w.throttles[k] = d.Until

@@ -6,12 +6,15 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/logjail/logjail/checkpoint"
+	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/internal/feedtest"
+	"github.com/logjail/logjail/pipeline"
 	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/state"
 	"github.com/logjail/logjail/store"
@@ -202,5 +205,55 @@ func TestPruneOptions(t *testing.T) {
 		HistoryBefore: now.Add(-7 * 24 * time.Hour), VacuumPages: 100}
 	if p != want {
 		t.Errorf("PruneOptions = %+v, want %+v", p, want)
+	}
+}
+
+// TestDecisionsCarryNode: the fleet node that decided a throttle, a ban or
+// an unban reaches the active bans and the history; a decision of no
+// fleet has none.
+func TestDecisionsCarryNode(t *testing.T) {
+	cfg := parse(t, floodConfig)
+	db, err := store.Open(filepath.Join(t.TempDir(), "logjail.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	w := checkpoint.NewWriter(db)
+	det := pipeline.NewDetector(cfg)
+	t0 := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	w.Decisions([]detector.Decision{
+		{Rule: "flood", Key: "203.0.113.7", Kind: detector.Ban, Time: t0, Until: t0.Add(time.Hour), Reason: "rate", Origin: state.OriginDetector, Node: "web2"},
+		{Rule: "flood", Key: "203.0.113.8", Kind: detector.Throttle, Time: t0, Until: t0.Add(time.Hour), Origin: state.OriginDetector, Node: "web1"},
+		{Rule: "flood", Key: "203.0.113.9", Kind: detector.Ban, Time: t0, Until: t0.Add(time.Hour), Origin: state.OriginDetector},
+	})
+	if err := w.Flush(det, t0); err != nil {
+		t.Fatal(err)
+	}
+	w.Decisions([]detector.Decision{{Rule: "flood", Key: "203.0.113.7", Kind: detector.Unban, Time: t0.Add(time.Minute),
+		Origin: state.OriginOperator, Who: "root", Node: "web3"}})
+	if err := w.Flush(det, t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	bans, err := db.ActiveBans()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, b := range bans {
+		got = append(got, b.Kind+" "+b.Key+" node="+b.Node)
+	}
+	if want := []string{"throttle 203.0.113.8 node=web1", "ban 203.0.113.9 node="}; !slices.Equal(got, want) {
+		t.Errorf("active bans %q, want %q", got, want)
+	}
+	hist, err := db.History(state.HistoryQuery{Key: "203.0.113.7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	for _, e := range hist {
+		got = append(got, e.Kind+" node="+e.Node)
+	}
+	if want := []string{"unban node=web3", "ban node=web2"}; !slices.Equal(got, want) {
+		t.Errorf("history of 203.0.113.7, newest first: %q, want %q", got, want)
 	}
 }

@@ -132,7 +132,7 @@ func (e *Engine) ResetBreaker(who string) (*BreakerResetResult, []detector.Decis
 // eventOf is the API's view of a history event.
 func eventOf(e *state.Event) Event {
 	ev := Event{Time: e.Time, Rule: e.Rule, Key: e.Key, Kind: e.Kind, Reason: e.Reason, Violations: e.Violations,
-		Addresses: addrStrings(e.Addresses), Origin: e.Origin, Who: e.Who, LogOnly: e.LogOnly}
+		Addresses: addrStrings(e.Addresses), Origin: e.Origin, Who: e.Who, LogOnly: e.LogOnly, Node: e.Node}
 	if !e.Until.IsZero() {
 		u := e.Until
 		ev.Until = &u

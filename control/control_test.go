@@ -406,6 +406,13 @@ func TestBanJSON(t *testing.T) {
 	if diff := cmp.Diff(want, string(got)); diff != "" {
 		t.Errorf("JSON (-want +got):\n%s", diff)
 	}
+	// In a fleet: the node that decided it (absent above, with none).
+	b = BanOf(&state.Ban{Rule: "flood", Key: "203.0.113.7", Kind: "ban", Since: now, Reason: "rate", Origin: "detector", Node: "web2"}, now)
+	got, _ = json.Marshal(b)
+	want = `{"rule":"flood","key":"203.0.113.7","kind":"ban","since":"2026-11-23T12:00:00Z","until":null,"left_seconds":null,"violations":0,"addresses":[],"reason":"rate","origin":"detector","who":"","log_only":false,"node":"web2"}`
+	if diff := cmp.Diff(want, string(got)); diff != "" {
+		t.Errorf("JSON (-want +got):\n%s", diff)
+	}
 }
 
 // TestBanListJSON: WriteJSON writes what encoding/json does.
@@ -416,9 +423,10 @@ func TestBanListJSON(t *testing.T) {
 	l := &BanList{Version: SchemaVersion, Now: now, Expired: true, Bans: []Ban{
 		{Rule: "r", Key: "ua:a\"b\\c<d>&e\x01\n\t\u2028é\xff", Kind: "ban", Since: now, Until: &until, LeftSeconds: &left,
 			Violations: 3, Addresses: []string{"203.0.113.7", "2001:db8::1"}, Reason: "why", Origin: "operator", Who: "uid 0 (root)",
-			LogOnly: true, Ended: &until, EndReason: "lifted"},
+			LogOnly: true, Node: "web<1>\"", Ended: &until, EndReason: "lifted"},
 		{Rule: "deny", Key: "192.0.2.0/24", Kind: "ban", Since: now, Addresses: []string{}},
 		{Rule: "x", Key: "y"},
+		{Rule: "flood", Key: "203.0.113.7", Kind: "ban", Since: now, Addresses: []string{}, Node: "web2"},
 	}}
 	want, err := json.Marshal(l)
 	if err != nil {

@@ -59,7 +59,9 @@
 //
 // The JSON documents (types.go) are the API's and the commands' --output
 // json: fields are added, never changed or removed, under SchemaVersion.
-// BanList.WriteJSON writes a list as encoding/json would, byte for byte
+// A ban's and an event's node (the fleet node that decided it, issue 20)
+// is such an addition, and omitted when empty: the documents of a daemon
+// without a fleet are what they were. BanList.WriteJSON writes a list as encoding/json would, byte for byte
 // (its tests hold it to encoding/json), without reflection.
 //
 // A list of 100,000 active bans (issue 23: ≤ 0.2 s for the whole

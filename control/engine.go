@@ -437,12 +437,12 @@ func BanOf(b *state.Ban, now time.Time) Ban {
 // which BanOf and a list's banSlab each fill in their own way.
 func banFields(b *state.Ban) Ban {
 	return Ban{Rule: b.Rule, Key: b.Key, Kind: b.Kind, Since: b.Since, Violations: b.Violations,
-		Addresses: addrStrings(b.Addresses), Reason: b.Reason, Origin: b.Origin, Who: b.Who, LogOnly: b.LogOnly}
+		Addresses: addrStrings(b.Addresses), Reason: b.Reason, Origin: b.Origin, Who: b.Who, LogOnly: b.LogOnly, Node: b.Node}
 }
 
 func banOfDecision(d *detector.Decision, now time.Time) Ban {
 	v := Ban{Rule: d.Rule, Key: d.Key, Kind: string(d.Kind), Since: d.Time, Violations: d.Violations,
-		Addresses: addrStrings(d.Addresses), Reason: d.Reason, Origin: d.Origin, Who: d.Who, LogOnly: d.LogOnly}
+		Addresses: addrStrings(d.Addresses), Reason: d.Reason, Origin: d.Origin, Who: d.Who, LogOnly: d.LogOnly, Node: d.Node}
 	setUntil(&v, d.Until, now)
 	return v
 }

@@ -84,6 +84,10 @@ func (v *Ban) appendJSON(b []byte) []byte {
 	b = appendJSONString(b, v.Who)
 	b = append(b, `,"log_only":`...)
 	b = strconv.AppendBool(b, v.LogOnly)
+	if v.Node != "" {
+		b = append(b, `,"node":`...)
+		b = appendJSONString(b, v.Node)
+	}
 	if v.Ended != nil {
 		b = append(b, `,"ended":`...)
 		b = appendJSONTime(b, *v.Ended)

@@ -147,7 +147,7 @@ func TestBanSlab(t *testing.T) {
 	now := time.Date(2026, 11, 25, 12, 0, 0, 500_000_000, time.UTC)
 	bans := []state.Ban{
 		{Rule: "flood", Key: "203.0.113.7", Kind: state.PhaseBan, Since: now.Add(-time.Minute), Until: now.Add(90 * time.Minute),
-			Reason: "rate", Violations: 2, Origin: state.OriginDetector},
+			Reason: "rate", Violations: 2, Origin: state.OriginDetector, Node: "web2"},
 		{Rule: "deny", Key: "198.51.100.0/24", Kind: state.PhaseBan, Since: now, Origin: state.OriginDeny, Reason: "deny list"},
 		{Rule: "ua", Key: "ua:curl", Kind: state.PhaseThrottle, Since: now, Until: now.Add(-time.Second), LogOnly: true,
 			Addresses: []netip.Addr{netip.MustParseAddr("203.0.113.7"), netip.MustParseAddr("2001:db8::1")}},

@@ -33,6 +33,8 @@ type Ban struct {
 	Origin      string   `json:"origin"` // "detector", "deny", "range" or "operator"
 	Who         string   `json:"who"`    // the operator, for an operator's ban; "" otherwise
 	LogOnly     bool     `json:"log_only"`
+	// Node is the fleet node that decided it; absent outside a fleet.
+	Node string `json:"node,omitempty"`
 	// Ended is when an ended ban ended (list --expired): lifted or
 	// expired. Absent for an active one.
 	Ended *time.Time `json:"ended,omitempty"`
@@ -61,6 +63,7 @@ type Event struct {
 	Origin     string     `json:"origin"`
 	Who        string     `json:"who"`
 	LogOnly    bool       `json:"log_only"`
+	Node       string     `json:"node,omitempty"` // the fleet node that decided it; absent outside a fleet
 }
 
 // History is the document of `logjail history --output json` and GET

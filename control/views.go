@@ -304,7 +304,7 @@ func ended(db state.Ledger, now time.Time) ([]Ban, error) {
 					closeBan(&out[j], e.Time, "replaced by a "+e.Kind, now)
 				}
 				b := Ban{Rule: e.Rule, Key: e.Key, Kind: e.Kind, Since: e.Time, Violations: e.Violations,
-					Addresses: addrStrings(e.Addresses), Reason: e.Reason, Origin: e.Origin, Who: e.Who, LogOnly: e.LogOnly}
+					Addresses: addrStrings(e.Addresses), Reason: e.Reason, Origin: e.Origin, Who: e.Who, LogOnly: e.LogOnly, Node: e.Node}
 				setUntil(&b, e.Until, now)
 				open[k] = len(out)
 				out = append(out, b)

@@ -39,6 +39,7 @@ type Decision struct {
 	Origin    string // "detector", "deny", "range" or "operator"
 	Who       string // the operator, for an operator's decision (the daemon's control sets it)
 	LogOnly   bool   // record, act on nothing: the rule is log_only, or the circuit breaker was open
+	Node      string // the fleet node that decided it (fleet.node); "" outside a fleet
 }
 
 // Options configure a Detector.

@@ -183,6 +183,9 @@ func (l *DecisionLog) Decisions(source string, ds []detector.Decision, attrs ...
 		if d.Who != "" {
 			a = append(a, slog.String("who", d.Who))
 		}
+		if d.Node != "" {
+			a = append(a, slog.String("node", d.Node))
+		}
 		if d.LogOnly {
 			a = append(a, slog.Bool("log_only", true))
 		}

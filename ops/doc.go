@@ -63,7 +63,8 @@
 // end as applied; "" for none: a deny-list ban, an unban), reason, source
 // (the log source's name, or "operator", "deny", "range", "cleaner",
 // "allow", "resume"; "checkpoint" for a breaker restored open at start);
-// and when they apply who (an operator), log_only (true: recorded, acted on by
+// and when they apply who (an operator), node (the fleet node that decided
+// it; none outside a fleet), log_only (true: recorded, acted on by
 // nothing: a log_only rule, an open breaker, a decision on backlog already
 // over when read), delay (a throttle's), violations, addresses (those a
 // key that is no single address blocks), log_time (the log time of the

@@ -63,6 +63,7 @@ type Ban struct {
 	Origin          string       // OriginDetector, OriginDeny, OriginRange, OriginOperator
 	Who             string       // the operator, for operator actions
 	LogOnly         bool         // decided by a log_only rule (or a tripped breaker): acted on by nothing
+	Node            string       // the fleet node that decided it; "" outside a fleet
 }
 
 // Event is one line of history: a decision or an operator action.
@@ -75,6 +76,7 @@ type Event struct {
 	Addresses       []netip.Addr
 	Origin, Who     string
 	LogOnly         bool
+	Node            string // the fleet node that decided it; "" outside a fleet
 }
 
 // Position is how far a source file was read.

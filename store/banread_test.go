@@ -44,9 +44,9 @@ func TestBanReads(t *testing.T) {
 	bans := []Ban{
 		{Rule: "deny", Key: "198.51.100.0/24", Kind: PhaseBan, Since: t0, Reason: "deny list", Origin: OriginDeny},
 		{Rule: "flood", Key: "203.0.113.7", Kind: PhaseBan, Since: t0, Until: t0.Add(3600_500 * time.Millisecond), Reason: "rate 31 per 10s > 30",
-			Violations: 3, Origin: OriginDetector},
+			Violations: 3, Origin: OriginDetector, Node: "web1"},
 		{Rule: "ua", Key: "ua:x\x00\xff\n\"", Kind: PhaseThrottle, Since: t0, Until: t0.Add(time.Millisecond), LogOnly: true, Origin: OriginOperator,
-			Who: "uid 0 (root)", Addresses: []netip.Addr{netip.MustParseAddr("203.0.113.9"), netip.MustParseAddr("2001:db8::1")}},
+			Who: "uid 0 (root)", Node: "web1", Addresses: []netip.Addr{netip.MustParseAddr("203.0.113.9"), netip.MustParseAddr("2001:db8::1")}},
 	}
 	for _, c := range []struct {
 		name, set, want string

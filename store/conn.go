@@ -35,12 +35,12 @@ var stmtSQL = [nStmts]string{
 		ON CONFLICT (rule, key) DO UPDATE SET last_seen_ms = ?3, requests = ?4, blocked = ?5,
 			cpu = ?6, phase = ?7, until_ms = ?8, data = ?9`,
 	sDeleteKey: `DELETE FROM keys WHERE rule = ?1 AND key = ?2`,
-	sInsertEvent: `INSERT INTO history (time_ms, rule, key, kind, until_ms, reason, violations, addresses, origin, who, log_only)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)`,
-	sUpsertBan: `INSERT INTO bans (rule, key, kind, since_ms, until_ms, reason, violations, addresses, origin, who, log_only)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+	sInsertEvent: `INSERT INTO history (time_ms, rule, key, kind, until_ms, reason, violations, addresses, origin, who, log_only, node)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)`,
+	sUpsertBan: `INSERT INTO bans (rule, key, kind, since_ms, until_ms, reason, violations, addresses, origin, who, log_only, node)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
 		ON CONFLICT (rule, key) DO UPDATE SET kind = ?3, since_ms = ?4, until_ms = ?5, reason = ?6,
-			violations = ?7, addresses = ?8, origin = ?9, who = ?10, log_only = ?11`,
+			violations = ?7, addresses = ?8, origin = ?9, who = ?10, log_only = ?11, node = ?12`,
 	sDeleteBan: `DELETE FROM bans WHERE rule = ?1 AND key = ?2`,
 	sUpsertPosition: `INSERT INTO positions (path, dev, inode, offset, line, head_hash, size, updated_ms)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)

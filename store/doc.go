@@ -134,12 +134,14 @@
 //	  origin         'detector', 'deny', 'range' or 'operator'
 //	  who            the operator, for operator actions; '' otherwise
 //	  log_only       1: decided by a log_only rule, acted on by nothing
+//	  node           the fleet node that decided it; '' outside a fleet
+//	                 (and for the rows of a database of version 1)
 //	  bans_until     (until_ms): EndedBans, the cleaner's bans that are due
 //
 //	history          one row per decision or operator action, never updated
 //	  id             INTEGER PRIMARY KEY, in the order written
 //	  time_ms, rule, key, kind, until_ms, reason, violations, addresses,
-//	  origin, who, log_only
+//	  origin, who, log_only, node
 //	                 as in bans; kind is also 'unban' and the operator
 //	                 kinds (KindForget, KindBreakerReset, KindBreakerTrip)
 //	  history_time   (time_ms): History by time, Prune's old history
@@ -178,6 +180,10 @@
 // writers and readers, with an error wrapping ErrSchema that says so; so is
 // an older one by a reader, which cannot migrate it.
 //
+// Version 2 added the node column to bans and history (ALTER TABLE …
+// ADD COLUMN, which SQLite does without rewriting the rows): the rows of
+// a version-1 database read with an empty node (TestMigrations).
+//
 // # Checkpoint cost
 //
 // A checkpoint writes its keys in (rule, key) order (30% faster than a
@@ -200,7 +206,7 @@
 // of its own through the driver itself (database/sql's Conn.Raw), since a
 // list reads 100,000 of them: a value of an unexpected type is still an
 // error naming the ban and the column (TestBanReads). A repeated rule,
-// kind, reason, origin or who keeps the previous row's string, so the
+// kind, reason, origin, who or node keeps the previous row's string, so the
 // bans a caller keeps share it. What remains of a list's read is SQLite
 // stepping the rows (about half) and the driver's strings: some 0.1 s
 // for 100,000 bans on the 2-core machine, a sixth of it the connection's

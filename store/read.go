@@ -142,7 +142,7 @@ func (s *Snapshot) Positions() ([]Position, error) {
 	return ps, nil
 }
 
-const banColumns = `rule, key, kind, since_ms, until_ms, reason, violations, addresses, origin, who, log_only`
+const banColumns = `rule, key, kind, since_ms, until_ms, reason, violations, addresses, origin, who, log_only, node`
 
 const (
 	activeBansQuery = `SELECT ` + banColumns + ` FROM bans ORDER BY rule, key`
@@ -202,12 +202,12 @@ func (s *Snapshot) eachBan(op, q string, args []any, fn func(*Ban) error) error 
 }
 
 // banColumnNames are banColumns, one a value.
-var banColumnNames = [...]string{"rule", "key", "kind", "since_ms", "until_ms", "reason", "violations", "addresses", "origin", "who", "log_only"}
+var banColumnNames = [...]string{"rule", "key", "kind", "since_ms", "until_ms", "reason", "violations", "addresses", "origin", "who", "log_only", "node"}
 
 // decodeBan fills b from a row of banColumns as the driver gives it, without
 // database/sql's conversions (a list reads 100,000 of them). b is the
-// previous row's ban: a rule, kind, reason, origin or who equal to its
-// own keeps b's string, so that bans kept by the caller share one copy of
+// previous row's ban: a rule, kind, reason, origin, who or node equal to
+// its own keeps b's string, so that bans kept by the caller share one copy of
 // the text most of them repeat, not one each (a list of 100,000 bans
 // holds 7 MB less).
 func decodeBan(b *Ban, v *[len(banColumnNames)]any) error {
@@ -227,6 +227,7 @@ func decodeBan(b *Ban, v *[len(banColumnNames)]any) error {
 	same(&b.Origin, 8)
 	same(&b.Who, 9)
 	b.LogOnly = r.bool(10)
+	same(&b.Node, 11)
 	if r.err == nil {
 		b.Addresses, r.err = parseAddrs(as)
 	}
@@ -311,7 +312,7 @@ func historyQuery(q HistoryQuery) (string, []any) {
 		add("time_ms < ?%d", q.Until.UnixMilli())
 	}
 	var b strings.Builder
-	b.WriteString(`SELECT time_ms, rule, key, kind, until_ms, reason, violations, addresses, origin, who, log_only FROM history`)
+	b.WriteString(`SELECT time_ms, rule, key, kind, until_ms, reason, violations, addresses, origin, who, log_only, node FROM history`)
 	if len(where) > 0 {
 		b.WriteString(" WHERE " + strings.Join(where, " AND "))
 	}
@@ -336,7 +337,7 @@ func (s *Snapshot) History(q HistoryQuery) ([]Event, error) {
 		var e Event
 		var t, until sql.NullInt64
 		var as string
-		if err := rows.Scan(&t, &e.Rule, &e.Key, &e.Kind, &until, &e.Reason, &e.Violations, &as, &e.Origin, &e.Who, &e.LogOnly); err != nil {
+		if err := rows.Scan(&t, &e.Rule, &e.Key, &e.Kind, &until, &e.Reason, &e.Violations, &as, &e.Origin, &e.Who, &e.LogOnly, &e.Node); err != nil {
 			return nil, s.errf("read history", "%w", err)
 		}
 		e.Time, e.Until = fromMS(t), fromMS(until)

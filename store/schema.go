@@ -83,6 +83,12 @@ CREATE TABLE positions (
 	updated_ms INTEGER
 ) WITHOUT ROWID;
 `,
+	// 2: the fleet node that decided a ban or an event ('' outside a
+	// fleet, and for every row written before).
+	`
+ALTER TABLE bans ADD COLUMN node TEXT NOT NULL DEFAULT '';
+ALTER TABLE history ADD COLUMN node TEXT NOT NULL DEFAULT '';
+`,
 }
 
 // Version is the schema version this build reads and writes.

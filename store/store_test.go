@@ -3,6 +3,7 @@ package store
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -105,13 +106,13 @@ func TestRoundTrip(t *testing.T) {
 	keyB := KeyRow{Rule: "flood", Key: "2001:db8::/64", Data: []byte{0, 1, 2, 255}, LastSeen: at("2026-11-22T10:00:02Z"), Requests: 7}
 	keyC := KeyRow{Rule: "heavy", Key: "203.0.113.7", Data: []byte{}, LastSeen: at("2026-11-22T09:59:00Z"), CPU: 0.25}
 	banA := Ban{Rule: "flood", Key: "203.0.113.7", Kind: PhaseThrottle, Since: at("2026-11-22T10:00:01.250Z"), Until: at("2026-11-22T10:00:11.250Z"),
-		Reason: "rate 21 per 1s > 20 (rule flood)", Origin: OriginDetector}
+		Reason: "rate 21 per 1s > 20 (rule flood)", Origin: OriginDetector, Node: "web1"}
 	banR := Ban{Rule: "range:bots", Key: "range:bots", Kind: PhaseBan, Since: at("2026-11-22T10:00:00Z"),
 		Reason: "deny list", Violations: 0, Addresses: []netip.Addr{v4, v6}, Origin: OriginDeny, LogOnly: true}
 	ev1 := Event{Time: at("2026-11-22T10:00:00Z"), Rule: "range:bots", Key: "range:bots", Kind: KindBan, Reason: "deny list",
 		Addresses: []netip.Addr{v4, v6}, Origin: OriginDeny, LogOnly: true}
 	ev2 := Event{Time: at("2026-11-22T10:00:01.250Z"), Rule: "flood", Key: "203.0.113.7", Kind: KindThrottle,
-		Until: at("2026-11-22T10:00:11.250Z"), Reason: "rate 21 per 1s > 20 (rule flood)", Origin: OriginDetector}
+		Until: at("2026-11-22T10:00:11.250Z"), Reason: "rate 21 per 1s > 20 (rule flood)", Origin: OriginDetector, Node: "web1"}
 	posA := Position{Path: "/var/log/nginx/access.log", Dev: 2049, Inode: 1 << 63, Offset: 123456, Line: 999, HeadHash: "abc", Size: 200000}
 	posB := Position{Path: "/var/log/nginx/other.log", Dev: 2049, Inode: 77, Offset: 10, Line: 1, HeadHash: "def", Size: 10}
 
@@ -505,16 +506,44 @@ func TestLockReleasedOnDeath(t *testing.T) {
 func TestMigrations(t *testing.T) {
 	t.Run("from version 1", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "logjail.db")
-		db, err := open1(path, Options{}, migrations[:1])
+		// A database of version 1 as a version-1 writer made it (this
+		// build's writer prepares statements naming the node column,
+		// which version 1 has not), with what it wrote, in its own
+		// statements.
+		ctx := context.Background()
+		c, err := raw(t, path).Conn(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := &Checkpoint{Time: at("2026-11-22T10:00:00Z"), Global: []byte("v1"),
-			Keys: []KeyRow{{Rule: "r", Key: "k", Data: []byte("d"), LastSeen: at("2026-11-22T10:00:00Z")}}}
-		if err := db.Checkpoint(c); err != nil {
-			t.Fatal(err)
+		defer c.Close()
+		t0 := at("2026-11-22T10:00:00Z")
+		for _, q := range []struct {
+			sql  string
+			args []any
+		}{
+			{strings.Join(writerPragmas, "; "), nil},
+			{migrations[0], nil},
+			{`PRAGMA user_version = 1`, nil},
+			{`INSERT INTO detector (id, time_ms, checkpoints, data) VALUES (1, ?1, 1, ?2)`, []any{t0.UnixMilli(), []byte("v1")}},
+			{`INSERT INTO keys (rule, key, last_seen_ms, requests, blocked, cpu, phase, until_ms, data)
+				VALUES ('r', 'k', ?1, 1, 0, 0, '', NULL, x'64')`, []any{t0.UnixMilli()}},
+			{`INSERT INTO bans (rule, key, kind, since_ms, until_ms, reason, violations, addresses, origin, who, log_only)
+				VALUES ('flood', '203.0.113.0/24', 'ban', ?1, ?2, 'rate', 2, '203.0.113.7,203.0.113.9', 'detector', '', 0)`,
+				[]any{t0.UnixMilli(), t0.Add(time.Hour).UnixMilli()}},
+			{`INSERT INTO history (time_ms, rule, key, kind, until_ms, reason, violations, addresses, origin, who, log_only)
+				VALUES (?1, 'flood', '203.0.113.0/24', 'ban', ?2, 'rate', 2, '203.0.113.7,203.0.113.9', 'detector', '', 0)`,
+				[]any{t0.UnixMilli(), t0.Add(time.Hour).UnixMilli()}},
+		} {
+			if _, err := c.ExecContext(ctx, q.sql, q.args...); err != nil {
+				t.Fatalf("%s: %v", q.sql, err)
+			}
 		}
-		db.Close()
+		c.Close()
+		addrs := []netip.Addr{netip.MustParseAddr("203.0.113.7"), netip.MustParseAddr("203.0.113.9")}
+		wantBans := []Ban{{Rule: "flood", Key: "203.0.113.0/24", Kind: PhaseBan, Since: t0, Until: t0.Add(time.Hour), Reason: "rate",
+			Violations: 2, Addresses: addrs, Origin: OriginDetector}}
+		wantHistory := []Event{{Time: t0, Rule: "flood", Key: "203.0.113.0/24", Kind: KindBan, Until: t0.Add(time.Hour), Reason: "rate",
+			Violations: 2, Addresses: addrs, Origin: OriginDetector}}
 
 		// The current build, and one with a further migration.
 		extra := append(append([]string(nil), migrations...),
@@ -532,11 +561,48 @@ func TestMigrations(t *testing.T) {
 			if g, _, err := db.Global(); string(g) != "v1" || err != nil {
 				t.Errorf("state after migrating to %d: %q, %v", len(migs), g, err)
 			}
+			// The bans and the history of version 1 read with no node,
+			// by every read of the bans.
+			for name, read := range banReads(db) {
+				bs, err := read()
+				if err != nil {
+					t.Fatalf("%s after migrating to %d: %v", name, len(migs), err)
+				}
+				if diff := cmp.Diff(wantBans, bs, cmpAddr); diff != "" {
+					t.Errorf("%s after migrating to %d (-want +got):\n%s", name, len(migs), diff)
+				}
+			}
+			es, err := db.History(HistoryQuery{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(wantHistory, es, cmpAddr); diff != "" {
+				t.Errorf("history after migrating to %d (-want +got):\n%s", len(migs), diff)
+			}
 			db.Close()
 		}
 		var note string
 		if err := raw(t, path).QueryRow("SELECT note FROM keys").Scan(&note); err != nil || note != "migrated" {
 			t.Errorf("the further migration: %q, %v", note, err)
+		}
+
+		// The migrated database takes a node like a new one.
+		db, err := open1(path, Options{}, extra)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		b := Ban{Rule: "flood", Key: "198.51.100.7", Kind: PhaseBan, Since: t0, Until: t0.Add(time.Minute), Origin: OriginDetector, Node: "web2"}
+		e := Event{Time: t0.Add(time.Second), Rule: "flood", Key: "203.0.113.0/24", Kind: KindUnban, Origin: OriginOperator, Who: "root", Node: "web1"}
+		if err := db.Checkpoint(&Checkpoint{Time: t0, SetBans: []Ban{b}, Events: []Event{e}, DelBans: []BanKey{{Rule: "flood", Key: "203.0.113.0/24"}}}); err != nil {
+			t.Fatal(err)
+		}
+		got := readState(t, db)
+		if diff := cmp.Diff([]Ban{b}, got.Bans, cmpAddr); diff != "" {
+			t.Errorf("bans written after the migration (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(append([]Event{e}, wantHistory...), got.History, cmpAddr); diff != "" {
+			t.Errorf("history written after the migration (-want +got):\n%s", diff)
 		}
 	})
 

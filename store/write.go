@@ -59,7 +59,7 @@ func (db *DB) checkpoint(w *conn, c *Checkpoint) error {
 			return fmt.Errorf("events[%d] (%s %s): no kind", i, e.Rule, e.Key)
 		}
 		if err := w.execArgs(sInsertEvent, ms(e.Time), e.Rule, e.Key, e.Kind, ms(e.Until), e.Reason, int64(e.Violations),
-			addrs(e.Addresses), e.Origin, e.Who, e.LogOnly); err != nil {
+			addrs(e.Addresses), e.Origin, e.Who, e.LogOnly, e.Node); err != nil {
 			return fmt.Errorf("event %s %s %s: %w", e.Kind, e.Rule, e.Key, err)
 		}
 	}
@@ -72,7 +72,7 @@ func (db *DB) checkpoint(w *conn, c *Checkpoint) error {
 			return fmt.Errorf("ban %s %s: kind %q, want %q or %q", b.Rule, b.Key, b.Kind, PhaseThrottle, PhaseBan)
 		}
 		if err := w.execArgs(sUpsertBan, b.Rule, b.Key, b.Kind, ms(b.Since), ms(b.Until), b.Reason, int64(b.Violations),
-			addrs(b.Addresses), b.Origin, b.Who, b.LogOnly); err != nil {
+			addrs(b.Addresses), b.Origin, b.Who, b.LogOnly, b.Node); err != nil {
 			return fmt.Errorf("ban %s %s: %w", b.Rule, b.Key, err)
 		}
 	}

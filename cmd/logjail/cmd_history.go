@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/logjail/logjail/control"
@@ -26,6 +27,8 @@ action on it (with who made it and why), oldest first, from the database's
 history (kept for history_retention), with or without a running daemon. An
 address stands for every key containing it (its ip and prefix keys, a CIDR,
 a group range, a user seen from it); a CIDR for every key overlapping it.
+In a fleet, a last column, NODE, names the node that decided each event
+("node" in JSON).
 
 ` + operatorExits,
 		Args: oneTarget("history"),
@@ -83,8 +86,16 @@ func runHistory(o *historyOptions, s streams, key string) error {
 	return nil
 }
 
+// printHistory writes h's events as a table. As in list, when an event
+// has a node (a fleet), the node that decided each is the last column,
+// NODE ("-" for none).
 func printHistory(w io.Writer, h *control.History, terminal bool) error {
-	t := newTable(w, terminal, "TIME", "KIND", "RULE", "KEY", "UNTIL", "WHO", "REASON")
+	header := []string{"TIME", "KIND", "RULE", "KEY", "UNTIL", "WHO", "REASON"}
+	nodes := slices.ContainsFunc(h.Events, func(e control.Event) bool { return e.Node != "" })
+	if nodes {
+		header = append(header, "NODE")
+	}
+	t := newTable(w, terminal, header...)
 	for i := range h.Events {
 		e := &h.Events[i]
 		who := e.Who
@@ -95,7 +106,11 @@ func printHistory(w io.Writer, h *control.History, terminal bool) error {
 		if e.LogOnly {
 			reason += " [log only]"
 		}
-		t.row(fmtTime(e.Time), e.Kind, e.Rule, e.Key, fmtTimePtr(e.Until), who, reason)
+		row := []string{fmtTime(e.Time), e.Kind, e.Rule, e.Key, fmtTimePtr(e.Until), who, reason}
+		if nodes {
+			row = append(row, e.Node)
+		}
+		t.row(row...)
 	}
 	return t.flush()
 }

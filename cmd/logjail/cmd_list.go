@@ -29,7 +29,9 @@ func newListCmd(s streams) *cobra.Command {
 records a decision there within 10 ms, and an unban before it returns), with
 or without a running daemon: key, rule, kind, since, until and the time left,
 violations, the addresses a ban of a key that is no address blocks, and the
-reason (an operator's with who gave it).
+reason (an operator's with who gave it). In a fleet, a last column, NODE,
+names the node that decided each ban ("node" in JSON); without one there is
+no such column.
 
 --key takes an address (every key containing it: its ip and prefix keys, a
 CIDR, a group range, a user seen from it), a CIDR (every key overlapping it)
@@ -117,11 +119,22 @@ func runList(o *listOptions, s streams, now time.Time) error {
 
 // printList writes l's bans as a table: one row a ban, built in one buffer
 // (a list may have 100,000 rows), the same text as table.row of each
-// field's string (TestPrintList).
+// field's string (TestPrintList). When a ban listed has a node (a fleet),
+// the node that decided each is the last column, NODE ("-" for none), so
+// that the columns before it are where they are without a fleet.
 func printList(w io.Writer, l *control.BanList, terminal bool) error {
 	header := []string{"KEY", "RULE", "KIND", "SINCE", "UNTIL", "LEFT", "VIOLATIONS", "ADDRESSES", "REASON"}
 	if l.Expired {
 		header = []string{"KEY", "RULE", "KIND", "SINCE", "UNTIL", "ENDED", "VIOLATIONS", "ADDRESSES", "REASON", "END"}
+	}
+	nodes := false
+	for i := range l.Bans {
+		if nodes = l.Bans[i].Node != ""; nodes {
+			break
+		}
+	}
+	if nodes {
+		header = append(header, "NODE")
 	}
 	t := newTable(w, terminal, header...)
 	b := make([]byte, 0, 512)
@@ -159,6 +172,9 @@ func printList(w io.Writer, l *control.BanList, terminal bool) error {
 		b = appendCell(b, false, reason)
 		if l.Expired {
 			b = appendCell(b, false, v.EndReason)
+		}
+		if nodes {
+			b = appendCell(b, false, v.Node)
 		}
 		t.line(append(b, '\n'))
 	}

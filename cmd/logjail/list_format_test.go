@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,7 +19,8 @@ import (
 
 // The list's text as it was written before it was made fast (issue 23):
 // a string a field, each through Format, fmtLeft's builder and the table's
-// row. printList must write the same bytes.
+// row; and since issue 20, the NODE column last when a ban has a node.
+// printList must write the same bytes.
 
 func fmtTimeBefore(t time.Time) string {
 	if t.IsZero() {
@@ -65,6 +67,13 @@ func printListBefore(w io.Writer, l *control.BanList, terminal bool) error {
 	if l.Expired {
 		header = []string{"KEY", "RULE", "KIND", "SINCE", "UNTIL", "ENDED", "VIOLATIONS", "ADDRESSES", "REASON", "END"}
 	}
+	nodes := false
+	for _, b := range l.Bans {
+		nodes = nodes || b.Node != ""
+	}
+	if nodes {
+		header = append(header, "NODE")
+	}
 	out := w
 	var tw *tabwriter.Writer
 	if terminal {
@@ -98,11 +107,14 @@ func printListBefore(w io.Writer, l *control.BanList, terminal bool) error {
 			reason += " [log only]"
 		}
 		addrs := strings.Join(b.Addresses, ",")
+		fields := []string{b.Key, b.Rule, b.Kind, fmtTimeBefore(b.Since), until, left, strconv.Itoa(b.Violations), addrs, reason}
 		if l.Expired {
-			row(b.Key, b.Rule, b.Kind, fmtTimeBefore(b.Since), until, fmtTimePtrBefore(b.Ended), strconv.Itoa(b.Violations), addrs, reason, b.EndReason)
-			continue
+			fields = []string{b.Key, b.Rule, b.Kind, fmtTimeBefore(b.Since), until, fmtTimePtrBefore(b.Ended), strconv.Itoa(b.Violations), addrs, reason, b.EndReason}
 		}
-		row(b.Key, b.Rule, b.Kind, fmtTimeBefore(b.Since), until, left, strconv.Itoa(b.Violations), addrs, reason)
+		if nodes {
+			fields = append(fields, b.Node)
+		}
+		row(fields...)
 	}
 	if tw != nil {
 		return tw.Flush()
@@ -114,7 +126,9 @@ func printListBefore(w io.Writer, l *control.BanList, terminal bool) error {
 // a terminal and for scripts, active and ended, for bans of every shape:
 // until lifted, an operator's, log only, addresses, a key and a reason a
 // client wrote (control characters, a tab, invalid UTF-8), times before
-// the year 1000 and after 9999, durations of every size.
+// the year 1000 and after 9999, durations of every size; and the same
+// bans in a fleet, some with a node (one a client could not write, but
+// cleaned all the same) and some without.
 func TestPrintList(t *testing.T) {
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	at := func(t time.Time) *time.Time { return &t }
@@ -136,21 +150,28 @@ func TestPrintList(t *testing.T) {
 		u := now.Add(time.Duration(d) * time.Second)
 		bans = append(bans, control.Ban{Key: "203.0.113.8", Rule: "flood", Kind: "ban", Since: now, Until: &u, LeftSeconds: secs(d), Ended: &u})
 	}
+	fleet := slices.Clone(bans)
+	fleet[0].Node, fleet[2].Node, fleet[4].Node = "web1", "web2", "web\x1b\t3"
 	for _, expired := range []bool{false, true} {
 		for _, terminal := range []bool{false, true} {
-			t.Run(fmt.Sprintf("expired=%v,terminal=%v", expired, terminal), func(t *testing.T) {
-				l := &control.BanList{Now: now, Expired: expired, Bans: bans}
-				var want, got bytes.Buffer
-				if err := printListBefore(&want, l, terminal); err != nil {
-					t.Fatal(err)
-				}
-				if err := printList(&got, l, terminal); err != nil {
-					t.Fatal(err)
-				}
-				if diff := cmp.Diff(want.String(), got.String()); diff != "" {
-					t.Errorf("printList (-before +now):\n%s", diff)
-				}
-			})
+			for _, inFleet := range []bool{false, true} {
+				t.Run(fmt.Sprintf("expired=%v,terminal=%v,fleet=%v", expired, terminal, inFleet), func(t *testing.T) {
+					l := &control.BanList{Now: now, Expired: expired, Bans: bans}
+					if inFleet {
+						l.Bans = fleet
+					}
+					var want, got bytes.Buffer
+					if err := printListBefore(&want, l, terminal); err != nil {
+						t.Fatal(err)
+					}
+					if err := printList(&got, l, terminal); err != nil {
+						t.Fatal(err)
+					}
+					if diff := cmp.Diff(want.String(), got.String()); diff != "" {
+						t.Errorf("printList (-before +now):\n%s", diff)
+					}
+				})
+			}
 		}
 	}
 }

@@ -195,16 +195,16 @@ func testRoundTrip(t *testing.T, open Opener) {
 	keyC := state.KeyRow{Rule: "cpu", Key: "range:bots", Data: []byte{}} // never seen: no LastSeen
 	ban := state.Ban{Rule: "flood", Key: "2001:db8::/64", Kind: state.PhaseBan, Since: sec(2), Until: sec(62),
 		Reason: "rate 31 per 10s > 30 (rule flood)", Violations: 4, Addresses: []netip.Addr{v6, netip.MustParseAddr("2001:db8::2")},
-		Origin: state.OriginDetector}
+		Origin: state.OriginDetector, Node: "web2"}
 	forever := state.Ban{Rule: "operator", Key: "198.51.100.0/24", Kind: state.PhaseBan, Since: sec(3),
-		Reason: "by hand", Origin: state.OriginOperator, Who: "root", LogOnly: true}
+		Reason: "by hand", Origin: state.OriginOperator, Who: "root", LogOnly: true, Node: "web1"}
 	throttle := state.Ban{Rule: "flood", Key: "203.0.113.7", Kind: state.PhaseThrottle, Since: sec(1), Until: sec(10),
 		Reason: "throttled", Addresses: []netip.Addr{v4}, Origin: state.OriginDetector}
 	ev := func(b state.Ban) state.Event {
 		return state.Event{Time: b.Since, Rule: b.Rule, Key: b.Key, Kind: b.Kind, Until: b.Until, Reason: b.Reason,
-			Violations: b.Violations, Addresses: b.Addresses, Origin: b.Origin, Who: b.Who, LogOnly: b.LogOnly}
+			Violations: b.Violations, Addresses: b.Addresses, Origin: b.Origin, Who: b.Who, LogOnly: b.LogOnly, Node: b.Node}
 	}
-	forget := state.Event{Time: sec(4), Rule: "flood", Key: "203.0.113.9", Kind: state.KindForget, Origin: state.OriginOperator, Who: "alice"}
+	forget := state.Event{Time: sec(4), Rule: "flood", Key: "203.0.113.9", Kind: state.KindForget, Origin: state.OriginOperator, Who: "alice", Node: "web3"}
 	trip := state.Event{Time: sec(5), Key: "breaker", Kind: state.KindBreakerTrip, Reason: "101 bans in a minute", Origin: state.OriginDetector}
 	pos := state.Position{Path: "/var/log/nginx/access.log", Dev: 1<<63 + 5, Inode: 1<<64 - 1, Offset: 4096, Line: 30,
 		HeadHash: "ab12", Size: 8192}
@@ -542,10 +542,11 @@ func seqCheckpoint(n int) *state.Checkpoint {
 	c.Keys = append(c.Keys, state.KeyRow{Rule: "flood", Key: fmt.Sprintf("k%03d", (n*53)%1000)})
 	for j := range 3 {
 		c.Events = append(c.Events, state.Event{Time: sec(n), Rule: "flood", Key: fmt.Sprintf("k%03d", (n+j)%1000),
-			Kind: state.KindBan, Until: sec(n + 60), Reason: tag, Violations: j, Addresses: []netip.Addr{v4}, Origin: state.OriginDetector})
+			Kind: state.KindBan, Until: sec(n + 60), Reason: tag, Violations: j, Addresses: []netip.Addr{v4}, Origin: state.OriginDetector,
+			Node: "node " + tag})
 	}
 	c.SetBans = []state.Ban{{Rule: "flood", Key: fmt.Sprintf("b%02d", n%50), Kind: state.PhaseBan, Since: sec(n),
-		Until: sec(n + 60), Reason: tag, Origin: state.OriginDetector}}
+		Until: sec(n + 60), Reason: tag, Origin: state.OriginDetector, Node: "node " + tag}}
 	c.DelBans = []state.BanKey{{Rule: "flood", Key: fmt.Sprintf("b%02d", (n*7)%50)}}
 	c.Positions = []state.Position{{Path: "/var/log/a.log", Dev: 1, Inode: uint64(n / 10), Offset: int64(n) * 100,
 		Line: int64(n), HeadHash: "h" + strconv.Itoa(n/10), Size: int64(n) * 100}}
@@ -639,10 +640,10 @@ func canon(c contents) string {
 		fmt.Fprintf(&b, "key %q %q %x %d %d %d %v %q %d\n", k.Rule, k.Key, k.Data, ms(k.LastSeen), k.Requests, k.Blocked, k.CPU, k.Phase, ms(k.Until))
 	}
 	for _, x := range c.Bans {
-		fmt.Fprintf(&b, "ban %q %q %q %d %d %q %d %v %q %q %v\n", x.Rule, x.Key, x.Kind, ms(x.Since), ms(x.Until), x.Reason, x.Violations, x.Addresses, x.Origin, x.Who, x.LogOnly)
+		fmt.Fprintf(&b, "ban %q %q %q %d %d %q %d %v %q %q %v %q\n", x.Rule, x.Key, x.Kind, ms(x.Since), ms(x.Until), x.Reason, x.Violations, x.Addresses, x.Origin, x.Who, x.LogOnly, x.Node)
 	}
 	for _, e := range c.History {
-		fmt.Fprintf(&b, "event %d %q %q %q %d %q %d %v %q %q %v\n", ms(e.Time), e.Rule, e.Key, e.Kind, ms(e.Until), e.Reason, e.Violations, e.Addresses, e.Origin, e.Who, e.LogOnly)
+		fmt.Fprintf(&b, "event %d %q %q %q %d %q %d %v %q %q %v %q\n", ms(e.Time), e.Rule, e.Key, e.Kind, ms(e.Until), e.Reason, e.Violations, e.Addresses, e.Origin, e.Who, e.LogOnly, e.Node)
 	}
 	for _, p := range c.Positions {
 		fmt.Fprintf(&b, "position %+v\n", p)
