@@ -313,8 +313,8 @@ func TestDetect(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got != bc.name {
-				t.Errorf("Detect = %q, want %q", got, bc.name)
+			if got != bc.opts.Format {
+				t.Errorf("Detect = %q, want %q", got, bc.opts.Format)
 			}
 		})
 	}
