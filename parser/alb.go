@@ -35,7 +35,7 @@ func albPreset() *handFormat {
 	}}
 }
 
-func readALB(p *Parser, s string, e *Entry, st *lineState) bool {
+func readALB(p *Parser, s string, _ int, e *Entry, st *lineState) bool {
 	t := tokens{s: s}
 	var f [25]string
 	n := 0

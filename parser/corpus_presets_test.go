@@ -410,3 +410,54 @@ func checkAsserts(t *testing.T, path, preset, asserts string, lines []string, p 
 	}
 	t.Logf("%s: %d values compared with parser.assert", filepath.Base(filepath.Dir(asserts)), compared)
 }
+
+// TestW3CBlocksOutOfOrder: a file whose #Fields: changes mid-file, read as
+// replay reads it (every line handed to Directive in file order, then
+// blocks parsed on several goroutines in any order), reads every line with
+// the columns in force at its place; and Directive is false for the lines
+// of a format without directives.
+func TestW3CBlocksOutOfOrder(t *testing.T) {
+	p := mustParser(t, Options{Format: "iis"})
+	lines := []string{"#Software: Microsoft Internet Information Services 10.0", "#Fields: date time c-ip cs-method cs-uri-stem sc-status"}
+	for i := 0; i < 300; i++ {
+		lines = append(lines, "2026-11-22 07:09:34 203.0.113.7 GET /first 200")
+	}
+	lines = append(lines, "#Fields: date time cs-method cs-uri-stem c-ip sc-status sc-bytes")
+	for i := 0; i < 300; i++ {
+		lines = append(lines, "2026-11-22 08:09:34 POST /second 198.51.100.23 404 512")
+	}
+	for i, l := range lines {
+		if got, want := p.Directive(l, i+1), l[0] == '#'; got != want {
+			t.Fatalf("Directive(line %d) = %v, want %v", i+1, got, want)
+		}
+	}
+	const block = 64
+	errs := make(chan error, len(lines)/block+1)
+	for start := len(lines) - len(lines)%block; start >= 0; start -= block { // the last block first
+		go func(start int) {
+			for i := start; i < min(start+block, len(lines)); i++ {
+				e, err := p.ParseString(lines[i], i+1)
+				if errors.Is(err, ErrDirective) {
+					continue
+				}
+				want := "/first"
+				if i > 302 {
+					want = "/second"
+				}
+				if err != nil || e.Path != want {
+					errs <- errors.New("line " + strconv.Itoa(i+1) + ": " + e.Path + ", want " + want)
+					return
+				}
+			}
+			errs <- nil
+		}(start)
+	}
+	for start := len(lines) - len(lines)%block; start >= 0; start -= block {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if mustParser(t, Options{Format: "combined"}).Directive("#Fields: date", 1) {
+		t.Error("combined has a directive")
+	}
+}

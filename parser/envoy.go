@@ -95,7 +95,7 @@ func criPayload(s string) string {
 	return rest
 }
 
-func (f *envoyFormat) read(p *Parser, s string, e *Entry, st *lineState) bool {
+func (f *envoyFormat) read(p *Parser, s string, _ int, e *Entry, st *lineState) bool {
 	s = criPayload(s)
 	if t := trimSpace(s); t != "" && t[0] == '{' {
 		full := p.scanJSON(f.json, t, e, st)

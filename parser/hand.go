@@ -25,7 +25,7 @@ func (e *Error) Is(target error) bool {
 // Entry and lineState through Parser.set, as the item scanner does, so that
 // what is absent, bad or a forwarding chain is decided in one place.
 type handFormat struct {
-	read    func(p *Parser, s string, e *Entry, st *lineState) bool
+	read    func(p *Parser, s string, lineNo int, e *Entry, st *lineState) bool
 	fields  []item // what its lines can carry, for Carries
 	nFields int    // named fields a line may carry, to size Entry.Fields
 	w3c     *w3cFormat

@@ -47,7 +47,7 @@ func haproxyDate(s string) int {
 	return -1
 }
 
-func readHAProxy(p *Parser, s string, e *Entry, st *lineState) bool {
+func readHAProxy(p *Parser, s string, _ int, e *Entry, st *lineState) bool {
 	k := haproxyDate(s)
 	if k < 0 {
 		return st.failLine("time", "no HAProxy accept date \"[dd/Mon/yyyy:hh:mm:ss.mmm]\" in the line")

@@ -339,7 +339,7 @@ func (p *Parser) parse(line string, lineNo int) (Entry, bool, error) {
 		// Like the JSON walk, a hand reader may hand what it is given to a
 		// recursive walk (Envoy's JSON lines): keep its escape to them.
 		he, hst := new(Entry), new(lineState)
-		full = p.hand.read(p, line, he, hst)
+		full = p.hand.read(p, line, lineNo, he, hst)
 		e, st = *he, *hst
 		if st.directive != "" {
 			return Entry{}, false, &Error{Line: lineNo, Field: "directive", Reason: st.directive}

@@ -2,6 +2,7 @@ package parser
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -36,12 +37,20 @@ import (
 // Name="c-ip">...`, one event a line, as Windows' event log forwarders
 // write them) read with the iis preset too: the same columns, by name.
 //
-// Which `#Fields:` is in force is kept by the Parser (one atomic pointer):
-// exact when one file's lines are parsed in order, by a Parser of its own or
-// by the only one that reads W3C lines of that layout. Lines of files with
-// different fields read by one Parser, or parsed out of order across a
-// `#Fields:` change, may be read under the wrong columns; the column count
-// check rejects them unless the two layouts have as many columns.
+// Which `#Fields:` is in force is kept by the Parser, by line number: the
+// `#Fields:` lines it has seen (the last 64 changes), each with its line
+// number; a line is read with the last one seen before its own number, or
+// with the default columns when none is. A caller that parses one file's
+// lines in order needs nothing more; one that parses blocks of them on
+// several goroutines (replay) hands each line to Parser.Directive as it
+// reads them, in file order, before the blocks are parsed: then every line
+// is read with the `#Fields:` in force at its place, whatever order the
+// blocks are parsed in. A new file (line numbers starting again) read by
+// the same Parser starts from its own `#Fields:` once that is seen. Lines of
+// two files with different fields read by one Parser at once (a source
+// whose paths are two IIS sites) cannot be told apart: give each its own
+// source. The column count check rejects a line read with another layout
+// unless the two have as many columns.
 
 type w3cKind uint8
 
@@ -79,11 +88,82 @@ type w3cLayout struct {
 	edge bool // a CloudFront layout (x-edge-* fields)
 }
 
-// w3cFormat is a W3C preset and the layout in force.
+// w3cFormat is a W3C preset and the layouts its `#Fields:` lines set.
 type w3cFormat struct {
 	name  string  // "iis" or "cloudfront"
 	scale float64 // seconds per unit of time-taken
-	cur   atomic.Pointer[w3cLayout]
+	def   *w3cLayout
+	seen  atomic.Pointer[[]w3cAt] // copied on write; nil before any #Fields:
+}
+
+// w3cAt is a `#Fields:` line and its line number.
+type w3cAt struct {
+	line int
+	lay  *w3cLayout
+}
+
+// maxW3CLayouts bounds the `#Fields:` changes a Parser remembers.
+const maxW3CLayouts = 64
+
+// note records the `#Fields:` text read at line n.
+func (f *w3cFormat) note(text string, n int) {
+	for {
+		old := f.seen.Load()
+		var list []w3cAt
+		if old != nil {
+			list = *old
+		}
+		var lay *w3cLayout
+		for i := len(list) - 1; i >= 0; i-- {
+			if list[i].lay.text == text {
+				if list[i].line == n {
+					return // read before (Directive, then the parse)
+				}
+				lay = list[i].lay
+				break
+			}
+		}
+		if k := len(list); k > 0 && list[k-1].line < n && list[k-1].lay.text == text {
+			return // the same columns go on
+		}
+		if lay == nil {
+			lay = newW3CLayout(text)
+		}
+		next := append(slices.Clip(list[max(0, len(list)-maxW3CLayouts+1):]), w3cAt{line: n, lay: lay})
+		if f.seen.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
+
+// layout returns the columns in force at line n.
+func (f *w3cFormat) layout(n int) *w3cLayout {
+	if l := f.seen.Load(); l != nil {
+		for i := len(*l) - 1; i >= 0; i-- {
+			if (*l)[i].line < n {
+				return (*l)[i].lay
+			}
+		}
+	}
+	return f.def
+}
+
+// Directive notes line, the lineNo-th of a file, when it is a directive of
+// the format, and reports whether it is one: for the W3C presets (iis,
+// cloudfront), a `#Fields:` line sets the columns of the lines after it. A
+// caller that parses a file's lines out of order (in blocks, on several
+// goroutines) calls it on every line, in file order, as it reads them;
+// ParseString then reads each line with the columns in force at its place.
+// It is safe for concurrent use, and a no-op returning false for other
+// formats.
+func (p *Parser) Directive(line string, lineNo int) bool {
+	if p.hand == nil || p.hand.w3c == nil || line == "" || line[0] != '#' {
+		return false
+	}
+	if name, rest, _ := strings.Cut(line[1:], ":"); name == "Fields" {
+		p.hand.w3c.note(trimSpace(strings.TrimRight(rest, "\r\n")), lineNo)
+	}
+	return true
 }
 
 const (
@@ -97,17 +177,15 @@ func w3cPreset(name string) *handFormat {
 	if name == "cloudfront" {
 		f.scale, def = 1, cloudfrontDefaultFields
 	}
-	f.cur.Store(newW3CLayout(def))
-	h := &handFormat{w3c: f, nFields: 12, read: func(p *Parser, s string, e *Entry, st *lineState) bool {
-		return f.read(p, s, e, st)
-	}}
+	f.def = newW3CLayout(def)
+	h := &handFormat{w3c: f, nFields: 12, read: f.read}
 	// What a line can carry: the columns any layout can map to an own
 	// field, and the default layout's named fields.
 	h.fields = []item{field(kIP, "c-ip"), field(kXFF, "x-forwarded-for"), field(kTimeISO, "date"), field(kMethod, "cs-method"),
 		field(kURI, "cs-uri-stem"), field(kStatus, "sc-status"), field(kBytes, "sc-bytes"), field(kUA, "cs(User-Agent)"),
 		field(kReferer, "cs(Referer)"), field(kUser, "cs-username"), field(kHost, "cs-host"), field(kProtocol, "cs-version"),
 		field(kDuration, "time-taken")}
-	for _, c := range f.cur.Load().cols {
+	for _, c := range f.def.cols {
 		if c.kind == wField {
 			h.fields = append(h.fields, field(kField, c.name))
 		}
@@ -184,14 +262,11 @@ type w3cLine struct {
 	hostPrio    int8
 }
 
-func (f *w3cFormat) read(p *Parser, s string, e *Entry, st *lineState) bool {
+func (f *w3cFormat) read(p *Parser, s string, lineNo int, e *Entry, st *lineState) bool {
 	if s[0] == '#' {
 		name, rest, _ := strings.Cut(s[1:], ":")
 		if name == "Fields" {
-			rest = trimSpace(rest)
-			if cur := f.cur.Load(); cur.text != rest {
-				f.cur.Store(newW3CLayout(rest))
-			}
+			f.note(trimSpace(rest), lineNo)
 			st.directive = "W3C directive #Fields: the columns of the lines after it"
 			return false
 		}
@@ -203,7 +278,7 @@ func (f *w3cFormat) read(p *Parser, s string, e *Entry, st *lineState) bool {
 			return f.readEvent(p, t, e, st)
 		}
 	}
-	lay := f.cur.Load()
+	lay := f.layout(lineNo)
 	sep := " "
 	if strings.IndexByte(s, '\t') >= 0 {
 		sep = "\t"
