@@ -70,6 +70,9 @@ func (p *Parser) Carries() (fields []string, xff bool) {
 		for i := range p.hand.fields {
 			one(&p.hand.fields[i])
 		}
+		if p.handCPU != "" {
+			add("cpu", p.handCPU)
+		}
 	}
 	if p.json != nil {
 		for _, t := range p.json.paths {

@@ -461,3 +461,19 @@ func TestW3CBlocksOutOfOrder(t *testing.T) {
 		t.Error("combined has a directive")
 	}
 }
+
+// TestHandPresetCPUField: a named field of a hand-read preset given as
+// cpu_field (an IIS custom field here) is read as CPU seconds.
+func TestHandPresetCPUField(t *testing.T) {
+	p := mustParser(t, Options{Format: "iis", CPUField: "x_cpu_seconds"})
+	if _, err := p.ParseString("#Fields: date time c-ip cs-method cs-uri-stem sc-status time-taken x-cpu-seconds", 1); !errors.Is(err, ErrDirective) {
+		t.Fatal(err)
+	}
+	e, err := p.ParseString("2026-11-22 07:09:34 203.0.113.7 GET /export 200 1250 0.870", 2)
+	if err != nil || e.Has&HasCPU == 0 || e.CPU != 0.87 || e.Duration != 1.25 {
+		t.Errorf("%+v, %v: want cpu 0.87, duration 1.25", e, err)
+	}
+	if fields, _ := p.Carries(); !containsString(fields, "cpu") {
+		t.Errorf("carries %v, without cpu", fields)
+	}
+}

@@ -30,6 +30,7 @@ type Parser struct {
 	items   []item      // line formats
 	json    *jsonFormat // JSON lines
 	hand    *handFormat // a preset read by hand (haproxy, alb, cloudfront, iis, envoy)
+	handCPU string      // for a hand preset: Options.CPUField, a named field holding CPU seconds
 	tr      timeReader
 	trusted []netip.Prefix
 	nFields int // named fields a line may carry, to size Entry.Fields
@@ -252,7 +253,7 @@ func New(o Options) (*Parser, error) {
 			return nil, fmt.Errorf("parser: format auto: call Detect on the first lines and use the preset it returns")
 		}
 		if h, ok := handPreset(name, p); ok {
-			p.hand = h
+			p.hand, p.handCPU = h, o.CPUField
 			p.nFields = h.nFields
 			return p, nil
 		}
@@ -346,6 +347,13 @@ func (p *Parser) parse(line string, lineNo int) (Entry, bool, error) {
 		}
 		if st.failField != "" {
 			return Entry{}, false, &Error{Line: lineNo, Field: st.failField, Reason: st.fail}
+		}
+		if p.handCPU != "" {
+			for _, f := range e.Fields {
+				if v, ok := sumFloats(f.Value); ok && f.Name == p.handCPU && v >= 0 {
+					e.CPU, e.Has = v, e.Has|HasCPU
+				}
+			}
 		}
 	} else if p.json != nil {
 		// The JSON walk is recursive, so what it is handed escapes: keep
