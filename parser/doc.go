@@ -61,7 +61,7 @@
 // which time, client and duration it takes. None logs CPU of its own, so a
 // `% cpu` rule on them is refused unless cpu_fallback: duration, or unless
 // cpu_field names one of their named fields holding CPU seconds (an IIS
-// custom field, an Envoy JSON key is not: its keys are fixed); all carry a
+// custom field, say; Envoy's JSON keys are a fixed set); all carry a
 // duration in seconds (HAProxy's Ta, the ALB's three processing times
 // summed, time-taken in IIS's milliseconds or CloudFront's seconds, Envoy's
 // %DURATION% in milliseconds). A W3C directive line (`#Fields:`,

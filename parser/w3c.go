@@ -185,9 +185,11 @@ func w3cPreset(name string) *handFormat {
 		field(kURI, "cs-uri-stem"), field(kStatus, "sc-status"), field(kBytes, "sc-bytes"), field(kUA, "cs(User-Agent)"),
 		field(kReferer, "cs(Referer)"), field(kUser, "cs-username"), field(kHost, "cs-host"), field(kProtocol, "cs-version"),
 		field(kDuration, "time-taken")}
+	h.nFields = 0
 	for _, c := range f.def.cols {
 		if c.kind == wField {
 			h.fields = append(h.fields, field(kField, c.name))
+			h.nFields++
 		}
 	}
 	return h
