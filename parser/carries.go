@@ -66,6 +66,14 @@ func (p *Parser) Carries() (fields []string, xff bool) {
 	for i := range p.items {
 		one(&p.items[i])
 	}
+	if p.hand != nil {
+		for i := range p.hand.fields {
+			one(&p.hand.fields[i])
+		}
+		if p.handCPU != "" {
+			add("cpu", p.handCPU)
+		}
+	}
 	if p.json != nil {
 		for _, t := range p.json.paths {
 			one(&t.item)

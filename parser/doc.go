@@ -16,9 +16,10 @@
 // Invariants:
 //   - no I/O, no package-level mutable state, no clock: the time of an Entry
 //     is the line's own, and a zone-less time is read in Options.Location;
-//   - a *Parser is immutable after New and safe for concurrent use by any
-//     number of goroutines (its zone cache is lock-free and does not
-//     allocate on a hit);
+//   - a *Parser is immutable after New, but for the W3C presets' record of
+//     the `#Fields:` lines it has read, and safe for concurrent use by any
+//     number of goroutines (its zone cache and that record are lock-free;
+//     the cache does not allocate on a hit);
 //   - Parse and ParseString never panic; a line that cannot yield a client
 //     address and a time is an *Error naming the line, the field and why;
 //     anything else missing or unreadable is absent (its Has bit clear);
@@ -47,6 +48,36 @@
 // names remote_addr and the presets that read it. A line whose first field
 // is an address followed by "-" or a user name reads as before. An
 // apache_format or log_format written by the user is read as written.
+//
+// Presets read by hand (hand.go). haproxy, alb, cloudfront, iis and envoy
+// are not a list of items but a function each, since their lines are not
+// one fixed sequence of literals and fields: HAProxy's httplog behind any
+// syslog header, with optional capture blocks and connection-error lines
+// (haproxy.go); the ALB's fields with an absolute URL and three processing
+// times (alb.go); the W3C extended format, whose columns the last
+// `#Fields:` line names, per file and again mid-file (w3c.go); Envoy's
+// default format string or Envoy Gateway's JSON lines, in an optional CRI
+// wrapper (envoy.go). Each file's comment says what each field becomes and
+// which time, client and duration it takes. None logs CPU of its own, so a
+// `% cpu` rule on them is refused unless cpu_fallback: duration, or unless
+// cpu_field names one of their named fields holding CPU seconds (an IIS
+// custom field, say; Envoy's JSON keys are a fixed set); all carry a
+// duration in seconds (HAProxy's Ta, the ALB's three processing times
+// summed, time-taken in IIS's milliseconds or CloudFront's seconds, Envoy's
+// %DURATION% in milliseconds). A W3C directive line (`#Fields:`,
+// `#Version:`, ...) is an *Error that is ErrDirective: no entry, and no
+// malformed line; Parser.Directive lets a reader that parses blocks out of
+// order note them in file order first.
+//
+// What `auto` (Detect) can and cannot tell apart among them: a W3C log
+// is cloudfront when its columns (its `#Fields:`, or the 33 tab-separated
+// default columns) include x-edge-* fields, iis otherwise, so a W3C log of
+// another server reads as iis (time-taken in milliseconds); a
+// Classic ELB log (no type field first) is not alb, and no preset reads it;
+// HAProxy's or Envoy's own log-format strings other than their defaults
+// are not recognised (write them as a log_format); Envoy's JSON lines are
+// recognised by their keys (downstream_remote_address, start_time,
+// response_code), other JSON access logs are not taken for Envoy's.
 //
 // The client address honours X-Forwarded-For only when the connecting
 // address is in Options.TrustedProxies: the client is then the rightmost

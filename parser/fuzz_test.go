@@ -130,7 +130,8 @@ func fuzzFormat(f *testing.F, o Options, dirs ...string) {
 }
 
 func FuzzPresets(f *testing.F) {
-	seedLines(f, "combined", "common", "vhost_combined", "host_combined", "nginx_timing", "apache_timing", "traefik_clf", "phpfpm", "caddy", "traefik_json")
+	seedLines(f, "combined", "common", "vhost_combined", "host_combined", "nginx_timing", "apache_timing", "traefik_clf", "phpfpm", "caddy", "traefik_json",
+		"haproxy", "alb", "cloudfront", "iis", "envoy")
 	var ps []*Parser
 	for _, name := range Presets() {
 		p, err := New(Options{Format: name})

@@ -129,9 +129,10 @@ type jsonState struct {
 
 const maxJSONDepth = 64
 
-// scanJSON reads one JSON object. It returns whether the object was well formed.
-func (p *Parser) scanJSON(s string, e *Entry, st *lineState) bool {
-	w := jsonState{p: p, jf: p.json, e: e, st: st}
+// scanJSON reads one JSON object with the format jf. It returns whether
+// the object was well formed.
+func (p *Parser) scanJSON(jf *jsonFormat, s string, e *Entry, st *lineState) bool {
+	w := jsonState{p: p, jf: jf, e: e, st: st}
 	var buf [128]byte
 	w.path = buf[:0]
 	i := skipWS(s, 0)

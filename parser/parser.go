@@ -13,7 +13,7 @@ import (
 // LogFormat, ApacheFormat, FPMFormat, JSONFields is set (Format "" with
 // nothing else set means "combined").
 type Options struct {
-	Format         string            // preset: common, combined, vhost_combined, host_combined, nginx_timing, apache_timing, phpfpm, caddy, traefik_json, traefik_clf (not "auto": use Detect first)
+	Format         string            // preset: common, combined, vhost_combined, host_combined, nginx_timing, apache_timing, phpfpm, caddy, traefik_json, traefik_clf, haproxy, alb, cloudfront, iis, envoy (not "auto": use Detect first)
 	LogFormat      string            // nginx log_format string
 	ApacheFormat   string            // Apache LogFormat string
 	FPMFormat      string            // PHP-FPM access.format string
@@ -29,6 +29,8 @@ type Parser struct {
 	name    string
 	items   []item      // line formats
 	json    *jsonFormat // JSON lines
+	hand    *handFormat // a preset read by hand (haproxy, alb, cloudfront, iis, envoy)
+	handCPU string      // for a hand preset: Options.CPUField, a named field holding CPU seconds
 	tr      timeReader
 	trusted []netip.Prefix
 	nFields int // named fields a line may carry, to size Entry.Fields
@@ -38,7 +40,7 @@ type Parser struct {
 // Error is a line that cannot yield a client address and a time.
 type Error struct {
 	Line   int    // 1-based line number, as given to Parse
-	Field  string // "ip", "time" or "line"
+	Field  string // "ip", "time", "line", a field of the format, or "directive" (ErrDirective)
 	Reason string // why, quoting the offending text
 }
 
@@ -48,7 +50,7 @@ func (e *Error) Error() string {
 }
 
 // preset names, most specific first (the order Detect prefers on a tie).
-var presetOrder = [...]string{"traefik_clf", "apache_timing", "nginx_timing", "vhost_combined", "host_combined", "combined", "common", "phpfpm", "caddy", "traefik_json"}
+var presetOrder = [...]string{"traefik_clf", "apache_timing", "nginx_timing", "vhost_combined", "host_combined", "combined", "common", "phpfpm", "haproxy", "alb", "envoy", "cloudfront", "iis", "caddy", "traefik_json"}
 
 // Presets returns the names of the preset formats.
 func Presets() []string {
@@ -250,6 +252,11 @@ func New(o Options) (*Parser, error) {
 		if name == "auto" {
 			return nil, fmt.Errorf("parser: format auto: call Detect on the first lines and use the preset it returns")
 		}
+		if h, ok := handPreset(name, p); ok {
+			p.hand, p.handCPU = h, o.CPUField
+			p.nFields = h.nFields
+			return p, nil
+		}
 		if m, ok := jsonPreset(name); ok {
 			p.json, err = compileJSON(m, o.CPUField)
 			break
@@ -329,11 +336,30 @@ func (p *Parser) parse(line string, lineNo int) (Entry, bool, error) {
 	}
 	var st lineState
 	var full bool
-	if p.json != nil {
+	if p.hand != nil {
+		// Like the JSON walk, a hand reader may hand what it is given to a
+		// recursive walk (Envoy's JSON lines): keep its escape to them.
+		he, hst := new(Entry), new(lineState)
+		full = p.hand.read(p, line, lineNo, he, hst)
+		e, st = *he, *hst
+		if st.directive != "" {
+			return Entry{}, false, &Error{Line: lineNo, Field: "directive", Reason: st.directive}
+		}
+		if st.failField != "" {
+			return Entry{}, false, &Error{Line: lineNo, Field: st.failField, Reason: st.fail}
+		}
+		if p.handCPU != "" {
+			for _, f := range e.Fields {
+				if v, ok := sumFloats(f.Value); ok && f.Name == p.handCPU && v >= 0 {
+					e.CPU, e.Has = v, e.Has|HasCPU
+				}
+			}
+		}
+	} else if p.json != nil {
 		// The JSON walk is recursive, so what it is handed escapes: keep
 		// that to JSON lines.
 		je, jst := new(Entry), new(lineState)
-		full = p.scanJSON(line, je, jst)
+		full = p.scanJSON(p.json, line, je, jst)
 		e, st = *je, *jst
 	} else {
 		full = p.scan(line, &e, &st)

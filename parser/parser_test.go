@@ -313,8 +313,8 @@ func TestDetect(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got != bc.name {
-				t.Errorf("Detect = %q, want %q", got, bc.name)
+			if got != bc.opts.Format {
+				t.Errorf("Detect = %q, want %q", got, bc.opts.Format)
 			}
 		})
 	}
@@ -324,7 +324,7 @@ func TestDetect(t *testing.T) {
 }
 
 func TestPresets(t *testing.T) {
-	want := []string{"apache_timing", "caddy", "combined", "common", "host_combined", "nginx_timing", "phpfpm", "traefik_clf", "traefik_json", "vhost_combined"}
+	want := []string{"alb", "apache_timing", "caddy", "cloudfront", "combined", "common", "envoy", "haproxy", "host_combined", "iis", "nginx_timing", "phpfpm", "traefik_clf", "traefik_json", "vhost_combined"}
 	if diff := cmp.Diff(want, Presets()); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

@@ -77,11 +77,18 @@ type lineState struct {
 	stopped   bool
 	bad       bool   // a value was there but could not be read
 	second    string // an address in the ident field of a common-based preset (host-first line)
+	directive string // a hand format's directive or comment line: why it is no entry (ErrDirective)
+	failField string // a hand format's unreadable line: the field that failed,
+	fail      string // and why
 }
 
 // scan reads s with the format's items. It returns whether every item was read.
 func (p *Parser) scan(s string, e *Entry, st *lineState) bool {
-	items := p.items
+	return p.scanItems(p.items, s, e, st)
+}
+
+// scanItems reads s with items.
+func (p *Parser) scanItems(items []item, s string, e *Entry, st *lineState) bool {
 	pos := 0
 	for i := 0; i < len(items); i++ {
 		it := &items[i]

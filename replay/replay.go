@@ -224,6 +224,9 @@ func (b *block) parse() {
 		if t < len(b.trunc) && b.trunc[t] == i {
 			t++
 		}
+		if errors.Is(err, parser.ErrDirective) {
+			continue // a W3C directive: neither an entry nor a rejected line
+		}
 		if err != nil {
 			b.rejects = append(b.rejects, rejectAt{n, err})
 			continue
@@ -321,6 +324,7 @@ func (r *reader) run(ctx context.Context, stdin io.Reader) error {
 			if lg.Lines.Truncated() {
 				b.trunc = append(b.trunc, len(b.lines))
 			}
+			lg.Parser.Directive(line, n) // in file order: the blocks are parsed in any
 			b.lines = append(b.lines, line)
 		}
 		if len(b.lines) == 0 {
