@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -155,16 +156,20 @@ func (f *importFile) skip(why string) {
 // add adds the entry of an address or CIDR (addrOnly) or key read at
 // line, if it reads.
 func (f *importFile) add(e importEntry, addrOnly bool) {
+	if addrOnly {
+		if _, err := netip.ParseAddr(e.key); err != nil {
+			if _, err := netip.ParsePrefix(e.key); err != nil {
+				f.bad(e.line, e.field, "%q: not an address or CIDR", e.key)
+				return
+			}
+		}
+	}
+	// ParseTarget: the canonical key (unmapped, an address for a full
+	// length CIDR); host bits and zones refused.
 	t, err := control.ParseTarget(e.key)
 	if err != nil {
 		f.bad(e.line, e.field, "%v", err)
 		return
-	}
-	if addrOnly {
-		if _, ok := keyIsAddress(t.Key); !ok {
-			f.bad(e.line, e.field, "%q: not an address or CIDR", e.key)
-			return
-		}
 	}
 	e.key = t.Key
 	f.entries = append(f.entries, e)
