@@ -1,6 +1,7 @@
 package control
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"strings"
@@ -84,5 +85,45 @@ func TestBanBatch(t *testing.T) {
 	}
 	if !det.Banned(now, &rules.Charge{Rule: cfg.Rule("flood"), Key: "203.0.113.9"}) {
 		t.Errorf("the ban under flood is not the detector's")
+	}
+}
+
+// batchDaemon is a fakeDaemon that makes batches: it records their size.
+type batchDaemon struct {
+	fakeDaemon
+	batches []int
+}
+
+func (d *batchDaemon) BanBatch(_ context.Context, req BatchBanRequest, who string) (*BatchBanResult, error) {
+	if _, err := CheckBatch(d.cfg, req); err != nil {
+		return nil, err
+	}
+	d.batches = append(d.batches, len(req.Bans))
+	return &BatchBanResult{Version: SchemaVersion, Bans: make([]BanResult, len(req.Bans)), Live: true}, nil
+}
+
+// TestServerBatch: POST /v1/bans/batch takes a body far past a single
+// ban's 64 KiB in one request; its refusal comes back as the API's error;
+// a daemon that makes no batch answers 404.
+func TestServerBatch(t *testing.T) {
+	d := &batchDaemon{fakeDaemon: fakeDaemon{cfg: testCfg(t)}}
+	_, c := serve(t, d)
+	ctx := context.Background()
+	var req BatchBanRequest
+	for i := range 10_000 {
+		a := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 14: byte(i >> 8), 15: byte(i)})
+		req.Bans = append(req.Bans, BanRequest{Key: a.String(), For: "1h", Reason: "from a feed"})
+	}
+	res, err := c.BanBatch(ctx, req)
+	if err != nil || !res.Live || len(res.Bans) != 10_000 || len(d.batches) != 1 || d.batches[0] != 10_000 {
+		t.Fatalf("BanBatch: %v; the daemon made batches of %v, want one of 10000", err, d.batches)
+	}
+	req.Bans[17].Key = "2001:db8::/200"
+	if _, err := c.BanBatch(ctx, req); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "bans[17]") || len(d.batches) != 1 {
+		t.Errorf("a batch with a bad ban: %v (batches %v)", err, d.batches)
+	}
+	_, c = serve(t, &fakeDaemon{cfg: testCfg(t)})
+	if _, err := c.BanBatch(ctx, BatchBanRequest{Bans: req.Bans[:1]}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a daemon without batches: %v, want ErrNotFound", err)
 	}
 }
