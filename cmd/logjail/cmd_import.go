@@ -197,6 +197,16 @@ func (f *importFile) parseEnd(line int, untilField, until, durField, dur string)
 	return time.Time{}, true
 }
 
+// ended reports whether an entry's own end has passed, and counts it as
+// left out if so.
+func (f *importFile) ended(end time.Time) bool {
+	if end.IsZero() || end.After(f.now) {
+		return false
+	}
+	f.skip("ended already")
+	return true
+}
+
 // readImport reads data (the file name) in format.
 func readImport(name string, data []byte, format string, now time.Time) (*importFile, error) {
 	f := &importFile{name: name, now: now}
@@ -342,8 +352,7 @@ func (f *importFile) readCSV(data []byte) {
 		if !ok {
 			continue
 		}
-		if !end.IsZero() && !end.After(f.now) {
-			f.skip("ended already")
+		if f.ended(end) {
 			continue
 		}
 		reason, _ := get(rec, "reason")
@@ -523,8 +532,7 @@ func (f *importFile) readLogjailJSON(dec *json.Decoder, lc *lineCounter) error {
 				}
 				return err
 			}
-			kind := b.Kind
-			if !f.wanted(kind, "", b.LogOnly) {
+			if !f.wanted(b.Kind, "", b.LogOnly) {
 				return nil
 			}
 			until := ""
@@ -535,8 +543,7 @@ func (f *importFile) readLogjailJSON(dec *json.Decoder, lc *lineCounter) error {
 			if !ok {
 				return nil
 			}
-			if !end.IsZero() && !end.After(f.now) {
-				f.skip("ended already")
+			if f.ended(end) {
 				return nil
 			}
 			f.add(importEntry{line: line, field: field + ".key", key: b.Key, end: end, reason: b.Reason}, false)
@@ -562,8 +569,7 @@ func (f *importFile) readCrowdSec(dec *json.Decoder, lc *lineCounter) error {
 		if !ok {
 			return
 		}
-		if !end.IsZero() && !end.After(f.now) {
-			f.skip("ended already")
+		if f.ended(end) {
 			return
 		}
 		reason := message
