@@ -102,6 +102,13 @@ func (c *Client) Ban(ctx context.Context, req BanRequest) (*BanResult, error) {
 	return &r, c.do(ctx, http.MethodPost, "/v1/ban", nil, req, &r)
 }
 
+// BanBatch asks the daemon to make several bans as one, all or none; it
+// answers once every action applied them.
+func (c *Client) BanBatch(ctx context.Context, req BatchBanRequest) (*BatchBanResult, error) {
+	var r BatchBanResult
+	return &r, c.do(ctx, http.MethodPost, "/v1/bans/batch", nil, req, &r)
+}
+
 // Unban asks the daemon to unban; it answers once every action applied it.
 func (c *Client) Unban(ctx context.Context, req UnbanRequest) (*UnbanResult, error) {
 	var r UnbanResult

@@ -31,6 +31,10 @@
 //     LogTime the newest log time (the daemon's, the checkpoint's). The
 //     decision log gets the same lines (BanResult.LogAttrs), held offline
 //     until the change is written.
+//   - import: Engine.BanBatch (POST /v1/bans/batch), every ban checked
+//     by CheckBan first (the command checks them too, to name the file's
+//     lines), then all made in one Recorder call: the daemon takes one
+//     checkpoint, the command one transaction. All or none.
 //   - list, history: List and ReadHistory on the database, both ways (the
 //     daemon checkpoints a decision within 10 ms, an operator's change
 //     before it answers), at the reader's wall clock: the CLI always reads

@@ -206,70 +206,100 @@ func ParseFor(s string) (time.Duration, error) {
 
 // Ban bans req.Key on who's word (see BanRequest) and records it.
 func (e *Engine) Ban(req BanRequest, who string) (*BanResult, []detector.Decision, error) {
-	t, err := ParseTarget(req.Key)
+	c, err := CheckBan(e.Cfg, req)
 	if err != nil {
 		return nil, nil, err
+	}
+	dec := e.impose(c, who)
+	ds := []detector.Decision{dec}
+	e.W.Decisions(ds)
+	return e.result(c, &dec), ds, nil
+}
+
+// CheckedBan is a ban request read and checked against a configuration
+// (CheckBan): what Engine.Ban and Engine.BanBatch impose.
+type CheckedBan struct {
+	Target Target
+	For    time.Duration
+	Rule   *rules.Rule // nil: the operator's rule
+	Reason string      // "banned by an operator" when the request gave none
+	// Allowed names the allow-list entry the key is on (req.Force);
+	// Exempt the allowed prefixes inside it.
+	Allowed string
+	Exempt  []string
+}
+
+// CheckBan reads req and checks it against cfg as Engine.Ban does,
+// changing nothing: the target (ParseTarget), the duration (ParseFor),
+// the rule, a range key's range, and the allow list (ErrAllowed unless
+// req.Force).
+func CheckBan(cfg *rules.Config, req BanRequest) (*CheckedBan, error) {
+	t, err := ParseTarget(req.Key)
+	if err != nil {
+		return nil, err
 	}
 	length, err := ParseFor(req.For)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	ruleName := req.Rule
-	if ruleName == "" {
-		ruleName = OperatorRule
+	c := &CheckedBan{Target: t, For: length, Reason: req.Reason, Exempt: []string{}}
+	if c.Reason == "" {
+		c.Reason = "banned by an operator"
 	}
-	var rule *rules.Rule
-	if ruleName != OperatorRule {
-		if rule = e.Cfg.Rule(ruleName); rule == nil {
-			return nil, nil, errf(ErrBadRequest, "rule %q: not in the configuration (leave --rule out for an operator's ban)", ruleName)
+	if req.Rule != "" && req.Rule != OperatorRule {
+		if c.Rule = cfg.Rule(req.Rule); c.Rule == nil {
+			return nil, errf(ErrBadRequest, "rule %q: not in the configuration (leave --rule out for an operator's ban)", req.Rule)
 		}
 	}
-	res := &BanResult{Version: SchemaVersion, Exempt: []string{}}
 	blocked := []netip.Prefix{}
 	if p, ok := keyPrefix(t.Key); ok {
 		blocked = append(blocked, p)
 	} else if strings.HasPrefix(t.Key, "range:") {
 		// A range's key blocks the range's CIDRs (package actions): a
 		// range that is not configured would block nothing.
-		cidrs, ok := e.Cfg.GroupRanges()[t.Key]
+		cidrs, ok := cfg.GroupRanges()[t.Key]
 		if !ok {
-			return nil, nil, errf(ErrBadRequest, "%s: no range of that name with group: true in the configuration: its ban would block nothing (ban its CIDRs instead)", t.Key)
+			return nil, errf(ErrBadRequest, "%s: no range of that name with group: true in the configuration: its ban would block nothing (ban its CIDRs instead)", t.Key)
 		}
 		blocked = cidrs
 	}
-	allow := e.Cfg.AllowList()
+	allow := cfg.AllowList()
 	for _, p := range blocked {
 		for _, a := range allow {
 			if a.Addr().Is4() == p.Addr().Is4() && a.Bits() <= p.Bits() && a.Contains(p.Addr()) {
 				if !req.Force {
-					return nil, nil, errf(ErrAllowed, "%s is on the allow list (%s): give --force to ban it all the same", t.Key, a)
+					return nil, errf(ErrAllowed, "%s is on the allow list (%s): give --force to ban it all the same", t.Key, a)
 				}
-				res.Allowed = a.String()
+				c.Allowed = a.String()
 				break
 			}
 		}
 		for _, a := range allow {
 			if a.Addr().Is4() == p.Addr().Is4() && a.Bits() > p.Bits() && p.Contains(a.Addr()) {
-				res.Exempt = append(res.Exempt, a.String())
+				c.Exempt = append(c.Exempt, a.String())
 			}
 		}
 	}
-	reason := req.Reason
-	if reason == "" {
-		reason = "banned by an operator"
-	}
-	until := e.Now.Add(length)
+	return c, nil
+}
+
+// impose makes the decision of a checked ban on who's word (the
+// detector's, for a configured rule), recording nothing.
+func (e *Engine) impose(c *CheckedBan, who string) detector.Decision {
+	until := e.Now.Add(c.For)
 	var dec detector.Decision
-	if rule != nil {
-		dec = e.Det.Impose(e.detTime(true), rule, t.Key, until, reason)
+	if c.Rule != nil {
+		dec = e.Det.Impose(e.detTime(true), c.Rule, c.Target.Key, until, c.Reason)
 	} else {
-		dec = detector.Decision{Rule: ruleName, Key: t.Key, Kind: detector.Ban, Until: until, Reason: reason}
+		dec = detector.Decision{Rule: OperatorRule, Key: c.Target.Key, Kind: detector.Ban, Until: until, Reason: c.Reason}
 	}
 	dec.Time, dec.Origin, dec.Who = e.Now, state.OriginOperator, who
-	ds := []detector.Decision{dec}
-	e.W.Decisions(ds)
-	res.Ban = banOfDecision(&dec, e.Now)
-	return res, ds, nil
+	return dec
+}
+
+// result is the answer to the ban dec of c.
+func (e *Engine) result(c *CheckedBan, dec *detector.Decision) *BanResult {
+	return &BanResult{Version: SchemaVersion, Ban: banOfDecision(dec, e.Now), Allowed: c.Allowed, Exempt: c.Exempt}
 }
 
 // LogAttrs are the decision log's attributes of the ban (beside the

@@ -45,6 +45,13 @@ type Cleaner interface {
 	Clean(ctx context.Context, req CleanRequest, who string) (*CleanReport, error)
 }
 
+// BatchBanner is the daemon's optional ability to make several bans as
+// one (daemon.Control): POST /v1/bans/batch, `logjail import`. A Daemon
+// without it answers that call 404.
+type BatchBanner interface {
+	BanBatch(ctx context.Context, req BatchBanRequest, who string) (*BatchBanResult, error)
+}
+
 // ServerOptions configure a Server.
 type ServerOptions struct {
 	Path   string // the socket (control_socket)
@@ -139,6 +146,7 @@ func Listen(o ServerOptions) (*Server, error) {
 	mux.HandleFunc("GET /v1/history", s.history)
 	mux.HandleFunc("GET /v1/top", s.top)
 	mux.HandleFunc("POST /v1/ban", s.ban)
+	mux.HandleFunc("POST /v1/bans/batch", s.banBatch)
 	mux.HandleFunc("POST /v1/unban", s.unban)
 	mux.HandleFunc("GET /v1/breaker", s.breaker)
 	mux.HandleFunc("POST /v1/breaker/reset", s.resetBreaker)
@@ -305,6 +313,29 @@ func (s *Server) ban(w http.ResponseWriter, r *http.Request) {
 	reply(w, res, err)
 }
 
+func (s *Server) banBatch(w http.ResponseWriter, r *http.Request) {
+	who, ok := s.changer(w, r, "batch ban")
+	if !ok {
+		return
+	}
+	b, ok := s.o.Daemon.(BatchBanner)
+	if !ok {
+		reply(w, nil, errf(ErrNotFound, "this daemon makes no batch of bans"))
+		return
+	}
+	var req BatchBanRequest
+	if err := decodeLimit(r, &req, maxBatchBody); err != nil {
+		reply(w, nil, err)
+		return
+	}
+	res, err := b.BanBatch(r.Context(), req, who)
+	if err == nil {
+		// Each ban is the daemon's decision log's line (msg "ban").
+		s.o.Logger.Info("operator batch ban", "who", who, "bans", len(res.Bans))
+	}
+	reply(w, res, err)
+}
+
 func (s *Server) unban(w http.ResponseWriter, r *http.Request) {
 	who, ok := s.changer(w, r, "unban")
 	if !ok {
@@ -363,8 +394,11 @@ func (s *Server) clean(w http.ResponseWriter, r *http.Request) {
 	reply(w, res, err)
 }
 
-func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 64<<10))
+func decode(r *http.Request, v any) error { return decodeLimit(r, v, 64<<10) }
+
+// decodeLimit decodes a request body of at most limit bytes into v.
+func decodeLimit(r *http.Request, v any, limit int64) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, limit))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return errf(ErrBadRequest, "request body: %v", err)

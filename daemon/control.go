@@ -27,8 +27,9 @@ type Control struct {
 }
 
 var (
-	_ control.Daemon  = (*Control)(nil)
-	_ control.Cleaner = (*Control)(nil)
+	_ control.Daemon      = (*Control)(nil)
+	_ control.Cleaner     = (*Control)(nil)
+	_ control.BatchBanner = (*Control)(nil)
 )
 
 type request struct {
@@ -116,6 +117,31 @@ func (c *Control) Ban(ctx context.Context, req control.BanRequest, who string) (
 		}
 		d.acts.Decisions(ds)
 		d.dl.Decisions(ops.SourceOperator, ds, r.LogAttrs()...)
+		r.Live = true
+		res = r
+		return d.sync()
+	})
+	return res, err
+}
+
+// BanBatch makes several bans on an operator's word as one
+// (control.Engine.BanBatch: all or none), in one checkpoint, and returns
+// once they are in the database and every action applied them.
+func (c *Control) BanBatch(ctx context.Context, req control.BatchBanRequest, who string) (*control.BatchBanResult, error) {
+	var res *control.BatchBanResult
+	err := c.do(ctx, func(d *decider) error {
+		e, err := d.engine(false)
+		if err != nil {
+			return err
+		}
+		r, ds, err := e.BanBatch(req, who)
+		if err != nil {
+			return err
+		}
+		d.acts.Decisions(ds)
+		for i := range ds {
+			d.dl.Decisions(ops.SourceOperator, ds[i:i+1], r.Bans[i].LogAttrs()...)
+		}
 		r.Live = true
 		res = r
 		return d.sync()

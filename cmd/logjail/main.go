@@ -21,6 +21,18 @@
 //     one's pid instead of failing on an address in use.
 //   - version and --version print the module version, the VCS commit and
 //     Go's release, from the build information.
+//   - export and import (cmd_export.go, cmd_import.go; README "Import
+//     and export"): export writes bans only (no throttles, no log-only
+//     bans, which block nothing); plain and crowdsec leave out keys that
+//     are no address and count them on stderr; a ban until lifted is
+//     100 years in crowdsec's duration. import refuses a CIDR with host
+//     bits (as ban does) rather than masking it; a file with any bad
+//     entry (a line that does not read, an allowed entry without
+//     --force) imports nothing and exits 1, as parse's rejected lines
+//     do; what is no ban (captcha, throttle, simulated, a Country scope,
+//     an ended decision) is left out and counted, not an error; the
+//     file's rule names are not taken over (the bans are operator's or
+//     --rule's); an entry named twice is banned once to the later end.
 //
 // Exit codes, the same for every command (DESIGN.md, "Operation"):
 //
@@ -126,6 +138,8 @@ failure: the command started and failed (database, I/O).`,
 		newListCmd(s),
 		newBanCmd(s),
 		newUnbanCmd(s),
+		newExportCmd(s),
+		newImportCmd(s),
 		newTopCmd(s),
 		newHistoryCmd(s),
 		newStatusCmd(s),
