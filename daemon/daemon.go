@@ -251,6 +251,9 @@ func (p *parsed) parse() {
 			err = source.TooLong(int(l.Line)) // rejected, as replay rejects it
 		}
 		if err != nil {
+			if errors.Is(err, parser.ErrDirective) {
+				continue // a format's own header (W3C's #Fields:): no request, not rejected
+			}
 			if p.rejected == 0 {
 				p.firstErr = err
 			}

@@ -324,6 +324,15 @@ func (d *decider) dispatch(ctx context.Context, batches <-chan sourceBatch, work
 				d.log.Info("format", "source", sb.src.Name, "format", pr.Name())
 			}
 		}
+		if pr != nil {
+			// The batches are parsed on several goroutines: a format's
+			// directives (W3C's #Fields:) are noted here, in file order,
+			// so that each line is read with the columns in force at its
+			// place (parser.Parser.Directive; a no-op for other formats).
+			for _, l := range sb.b.Lines {
+				pr.Directive(l.Text, int(l.Line))
+			}
+		}
 		p := &parsed{src: sb.src, parser: pr, batch: sb.b, done: make(chan struct{})}
 		select {
 		case ordered <- p:

@@ -229,6 +229,10 @@ func runParse(o *parseOptions, cfg *rules.Config, name string, s streams, sum *p
 		if perr == nil && lr.Truncated() {
 			perr = source.TooLong(n)
 		}
+		if errors.Is(perr, parser.ErrDirective) {
+			sum.lines-- // a format's own header (W3C's #Fields:): no request, not rejected
+			continue
+		}
 		if perr != nil {
 			sum.rejected[rejectReason(perr)]++
 		} else {
