@@ -23,7 +23,10 @@
 # Usage: scripts/bench-memory.sh [KEYS...]
 # Environment: LOGJAIL=path to a built binary (default: build this tree),
 # KIND=ip|p64|ua, RUNS=replay runs per size (default 1), NOBENCH=1 skips the
-# Go benchmark.
+# Go benchmark, STARVE=1 runs two busy loops beside the daemon (not the
+# replay) while it reads, so that it lacks CPU on a 2-core machine (they are
+# killed, by PID, before its peak is read), DAEMON_LOG=file keeps the
+# daemon's stderr (with GODEBUG=gctrace=1: its heap at every collection).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sizes=("$@")
@@ -32,7 +35,13 @@ kind=${KIND:-ip}
 runs=${RUNS:-1}
 work=$(mktemp -d /tmp/logjail-memory.XXXXXX)
 daemon=
+busy=()
+unbusy() {
+  for p in "${busy[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  busy=()
+}
 cleanup() {
+  unbusy
   if [ -n "$daemon" ]; then kill "$daemon" 2>/dev/null || true; wait "$daemon" 2>/dev/null || true; fi
   rm -rf "$work"
 }
@@ -79,6 +88,9 @@ PY
   size=$(stat -c %s "$log")
   "$bin" run --config "$cfg" >"$work/daemon-$n.log" 2>&1 &
   daemon=$!
+  if [ -n "${STARVE:-}" ]; then
+    for _ in 1 2; do (while :; do :; done) & busy+=($!); done
+  fi
   deadline=$((SECONDS + 600))
   until "$bin" status --config "$cfg" --output json 2>/dev/null |
         python3 -c 'import json,sys; s=json.load(sys.stdin); f=[f for src in s["sources"] for f in src["files"]]; sys.exit(0 if f and f[0]["offset"]>='"$size"' and s["database"]["checkpoint"] else 1)' 2>/dev/null; do
@@ -87,9 +99,13 @@ PY
     sleep 1
   done
   line=$("$bin" status --config "$cfg" | grep '^keys:' || true)
+  unbusy
   hwm=$(awk '/VmHWM/ {print $2}' "/proc/$daemon/status")
   kill -TERM "$daemon"; wait "$daemon" || true; daemon=
-  echo "run    $n keys ($kind): peak RSS $((hwm / 1024)) MB, $((hwm * 1024 / n)) B/key; status: ${line#keys: }"
+  [ -z "${DAEMON_LOG:-}" ] || cp "$work/daemon-$n.log" "$DAEMON_LOG"
+  starved=
+  [ -z "${STARVE:-}" ] || starved=", starved"
+  echo "run    $n keys ($kind$starved): peak RSS $((hwm / 1024)) MB, $((hwm * 1024 / n)) B/key; status: ${line#keys: }"
   rm -rf "$work/state-$n" "$log"
 done
 

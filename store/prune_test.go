@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -195,5 +196,52 @@ func TestPruneKeepsRecentlyBanned(t *testing.T) {
 	}
 	if !slices.Equal(left, []string{"banned-lately"}) {
 		t.Errorf("keys left: %v, want only banned-lately", left)
+	}
+}
+
+// TestPruneSlices: a prune of more idle states than one slice (pruneSlice)
+// deletes them all, in slices, and counts each once; the states it keeps
+// (banned, recent), spread among them, are kept.
+func TestPruneSlices(t *testing.T) {
+	if want := " LIMIT " + strconv.Itoa(pruneSlice); sliceLimit != want {
+		t.Fatalf("sliceLimit %q, want %q", sliceLimit, want)
+	}
+	db := mustOpen(t, filepath.Join(t.TempDir(), "logjail.db"), Options{})
+	now := at("2026-11-22T12:00:00Z")
+	c := &Checkpoint{Time: now}
+	idle, unseen := 2*pruneSlice+7, pruneSlice+3
+	var kept []string
+	for i := range idle {
+		seen := now.Add(-time.Hour - time.Duration(i)*time.Millisecond)
+		c.Keys = append(c.Keys, KeyRow{Rule: "flood", Key: fmt.Sprintf("idle-%06d", i), Data: []byte{1}, LastSeen: seen})
+		if i%5000 == 0 { // a banned state among them, as old
+			k := fmt.Sprintf("banned-%06d", i)
+			c.Keys = append(c.Keys, KeyRow{Rule: "flood", Key: k, Data: []byte{1}, LastSeen: seen, Phase: PhaseBan, Until: now.Add(time.Hour)})
+			kept = append(kept, k)
+		}
+	}
+	for i := range unseen {
+		c.Keys = append(c.Keys, KeyRow{Rule: "scanners", Key: fmt.Sprintf("unseen-%06d", i), Data: []byte{1}})
+	}
+	c.Keys = append(c.Keys, KeyRow{Rule: "flood", Key: "recent", Data: []byte{1}, LastSeen: now.Add(-time.Minute)})
+	kept = append(kept, "recent")
+	if err := db.Checkpoint(c); err != nil {
+		t.Fatal(err)
+	}
+	st, err := db.Prune(now, PruneOptions{KeysBefore: now.Add(-20 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Keys != int64(idle+unseen) {
+		t.Errorf("pruned %d states, want %d", st.Keys, idle+unseen)
+	}
+	var left []string
+	if err := db.Keys(func(r *KeyRow) error { left = append(left, r.Key); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(kept)
+	slices.Sort(left)
+	if !slices.Equal(left, kept) {
+		t.Errorf("states left: %v, want %v", left, kept)
 	}
 }
