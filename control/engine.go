@@ -41,6 +41,9 @@ type Engine struct {
 	// Now is the wall clock; LogTime the newest log time the detector
 	// has seen (zero: none).
 	Now, LogTime time.Time
+	// Node names the node the decisions are made on, in a fleet ("":
+	// none): the store and `list` show it.
+	Node string
 }
 
 // NewEngine is the engine of an operator's change on det and w, whether
@@ -293,7 +296,7 @@ func (e *Engine) impose(c *CheckedBan, who string) detector.Decision {
 	} else {
 		dec = detector.Decision{Rule: OperatorRule, Key: c.Target.Key, Kind: detector.Ban, Until: until, Reason: c.Reason}
 	}
-	dec.Time, dec.Origin, dec.Who = e.Now, state.OriginOperator, who
+	dec.Time, dec.Origin, dec.Who, dec.Node = e.Now, state.OriginOperator, who, e.Node
 	return dec
 }
 
@@ -385,7 +388,7 @@ func (e *Engine) Unban(req UnbanRequest, who string) (*UnbanResult, []detector.D
 		return res, nil, errf(ErrNotFound, "%s matches %s", what, describe(req))
 	}
 	for i := range out {
-		out[i].Time, out[i].Origin, out[i].Who = e.Now, state.OriginOperator, who
+		out[i].Time, out[i].Origin, out[i].Who, out[i].Node = e.Now, state.OriginOperator, who, e.Node
 		if out[i].Kind == detector.Unban {
 			out[i].Reason = reason
 		}

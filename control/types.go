@@ -224,6 +224,8 @@ type Status struct {
 	TrackedKeyBytes int64 `json:"tracked_key_bytes,omitempty"`
 	BytesPerKey     int64 `json:"bytes_per_key,omitempty"`
 	Evictions       int64 `json:"evictions"`
+	// Fleet is the node's fleet (live, with a `fleet:` section only).
+	Fleet *FleetStatus `json:"fleet,omitempty"`
 }
 
 // EndpointState is a decision endpoint in a status.

@@ -89,7 +89,11 @@ func (d *decider) engine(bans bool) (*control.Engine, error) {
 			return nil, err
 		}
 	}
-	return control.NewEngine(d.cfg, d.det, d.w, active, d.now(), d.last), nil
+	e := control.NewEngine(d.cfg, d.det, d.w, active, d.now(), d.last)
+	if d.fl != nil {
+		e.Node = d.fl.name
+	}
+	return e, nil
 }
 
 // sync takes a checkpoint and waits until it is written: readers of the
@@ -117,6 +121,7 @@ func (c *Control) Ban(ctx context.Context, req control.BanRequest, who string) (
 		}
 		d.acts.Decisions(ds)
 		d.dl.Decisions(ops.SourceOperator, ds, r.LogAttrs()...)
+		d.publish(ds)
 		r.Live = true
 		res = r
 		return d.sync()
@@ -142,6 +147,7 @@ func (c *Control) BanBatch(ctx context.Context, req control.BatchBanRequest, who
 		for i := range ds {
 			d.dl.Decisions(ops.SourceOperator, ds[i:i+1], r.Bans[i].LogAttrs()...)
 		}
+		d.publish(ds)
 		r.Live = true
 		res = r
 		return d.sync()
@@ -175,6 +181,7 @@ func (c *Control) lift(ctx context.Context, req control.UnbanRequest, who string
 		out = ds
 		d.acts.Decisions(ds)
 		d.dl.Decisions(ops.SourceOperator, ds)
+		d.publish(ds)
 		r.Live = true
 		return d.sync()
 	})
@@ -214,7 +221,10 @@ func (c *Control) Status(ctx context.Context) (*control.Status, error) {
 	lastLine := map[string]time.Time{}
 	clocks := map[string]clockCounts{}
 	var dbErr error
+	var fl *fleetLink
 	err := c.run(ctx, func(d *decider) error {
+		fl = d.fl
+		st.Fleet = d.fleetStatus()
 		// The positions and bans read below are those of now, or, when
 		// the database cannot be written (a full disk), those of the last
 		// write that succeeded: the status says so rather than failing.
@@ -257,6 +267,9 @@ func (c *Control) Status(ctx context.Context) (*control.Status, error) {
 		st.Database.Error = dbErr.Error()
 	}
 	st.Endpoints = c.endpoints.Load().states()
+	if fl != nil {
+		fleetNodes(ctx, fl.node, st.Fleet)
+	}
 	for i := range st.Sources {
 		if t, ok := lastLine[st.Sources[i].Name]; ok {
 			lag := max(0, now.Sub(t).Seconds())

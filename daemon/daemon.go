@@ -135,6 +135,10 @@ type Hooks struct {
 	// Endpoints is called once the decision endpoints serve, with a check
 	// that is nil while every one of them serves (/healthz, the watchdog).
 	Endpoints func(health func() error)
+	// Fleet is called once the fleet's node is open (a `fleet:` section),
+	// with what /healthz adds to its "ok": "" while the node exchanges
+	// with Redis, else why it works alone (no failure: it goes on).
+	Fleet func(remark func() string)
 }
 
 // Options configure Run.
@@ -288,6 +292,7 @@ type decider struct {
 	last       time.Time          // log time of the newest entry processed
 	out        []detector.Decision
 	db         state.Store
+	fl         *fleetLink // the fleet's node (fleet.go); nil without `fleet:`
 	evictions  int64
 	// actionErrors are the actions' error counts at the last metrics update.
 	actionErrors map[string]int64
@@ -438,6 +443,14 @@ func (d *decider) run(ctx context.Context, ordered <-chan *parsed, reload <-chan
 			d.log.Info("a list file changed: reloading")
 			d.reload()
 			d.mu.Unlock()
+		case <-d.fleetTick():
+			d.mu.Lock()
+			d.fleetSend()
+			d.mu.Unlock()
+		case ev := <-d.fleetEvents():
+			d.mu.Lock()
+			d.fleetApply(ev)
+			d.mu.Unlock()
 		case r := <-d.control():
 			d.mu.Lock()
 			err := r.fn(d)
@@ -546,23 +559,7 @@ func (d *decider) charge(src *rules.Source, e *parser.Entry, now time.Time) bool
 	if e.Time.After(d.lastLine[src.Name]) {
 		d.lastLine[src.Name] = e.Time
 	}
-	for j := range d.out {
-		live(&d.out[j], now)
-	}
-	// The detector's own unban of a ban the store has already ended on
-	// the wall clock is not recorded, nor acted on, twice.
-	d.out = d.w.Keep(d.out)
-	if len(d.out) == 0 {
-		return false
-	}
-	if m := d.o.Metrics; m != nil {
-		for j := range d.out {
-			m.Decisions.WithLabelValues(d.out[j].Rule, string(d.out[j].Kind)).Inc()
-		}
-	}
-	d.dl.Decisions(src.Name, d.out)
-	d.acts.Decisions(d.out)
-	return true
+	return d.local(src.Name, now)
 }
 
 // before is the position of path just before line i of p's batch: where
@@ -666,11 +663,13 @@ func (d *decider) static() {
 	if len(ds) == 0 {
 		return
 	}
+	d.stamp(ds)
 	d.w.Decisions(ds)
 	for i := range ds { // source "deny" or "range": their origin
 		d.dl.Decisions(ds[i].Origin, ds[i:i+1])
 	}
 	d.acts.Decisions(ds)
+	d.publish(ds)
 	d.dirty = true
 	d.soon = time.After(decisionFlush)
 }
@@ -781,12 +780,17 @@ func (d *decider) reload() {
 		d.log.Warn("reload: the sources changed; they take a restart (rules and lists are reloaded)")
 		cfg.Sources = d.cfg.Sources
 	}
+	if err == nil && !sameFleet(d.cfg.Fleet, cfg.Fleet) {
+		d.log.Warn("reload: the fleet section changed; it takes a restart (the running node stays)")
+		cfg.Fleet = d.cfg.Fleet
+	}
 	if err != nil {
 		d.log.Error("reload refused: the running configuration stays", "err", err)
 	} else {
 		old := d.cfg
 		d.cfg = cfg
 		d.p = pipeline.NewWithDetector(cfg, d.det)
+		d.fleetRules()
 		d.acts.SetAllow(cfg.AllowList())
 		d.acts.SetRanges(cfg.GroupRanges())
 		d.static()
@@ -809,6 +813,17 @@ func sameActions(a, b []rules.Action) bool {
 	return slices.EqualFunc(a, b, func(x, y rules.Action) bool {
 		return x.Type == y.Type && reflect.DeepEqual(x.Options, y.Options)
 	})
+}
+
+// sameFleet says whether two fleet sections are the same node on the same
+// Redis (where they are written does not count).
+func sameFleet(a, b *rules.Fleet) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	x, y := *a, *b
+	x.Line, y.Line = 0, 0
+	return x == y
 }
 
 func sameSources(a, b *rules.Config) bool {

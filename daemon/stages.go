@@ -37,7 +37,7 @@ func Run(ctx context.Context, o Options) error {
 	d := newDecider(&o)
 	defer d.undoAll()
 	for _, stage := range []func() error{
-		d.loadConfig, d.serveEndpoints, d.openState, d.restore, d.startActions, d.openControl,
+		d.loadConfig, d.serveEndpoints, d.openState, d.restore, d.startActions, d.openFleet, d.openControl,
 	} {
 		if err := stage(); err != nil {
 			return err
@@ -148,6 +148,7 @@ func (d *decider) restore() error {
 		return err
 	}
 	d.positions = positions
+	d.fleetRules()
 	// The newest log time so far is the checkpoint's until a line comes:
 	// a checkpoint written before then keeps it (rather than saving none),
 	// and the operator's engine and top act at it.
@@ -361,6 +362,9 @@ func (d *decider) serve(gctx context.Context, g *errgroup.Group, ordered <-chan 
 	d.static()
 	if len(d.allowed) > 0 {
 		d.liftAllowed(d.allowed)
+	}
+	if fl := d.fl; fl != nil {
+		g.Go(func() error { return fl.node.Run(gctx) })
 	}
 	d.lists = make(chan struct{}, 1)
 	lw := newListWatcher(d.listFiles)

@@ -43,10 +43,16 @@ type Metrics struct {
 	ActionEntries      *prometheus.GaugeVec   // {action}: prefixes the action should block
 	ActionPending      *prometheus.GaugeVec   // {action}: changes not applied yet
 	ActionUp           *prometheus.GaugeVec   // {action}: 1 when its last call succeeded, else 0
+	FleetDegraded      prometheus.Gauge       // 1 while the node works alone (Redis away), else 0
+	FleetLag           prometheus.Gauge       // the last exchange's round trip, seconds
+	FleetQueued        prometheus.Gauge       // decisions waiting to be published
+	FleetDropped       prometheus.Counter     // publications the queue's bound dropped
 
-	mu         sync.RWMutex
-	health     func() error
-	activeBans func() (map[string]int, error)
+	mu           sync.RWMutex
+	health       func() error
+	remark       func() string
+	fleetDropped int64
+	activeBans   func() (map[string]int, error)
 }
 
 // NewMetrics builds the collectors and their registry, with the Go runtime
@@ -104,6 +110,10 @@ func NewMetrics() *Metrics {
 	m.ActionEntries = gaugeVec("action_entries", "Prefixes an action should block now.", "action")
 	m.ActionPending = gaugeVec("action_pending", "Changes an action has not applied yet.", "action")
 	m.ActionUp = gaugeVec("action_up", "1 when the action's last call succeeded, else 0.", "action")
+	m.FleetDegraded = gauge("fleet_degraded", "1 while the fleet's Redis is away and this node works alone, else 0 (no fleet: 0).")
+	m.FleetLag = gauge("fleet_lag_seconds", "The round trip of the last exchange with the fleet's Redis.")
+	m.FleetQueued = gauge("fleet_queued", "Decisions waiting to be published to the fleet.")
+	m.FleetDropped = counter("fleet_dropped_total", "Decisions the publication queue dropped (oldest first) while Redis was away.")
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -114,6 +124,33 @@ func NewMetrics() *Metrics {
 func (m *Metrics) SetHealth(fn func() error) {
 	m.mu.Lock()
 	m.health = fn
+	m.mu.Unlock()
+}
+
+// SetRemark sets what /healthz adds after its "ok" while it passes: a
+// state worth an operator's eye that is no failure ("fleet: degraded").
+// fn returns "" when there is nothing to add.
+func (m *Metrics) SetRemark(fn func() string) {
+	m.mu.Lock()
+	m.remark = fn
+	m.mu.Unlock()
+}
+
+// SetFleet sets the fleet's gauges from the node's status; dropped is the
+// node's running count.
+func (m *Metrics) SetFleet(degraded bool, lag time.Duration, dropped int64, queued int) {
+	v := 0.0
+	if degraded {
+		v = 1
+	}
+	m.FleetDegraded.Set(v)
+	m.FleetLag.Set(lag.Seconds())
+	m.FleetQueued.Set(float64(queued))
+	m.mu.Lock()
+	if n := dropped - m.fleetDropped; n > 0 {
+		m.FleetDropped.Add(float64(n))
+	}
+	m.fleetDropped = dropped
 	m.mu.Unlock()
 }
 
@@ -161,7 +198,7 @@ func (m *Metrics) Healthy() error {
 
 // Handler serves /metrics (the registry, in Prometheus' text or OpenMetrics
 // format) and /healthz: 200 "ok" while the health check passes, else 503
-// with its error.
+// with its error; a remark (SetRemark) follows "ok" on its own line.
 func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry}))
@@ -172,7 +209,16 @@ func (m *Metrics) Handler() http.Handler {
 			_, _ = w.Write([]byte(err.Error() + "\n"))
 			return
 		}
-		_, _ = w.Write([]byte("ok\n"))
+		body := "ok\n"
+		m.mu.RLock()
+		fn := m.remark
+		m.mu.RUnlock()
+		if fn != nil {
+			if r := fn(); r != "" {
+				body += r + "\n"
+			}
+		}
+		_, _ = w.Write([]byte(body))
 	})
 	return mux
 }

@@ -98,6 +98,11 @@ func NewLiveDetector(cfg *rules.Config, tripped func(detector.BreakerState)) *de
 	o := detectorOptions(cfg)
 	o.BreakerTripped = tripped
 	o.NoPeaks = true
+	// A fleet's node journals the charges of its `scope: fleet` rules for
+	// the exchange (daemon/fleet.go); a replay never does: there, a fleet
+	// rule is an ordinary rule over the logs given (all nodes' merged
+	// give the fleet's decisions).
+	o.Fleet = cfg.Fleet != nil
 	return detector.New(o)
 }
 

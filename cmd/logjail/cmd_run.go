@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/logjail/logjail/internal/gcgoal"
 	"github.com/logjail/logjail/ops"
 	"github.com/logjail/logjail/store"
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/term"
@@ -70,6 +72,11 @@ func runDaemon(cmd *cobra.Command, o *runOptions, s streams) error {
 	if err != nil {
 		return usageError(err)
 	}
+	// go-redis (a fleet's node) logs each failed dial itself, several a
+	// second while Redis is away, to stderr by default: to the daemon's
+	// log at debug instead. The fleet says degraded and reconnected once
+	// each, at info (package fleet).
+	redis.SetLogger(redisLog{log.With("component", "redis")})
 	// Another daemon on the same database: say who, before binding the
 	// addresses it holds too.
 	if err := store.Held(daemon.DBPath(cfg)); err != nil {
@@ -113,6 +120,9 @@ func runDaemon(cmd *cobra.Command, o *runOptions, s streams) error {
 		// An endpoint that stopped serving fails /healthz and the watchdog;
 		// the daemon stops with its error too, so that systemd restarts it.
 		Endpoints: func(check func() error) { endpoints.Store(&check) },
+		// A fleet's node working alone (Redis away) is said by /healthz
+		// after its "ok": no failure, systemd must not restart it.
+		Fleet: metrics.SetRemark,
 	}
 	g.Go(func() error {
 		defer cancel() // the daemon stopped: so do the metrics server and the watchdog
@@ -137,4 +147,11 @@ func alreadyRunning(err error) error {
 		who = fmt.Sprintf("pid %d", le.PID)
 	}
 	return &exitError{code: exitUsage, err: fmt.Errorf("already running: %s holds the database %s (lock %s.lock); stop it first (systemctl stop logjail), or give this one another state_dir", who, le.Path, le.Path)}
+}
+
+// redisLog is go-redis's logger on the daemon's log, at debug.
+type redisLog struct{ log *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, fmt.Sprintf(format, v...))
 }

@@ -125,6 +125,9 @@ func printStatus(w io.Writer, st *control.Status, socket string) {
 	if st.Live {
 		fmt.Fprintf(w, "keys:      %d tracked, %s (about %d bytes a key), %d evicted\n", st.TrackedKeys, fmtBytes(st.TrackedKeyBytes), st.BytesPerKey, st.Evictions)
 	}
+	if f := st.Fleet; f != nil {
+		printFleet(w, f)
+	}
 	fmt.Fprintln(w, "sources:")
 	for _, src := range st.Sources {
 		line := "  " + src.Name
@@ -182,6 +185,29 @@ func printStatus(w io.Writer, st *control.Status, socket string) {
 		fmt.Fprintf(w, "  %s on %s: %s; %d connections, %d evicted, %d accept errors\n", e.Name, e.Listen, state, e.Conns, e.Evicted, e.AcceptErrors)
 	}
 }
+
+// printFleet writes the fleet's lines of a status: this node's link, then
+// every node Redis knows, with its last sync and lag.
+func printFleet(w io.Writer, f *control.FleetStatus) {
+	link := fmt.Sprintf("ok, last sync %s, lag %s", fmtTimePtr(f.LastSync), fmtLag(f.LagSeconds))
+	if f.Degraded {
+		link = fmt.Sprintf("DEGRADED (working alone, last sync %s): %s", fmtTimePtr(f.LastSync), parser.Printable(f.Error))
+	}
+	fmt.Fprintf(w, "fleet:     node %s on %s: %s; %d queued, %d dropped\n", f.Node, f.Redis, link, f.Queued, f.Dropped)
+	if f.NodesError != "" {
+		fmt.Fprintf(w, "  nodes unknown: %s\n", parser.Printable(f.NodesError))
+	}
+	for _, n := range f.Nodes {
+		state := ""
+		if n.Degraded {
+			state = ", degraded"
+		}
+		fmt.Fprintf(w, "  %s: last sync %s, lag %s%s\n", parser.Printable(n.Node), fmtTimePtr(n.LastSync), fmtLag(n.LagSeconds), state)
+	}
+}
+
+// fmtLag writes a round trip: "3.2 ms".
+func fmtLag(s float64) string { return fmt.Sprintf("%.1f ms", s*1000) }
 
 func fmtBytes(n int64) string {
 	switch {
