@@ -42,6 +42,10 @@
 //     Cerberus /v1/throttle).
 //   - control: the operator's API on the control socket, and the engine
 //     behind ban and unban, live or on the database.
+//   - fleet: the Redis side of a fleet of nodes (`fleet:`): the window
+//     deltas of `scope: fleet` rules summed over the nodes, bans carried
+//     to every node and claimed once, reconcile, working alone while Redis
+//     is away (its package doc is the data model and the failure modes).
 //   - ops: metrics, logs (the decision log: one line per decision and
 //     operator action), the cleaner, systemd notification.
 //   - cmd/logjail: the command line, thin.
@@ -56,6 +60,8 @@
 //     under CI=true).
 //   - internal/samplelog: the generated PHP-FPM sample log (with a known
 //     CPU hog) that `make try`, the README's first command, replays.
+//   - internal/redistest: a real redis-server on loopback (plain or TLS,
+//     stopped and restarted by the test) for the fleet's tests.
 //   - internal/dnstest: a real dnsmasq on loopback for the reverse-DNS
 //     tests.
 //   - internal/evalgen: the generated scenarios of the evaluation, each a
