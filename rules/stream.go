@@ -3,6 +3,7 @@ package rules
 import (
 	"net/netip"
 	"path/filepath"
+	"strings"
 
 	"github.com/logjail/logjail/stream"
 	"gopkg.in/yaml.v3"
@@ -65,8 +66,10 @@ func (b *builder) streamField(s *Source, f field) {
 		}
 	case "listen":
 		if b.str(f.val, f.path, &st.Listen) {
-			if _, _, err := stream.ParseListen(st.Listen); err != nil {
+			if network, addr, err := stream.ParseListen(st.Listen); err != nil {
 				b.errorf(f.val, f.path, "%v", err)
+			} else if network == "udp" && strings.HasSuffix(addr, ":0") {
+				b.errorf(f.val, f.path, "%q: a port from 1 (the web server sends to a fixed one)", st.Listen)
 			}
 		}
 	case "peers":
