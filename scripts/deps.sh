@@ -32,6 +32,7 @@ need logrotate logrotate      # the rotation matrix runs the real logrotate
 need xz xz-utils              # ... compressing with xz
 need zstd zstd                # ... and zstd
 need dnsmasq dnsmasq-base      # the good bots' reverse DNS tests run a real DNS server
+[ -x /lib/systemd/systemd-journal-remote ] || [ -x /usr/lib/systemd/systemd-journal-remote ] || missing+=(systemd-journal-remote) # the journald source's tests write real journal files with it
 if [ "${LOGJAIL_BENCH:-}" = 1 ]; then
   need fail2ban-regex fail2ban  # the baseline of scripts/bench.sh
   [ -x /usr/bin/time ] || missing+=(time)
