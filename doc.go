@@ -32,6 +32,8 @@
 //     and back after a restart.
 //   - follow: following a source's files live, with exact offsets, through
 //     rotation.
+//   - stream: the sources that are no files: the journal (through
+//     journalctl, with cursors) and syslog datagrams (RFC 3164/5424).
 //   - daemon: `logjail run`, the live pipeline (follow, parse, decide,
 //     act, checkpoint, clean, reload).
 //   - actions: what makes a ban real (block files, proxy list files,
@@ -64,6 +66,8 @@
 //     stopped and restarted by the test) for the fleet's tests.
 //   - internal/dnstest: a real dnsmasq on loopback for the reverse-DNS
 //     tests.
+//   - internal/journaltest: real journal files, written by
+//     systemd-journal-remote, for the journald source's tests.
 //   - internal/evalgen: the generated scenarios of the evaluation, each a
 //     log and its truth.
 //   - scripts/try.sh (`make try`) and scripts/newcomer.sh: the first

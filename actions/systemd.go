@@ -71,6 +71,21 @@ func SystemdDropIn(cfg *rules.Config) string {
 		}
 		return filepath.Clean(p)
 	}
+	groups := 0
+	for i, s := range cfg.Sources { // what the sources of package stream need
+		who := fmt.Sprintf("sources[%d] (%s)", i, s.Type)
+		switch s.Type {
+		case rules.SourceJournald:
+			if s.Stream.JournalDirectory == "" && len(s.Stream.JournalFiles) == 0 && groups == 0 {
+				groups++
+				line(who+": journalctl reads the whole system journal as a member of systemd-journal", "SupplementaryGroups=systemd-journal")
+			}
+		case rules.SourceSyslog:
+			if sock, ok := strings.CutPrefix(s.Stream.Listen, "unix://"); ok {
+				rw(who, "the socket is made (and an old one removed) in its directory", filepath.Dir(sock))
+			}
+		}
+	}
 	for i, a := range cfg.Actions {
 		who := fmt.Sprintf("actions[%d] (%s)", i, a.Type)
 		switch a.Type {
@@ -110,7 +125,7 @@ func SystemdDropIn(cfg *rules.Config) string {
 			line(who+": logjail runs its commands inside this sandbox: add what they need (capabilities, ReadWritePaths=) here", "# (by hand)")
 		}
 	}
-	if len(caps) == 0 && len(paths) == 0 {
+	if len(caps) == 0 && len(paths) == 0 && groups == 0 {
 		b.WriteString("# The configured actions need nothing beyond the sandbox.\n")
 	}
 	return b.String()

@@ -17,6 +17,14 @@ const systemdConfig = `state_dir: /var/lib/logjail
 sources:
   - name: web
     paths: [/var/log/nginx/access.log]
+  - name: journal
+    type: journald
+    match: [_SYSTEMD_UNIT=nginx.service]
+  - name: sock
+    type: syslog
+    listen: unix:///run/nginx-syslog/logjail.sock
+  - name: udp
+    type: syslog
 actions:
   - type: blockfile
     dir: /run/logjail/blocked
@@ -59,6 +67,8 @@ func TestSystemdDropIn(t *testing.T) {
 		"ReadWritePaths=/etc/nginx/logjail\n",
 		"ReadWritePaths=-/var/log/nginx -/run/nginx.pid\n",
 		"actions[6] (exec): logjail runs its commands inside this sandbox",
+		"# sources[1] (journald): journalctl reads the whole system journal as a member of systemd-journal\nSupplementaryGroups=systemd-journal\n",
+		"ReadWritePaths=/run/nginx-syslog\n",
 	} {
 		if !strings.Contains(d, want) {
 			t.Errorf("the drop-in lacks %q:\n%s", want, d)

@@ -498,7 +498,7 @@ func (d *decider) batch(p *parsed) {
 	}
 	if n := len(p.batch.Lines); n > 0 {
 		last := p.batch.Lines[n-1]
-		fg.after = state.PositionAt(p.batch.Path, p.batch.File, last.Offset, last.Line)
+		fg.after = p.batch.After(n - 1)
 		fg.atEnd = last.Offset >= p.batch.File.Size
 	}
 	decided = d.release(fg, now) || decided
@@ -566,16 +566,14 @@ func (d *decider) charge(src *rules.Source, e *parser.Entry, now time.Time) bool
 // a restart must read again to see the held line.
 func (d *decider) before(fg *fileGuard, p *parsed, i int) state.Position {
 	if i > 0 {
-		l := p.batch.Lines[i-1]
-		return state.PositionAt(p.batch.Path, p.batch.File, l.Offset, l.Line)
+		return p.batch.After(i - 1)
 	}
 	if a := fg.after; a.Path != "" && a.Dev == p.batch.File.Dev && a.Inode == p.batch.File.Inode {
 		return a
 	}
 	// The first line of a file: its start is not known here; the position
 	// after it is saved (a crash while it is held loses that one line).
-	l := p.batch.Lines[0]
-	return state.PositionAt(p.batch.Path, p.batch.File, l.Offset, l.Line)
+	return p.batch.After(0)
 }
 
 // release charges fg's held line if the wall clock has reached it and the
@@ -832,7 +830,8 @@ func sameSources(a, b *rules.Config) bool {
 	}
 	for i := range a.Sources {
 		x, y := a.Sources[i], b.Sources[i]
-		if x.Name != y.Name || !reflect.DeepEqual(x.Paths, y.Paths) || !reflect.DeepEqual(x.Parser, y.Parser) || x.From != y.From || x.CPUFallback != y.CPUFallback || x.OldDir != y.OldDir {
+		if x.Name != y.Name || !reflect.DeepEqual(x.Paths, y.Paths) || !reflect.DeepEqual(x.Parser, y.Parser) || x.From != y.From || x.CPUFallback != y.CPUFallback || x.OldDir != y.OldDir ||
+			x.Type != y.Type || !reflect.DeepEqual(x.Stream, y.Stream) {
 			return false
 		}
 	}

@@ -275,6 +275,9 @@ func (d *decider) follow(ctx context.Context, sources []*rules.Source, batches c
 	for _, src := range sources {
 		out := make(chan follow.Batch)
 		followers.Go(func() error {
+			if src.Type != rules.SourceFile {
+				return d.readStream(ctx, src, out) // journald, syslog (streams.go)
+			}
 			return follow.Follow(ctx, follow.Options{
 				Paths: src.Paths, Positions: d.positions, FromStart: src.From == "start",
 				Poll: d.o.Poll, Rescan: d.o.Rescan, Logger: d.log.With("source", src.Name),

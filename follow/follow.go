@@ -149,6 +149,22 @@ type Batch struct {
 	// hash). Size is the file's size when the lines were read.
 	File  source.FileID
 	Lines []Line
+	// Cursors is set by the sources that are no files (package stream):
+	// for a journald source, the journal cursor of each line, saved as
+	// the position's HeadHash (Batch.After). Nil for files.
+	Cursors []string
+}
+
+// After is the position to save once line i of the batch has been
+// processed: Path at the line's Offset and Line with File's identity, and
+// for a journald batch the line's cursor in HeadHash.
+func (b *Batch) After(i int) state.Position {
+	l := b.Lines[i]
+	p := state.PositionAt(b.Path, b.File, l.Offset, l.Line)
+	if b.Cursors != nil {
+		p.HeadHash = b.Cursors[i]
+	}
+	return p
 }
 
 // Options say what to follow and how.

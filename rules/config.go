@@ -115,6 +115,10 @@ type Source struct {
 	// written (a relative one is relative to each log's directory, as
 	// logrotate reads it; package rotation resolves it); "" for none.
 	OldDir string
+	// Type is SourceFile (paths), SourceJournald or SourceSyslog; Stream
+	// holds the last two's keys (rules/stream.go).
+	Type   string
+	Stream Stream
 
 	hasCPU bool // the format can carry CPU
 	// known: the format is fixed (not `auto`), and fields and hasXFF say
@@ -475,6 +479,7 @@ func (b *builder) index() {
 var sourceKeys = []string{
 	"name", "paths", "format", "log_format", "apache_format", "fpm_format", "json_fields",
 	"cpu_field", "cpu_fallback", "timezone", "trusted_proxies", "from", "olddir",
+	"type", "match", "journal_directory", "journal_files", "listen", "peers", "tag", "socket_group",
 }
 
 func (b *builder) sources(top field) {
@@ -482,13 +487,19 @@ func (b *builder) sources(top field) {
 	names := map[string]int{}
 	for i, n := range b.sequence(top.val, top.path) {
 		path := index(top.path, i)
-		s := &Source{Index: len(c.Sources), CPUFallback: "none", From: "end"}
+		s := &Source{Index: len(c.Sources), CPUFallback: "none", From: "end", Type: SourceFile}
 		s.Parser.Location = time.Local
 		var formats []field
 		var nameNode, tpNode *yaml.Node
 		var tpPath string
+		keys := map[string]field{}
 		for _, f := range b.mapping(n, path, sourceKeys...) {
+			keys[f.key.Value] = f
 			switch f.key.Value {
+			case "type":
+				b.oneOf(f.val, f.path, &s.Type, SourceFile, SourceJournald, SourceSyslog)
+			case "match", "journal_directory", "journal_files", "listen", "peers", "tag", "socket_group":
+				b.streamField(s, f)
 			case "name":
 				nameNode = f.val
 				b.name(f.val, f.path, &s.Name)
@@ -576,9 +587,10 @@ func (b *builder) sources(top field) {
 				names[s.Name] = nameNode.Line
 			}
 		}
-		if len(s.Paths) == 0 && resolve(n) != nil && resolve(n).Kind == yaml.MappingNode {
+		if len(s.Paths) == 0 && s.Type == SourceFile && resolve(n) != nil && resolve(n).Kind == yaml.MappingNode {
 			b.errorf(n, path+".paths", "at least one path is required")
 		}
+		b.checkStream(s, n, path, keys)
 		switch len(formats) {
 		case 0:
 			s.Parser.Format = "combined"

@@ -34,6 +34,7 @@ need zstd zstd                # ... and zstd
 need dnsmasq dnsmasq-base      # the good bots' reverse DNS tests run a real DNS server
 need redis-server redis-server  # the fleet tests run a real Redis
 need chromium chromium        # the HTML report is checked in a real headless browser
+[ -x /lib/systemd/systemd-journal-remote ] || [ -x /usr/lib/systemd/systemd-journal-remote ] || missing+=(systemd-journal-remote) # the journald source's tests write real journal files with it
 if [ "${LOGJAIL_BENCH:-}" = 1 ]; then
   need fail2ban-regex fail2ban  # the baseline of scripts/bench.sh
   [ -x /usr/bin/time ] || missing+=(time)
