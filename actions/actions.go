@@ -165,6 +165,7 @@ func Builtin(endpoint func(o *Options)) *Registry {
 		{name: "nftables", build: buildNftables},
 		{name: "endpoint", check: endpoint},
 		{name: "exec", build: buildExec},
+		{name: "crowdsec", check: checkCrowdsec},
 	}}
 }
 
