@@ -25,7 +25,8 @@ import (
 )
 
 // keysTTL is how long the bouncers read from the database serve: a key
-// added or deleted with `logjail bouncers` takes effect within it.
+// deleted with `logjail bouncers` is refused within it. An unknown key
+// makes the API read them again at once (a key just added works at once).
 const keysTTL = time.Second
 
 // API is the CrowdSec decisions API of one `type: crowdsec` action: an
@@ -168,22 +169,42 @@ func (a *API) auth(r *http.Request) (int, bool) {
 	if key == "" {
 		return 0, false
 	}
-	if now := a.now(); now.Sub(a.readAt) >= keysTTL || now.Before(a.readAt) {
-		bs, err := a.db.ListBouncers()
-		if err != nil {
-			a.log.Warn("reading the bouncers", "err", err)
-		} else {
-			a.bouncers, a.readAt = bs, now
-		}
+	now := a.now()
+	if now.Sub(a.readAt) >= keysTTL || now.Before(a.readAt) {
+		a.readBouncers(now)
 	}
 	h := HashKey(key)
+	found := a.find(h)
+	if found < 0 && a.readAt != now {
+		// A key added since the last read works at once: a bouncer
+		// started right after `bouncers add` would otherwise be refused
+		// its first pull, and quit.
+		a.readBouncers(now)
+		found = a.find(h)
+	}
+	return found, found >= 0
+}
+
+// readBouncers reads the bouncers from the database. a.mu is held.
+func (a *API) readBouncers(now time.Time) {
+	bs, err := a.db.ListBouncers()
+	if err != nil {
+		a.log.Warn("reading the bouncers", "err", err)
+		return
+	}
+	a.bouncers, a.readAt = bs, now
+}
+
+// find returns the index of the bouncer whose key hashes to h, or -1,
+// comparing with every bouncer in constant time. a.mu is held.
+func (a *API) find(h [32]byte) int {
 	found := -1
 	for i := range a.bouncers {
 		if subtle.ConstantTimeCompare(h[:], a.bouncers[i].KeyHash[:]) == 1 {
 			found = i
 		}
 	}
-	return found, found >= 0
+	return found
 }
 
 // filter is a request's filters, as CrowdSec reads them.
