@@ -2,12 +2,22 @@ package crowdsec_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -334,4 +344,117 @@ func TestExemptions(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("range with an allowed /26 inside (-want +got):\n%s", diff)
 	}
+}
+
+// TestPrune: a removal every bouncer has pulled is dropped from the
+// database at the next change; one a bouncer has not pulled stays.
+func TestPrune(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	until := f.clock.now().Add(time.Hour)
+	a, b := entry("198.51.100.7/32", "flood", actions.KindBan, until), entry("198.51.100.8/32", "flood", actions.KindBan, until)
+	if err := f.api.Sync(ctx, []actions.Entry{a, b}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.stream("?startup=true")
+	if err := f.api.Apply(ctx, []actions.Change{{Entry: actions.Entry{Prefix: a.Prefix}, Delete: true}}); err != nil {
+		t.Fatal(err)
+	}
+	rows := func() (active, removed int) {
+		ds, err := f.db.BouncerDecisions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			if d.Deleted == 0 {
+				active++
+			} else {
+				removed++
+			}
+		}
+		return active, removed
+	}
+	if act, rem := rows(); act != 1 || rem != 1 {
+		t.Fatalf("before the pull: %d active, %d removed rows, want 1 and 1", act, rem)
+	}
+	if _, del := f.stream(""); len(del) != 1 {
+		t.Fatalf("delta: deleted %v", del)
+	}
+	if err := f.api.Apply(ctx, []actions.Change{{Entry: entry("198.51.100.9/32", "flood", actions.KindBan, until)}}); err != nil {
+		t.Fatal(err)
+	}
+	if act, rem := rows(); act != 2 || rem != 0 {
+		t.Errorf("after every bouncer pulled the removal: %d active, %d removed rows, want 2 and 0", act, rem)
+	}
+}
+
+// TestTLS: with tls_cert and tls_key the API answers HTTPS only.
+func TestTLS(t *testing.T) {
+	f := newFixture(t)
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	pool := writeCert(t, certFile, keyFile)
+	cfg := actions.CrowdsecConfig{Name: "tls", Listen: "127.0.0.1:0", TLSCert: certFile, TLSKey: keyFile, ThrottleAs: "throttle"}
+	api, err := crowdsec.New(cfg, crowdsec.Options{DB: f.db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := crowdsec.Listen(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- api.Serve(ctx, l) }()
+	defer func() { cancel(); <-done }()
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	req, _ := http.NewRequest("GET", "https://"+l.Addr().String()+"/v1/decisions/stream?startup=true", nil)
+	req.Header.Set("X-Api-Key", f.key)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != `{"new":[],"deleted":[]}` {
+		t.Errorf("over HTTPS: %d %s", resp.StatusCode, b)
+	}
+	if resp, err := http.Get("http://" + l.Addr().String() + "/health"); err == nil && resp.StatusCode == 200 {
+		resp.Body.Close()
+		t.Errorf("plain HTTP answered 200 on a TLS listener")
+	}
+	if _, err := crowdsec.Listen(actions.CrowdsecConfig{Listen: "127.0.0.1:0", TLSCert: certFile, TLSKey: filepath.Join(dir, "none.key")}); err == nil || !strings.Contains(err.Error(), "none.key") {
+		t.Errorf("a missing key file: %v, want an error naming it", err)
+	}
+}
+
+// writeCert writes a self-signed certificate for 127.0.0.1 and its key,
+// and returns a pool that trusts it.
+func writeCert(t *testing.T, certFile, keyFile string) *x509.CertPool {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "logjail test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return pool
 }

@@ -78,9 +78,13 @@
 // characters), prints it once and stores only its SHA-256 (a salted slow
 // hash buys nothing for a random 256-bit key); the API compares the hash
 // with every bouncer's in constant time. The API re-reads the bouncers
-// from the database at most once a second, when a request comes: a key
-// added or deleted (by the CLI, with or without the daemon) works or
-// stops within a second. A pull records the bouncer's time, address and
+// from the database when a request comes and its copy is a second old, and
+// at once when a key is unknown (a small indexed table): a key added (by
+// the CLI, with or without the daemon) works at once, so a bouncer
+// started right after `bouncers add` is not refused its first pull (the
+// bouncers quit when their first pull fails); a key deleted is refused
+// within a second. The price of a flood of wrong keys is one read of the
+// table each; the API listens on loopback unless told otherwise. A pull records the bouncer's time, address and
 // User-Agent (a /v1/decisions query at most once a minute, as CrowdSec),
 // which `logjail bouncers list` and `logjail status` show.
 //
