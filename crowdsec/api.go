@@ -1,7 +1,9 @@
 package crowdsec
 
 import (
+	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -42,6 +44,7 @@ type API struct {
 	mu       sync.Mutex
 	seq      int64                // the last sequence number given
 	active   map[string]*decision // by value
+	order    []*decision          // the active decisions by ID, and some removed since (skipped: not in active)
 	removed  []*decision          // by removal
 	allow    []netip.Prefix       // the exemptions of the last Sync
 	bouncers []state.Bouncer
@@ -74,11 +77,12 @@ func New(cfg actions.CrowdsecConfig, o Options) (*API, error) {
 		a.seq = max(a.seq, d.ID, d.Deleted)
 		if d.Deleted == 0 {
 			a.active[d.Value] = d
+			a.order = append(a.order, d) // the database gives them by ID
 		} else {
 			a.removed = append(a.removed, d)
 		}
 	}
-	slices.SortFunc(a.removed, func(x, y *decision) int { return int(x.Deleted - y.Deleted) })
+	slices.SortFunc(a.removed, func(x, y *decision) int { return cmp.Compare(x.Deleted, y.Deleted) })
 	bs, err := a.db.ListBouncers()
 	if err != nil {
 		return nil, err
@@ -317,12 +321,6 @@ func toWire(d *decision, now time.Time) wire {
 		Scenario: d.Scenario, Scope: d.Scope, Type: d.Type, Value: d.Value}
 }
 
-// streamAnswer is the body of /v1/decisions/stream.
-type streamAnswer struct {
-	New     []wire `json:"new"`
-	Deleted []wire `json:"deleted"`
-}
-
 func peerIP(r *http.Request) string {
 	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
 		return ap.Addr().Unmap().String()
@@ -357,19 +355,23 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request) {
 	}
 	b := a.bouncers[bi]
 	now := a.now()
-	ans := streamAnswer{New: []wire{}, Deleted: []wire{}}
 	startup := r.URL.Query().Get("startup") == "true"
 	since := b.LastSeq
-	for _, d := range a.sortedActive() {
-		if (startup || d.ID > since) && f.match(d) {
-			ans.New = append(ans.New, toWire(d, now))
+	if startup {
+		since = 0
+	}
+	var news, deleted []*decision
+	i, _ := slices.BinarySearchFunc(a.order, since+1, func(d *decision, id int64) int { return cmp.Compare(d.ID, id) })
+	for _, d := range a.order[i:] {
+		if a.active[d.Value] == d && f.match(d) {
+			news = append(news, d)
 		}
 	}
 	if !startup {
 		// What was removed since the last pull, of what the bouncer had
 		// (made before it): a removal whose value is active again with the
 		// same type is no removal for the bouncer.
-		i, _ := slices.BinarySearchFunc(a.removed, since+1, func(d *decision, s int64) int { return int(d.Deleted - s) })
+		i, _ := slices.BinarySearchFunc(a.removed, since+1, func(d *decision, s int64) int { return cmp.Compare(d.Deleted, s) })
 		for _, d := range a.removed[i:] {
 			if d.ID > since {
 				continue
@@ -378,23 +380,43 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			if f.match(d) {
-				ans.Deleted = append(ans.Deleted, toWire(d, now))
+				deleted = append(deleted, d)
 			}
 		}
 	}
 	seq := a.seq
 	a.mu.Unlock()
 
-	body, err := json.Marshal(ans)
-	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"message": err.Error()})
-		return
-	}
+	// Decisions are never changed once made: they are written out of
+	// the lock.
 	w.Header().Set("Content-Type", "application/json")
-	if _, err := w.Write(body); err != nil {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.WriteString(`{"new":`)
+	writeDecisions(bw, news, now)
+	bw.WriteString(`,"deleted":`)
+	writeDecisions(bw, deleted, now)
+	bw.WriteString(`}`)
+	if err := bw.Flush(); err != nil {
 		return // not received: the last pull stays, the next one repeats it
 	}
 	a.pulled(b.Name, now, seq, peerIP(r), r.UserAgent())
+}
+
+// writeDecisions writes ds as a JSON array ([] for none), one
+// decision at a time.
+func writeDecisions(bw *bufio.Writer, ds []*decision, now time.Time) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	bw.WriteByte('[')
+	for i, d := range ds {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		buf.Reset()
+		enc.Encode(toWire(d, now))
+		bw.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))) // compact, as CrowdSec writes it
+	}
+	bw.WriteByte(']')
 }
 
 // pulled records a pull, in memory and in the database.
@@ -411,15 +433,6 @@ func (a *API) pulled(name string, at time.Time, seq int64, ip, ua string) {
 			b.LastPull, b.LastSeq, b.IP, b.UserAgent = at, seq, ip, ua
 		}
 	}
-}
-
-func (a *API) sortedActive() []*decision {
-	out := make([]*decision, 0, len(a.active))
-	for _, d := range a.active {
-		out = append(out, d)
-	}
-	slices.SortFunc(out, func(x, y *decision) int { return int(x.ID - y.ID) })
-	return out
 }
 
 // list is GET (and HEAD) /v1/decisions: the active decisions the filters
@@ -440,8 +453,8 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 	}
 	now := a.now()
 	var out []wire
-	for _, d := range a.sortedActive() {
-		if f.match(d) {
+	for _, d := range a.order {
+		if a.active[d.Value] == d && f.match(d) {
 			out = append(out, toWire(d, now))
 		}
 	}

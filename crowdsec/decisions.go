@@ -225,6 +225,10 @@ func (c *change) commit() error {
 	for i := range c.added {
 		d := c.added[i]
 		a.active[d.Value] = &d
+		a.order = append(a.order, &d) // IDs only grow: the order holds
+	}
+	if len(a.order) > 2*len(a.active)+64 {
+		a.order = slices.DeleteFunc(a.order, func(d *decision) bool { return a.active[d.Value] != d })
 	}
 	a.seq = c.seq
 	if prune > 0 {
