@@ -42,11 +42,12 @@ type API struct {
 	log *slog.Logger
 
 	mu       sync.Mutex
-	seq      int64                // the last sequence number given
-	active   map[string]*decision // by value
-	order    []*decision          // the active decisions by ID, and some removed since (skipped: not in active)
-	removed  []*decision          // by removal
-	allow    []netip.Prefix       // the exemptions of the last Sync
+	seq      int64                     // the last sequence number given
+	active   map[string]*decision      // by value
+	order    []*decision               // the active decisions by ID, and some removed since (skipped: not in active)
+	pieces   map[netip.Prefix][]string // the values each entry made (more than one: split around exemptions)
+	removed  []*decision               // by removal
+	allow    []netip.Prefix            // the exemptions of the last Sync
 	bouncers []state.Bouncer
 	readAt   time.Time // when bouncers were read
 }
@@ -61,7 +62,7 @@ type Options struct {
 // New returns the API of cfg, with the decisions the database kept: until
 // the manager's first Sync it serves what it served before a restart.
 func New(cfg actions.CrowdsecConfig, o Options) (*API, error) {
-	a := &API{cfg: cfg, db: o.DB, now: o.Now, log: o.Logger, active: map[string]*decision{}}
+	a := &API{cfg: cfg, db: o.DB, now: o.Now, log: o.Logger, active: map[string]*decision{}, pieces: map[netip.Prefix][]string{}}
 	if a.now == nil {
 		a.now = time.Now
 	}
@@ -78,6 +79,9 @@ func New(cfg actions.CrowdsecConfig, o Options) (*API, error) {
 		if d.Deleted == 0 {
 			a.active[d.Value] = d
 			a.order = append(a.order, d) // the database gives them by ID
+			if p, err := parseValue(d.Value); err == nil {
+				a.pieces[p] = append(a.pieces[p], d.Value) // until the manager's first Sync says how entries split
+			}
 		} else {
 			a.removed = append(a.removed, d)
 		}
@@ -363,7 +367,7 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request) {
 	var news, deleted []*decision
 	i, _ := slices.BinarySearchFunc(a.order, since+1, func(d *decision, id int64) int { return cmp.Compare(d.ID, id) })
 	for _, d := range a.order[i:] {
-		if a.active[d.Value] == d && f.match(d) {
+		if a.active[d.Value] == d && live(d, now) && f.match(d) {
 			news = append(news, d)
 		}
 	}
@@ -401,6 +405,11 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request) {
 	}
 	a.pulled(b.Name, now, seq, peerIP(r), r.UserAgent())
 }
+
+// live reports whether d has not ended at now: one past its end that the
+// manager has not yet lifted (it sweeps every second) is not sent as new
+// (a bouncer would get a negative duration); its removal follows.
+func live(d *decision, now time.Time) bool { return d.Until.IsZero() || d.Until.After(now) }
 
 // writeDecisions writes ds as a JSON array ([] for none), one
 // decision at a time.
@@ -454,7 +463,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 	now := a.now()
 	var out []wire
 	for _, d := range a.order {
-		if a.active[d.Value] == d && f.match(d) {
+		if a.active[d.Value] == d && live(d, now) && f.match(d) {
 			out = append(out, toWire(d, now))
 		}
 	}

@@ -458,3 +458,37 @@ func writeCert(t *testing.T, certFile, keyFile string) *x509.CertPool {
 	pool.AddCert(cert)
 	return pool
 }
+
+// TestNested: a ban of a prefix and a ban of an address inside it are two
+// decisions; changing or lifting the prefix's leaves the address's. A
+// decision past its end is not sent as new.
+func TestNested(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	now := f.clock.now()
+	wide := entry("198.51.100.0/24", "scanners", actions.KindBan, now.Add(time.Hour))
+	one := entry("198.51.100.7/32", "flood", actions.KindBan, now.Add(time.Hour))
+	if err := f.api.Sync(ctx, []actions.Entry{wide, one}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.stream("?startup=true")
+	longer := wide
+	longer.Until = now.Add(2 * time.Hour)
+	if err := f.api.Apply(ctx, []actions.Change{{Entry: longer}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.api.Apply(ctx, []actions.Change{{Entry: actions.Entry{Prefix: wide.Prefix}, Delete: true}}); err != nil {
+		t.Fatal(err)
+	}
+	news, _ := f.stream("?startup=true")
+	if len(news) != 1 || news[0].Value != "198.51.100.7" {
+		t.Errorf("after the prefix's ban changed and was lifted: %v, want 198.51.100.7's alone", news)
+	}
+	f.clock.add(time.Hour)
+	if news, _ := f.stream("?startup=true"); len(news) != 0 {
+		t.Errorf("past its end: %v, want nothing new", news)
+	}
+	if code, body := f.get("/v1/decisions?ip=198.51.100.7", f.key); body != "null" {
+		t.Errorf("/v1/decisions past its end: %d %s, want null", code, body)
+	}
+}

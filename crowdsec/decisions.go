@@ -3,6 +3,7 @@ package crowdsec
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -96,9 +97,11 @@ func (a *API) Sync(ctx context.Context, entries []actions.Entry, allow []netip.P
 	defer a.mu.Unlock()
 	a.allow = slices.Clone(allow)
 	want := map[string]decision{}
+	a.pieces = map[netip.Prefix][]string{}
 	for _, e := range entries {
 		for _, d := range a.toDecisions(e, allow) {
 			want[d.Value] = d
+			a.pieces[e.Prefix] = append(a.pieces[e.Prefix], d.Value)
 		}
 	}
 	ch := a.begin()
@@ -115,38 +118,75 @@ func (a *API) Sync(ctx context.Context, entries []actions.Entry, allow []netip.P
 	return ch.commit()
 }
 
-// Apply sets and deletes entries.
+// Apply sets and deletes entries: the decisions an entry made before (one,
+// or its pieces around exemptions) give way to those it makes now.
 func (a *API) Apply(ctx context.Context, changes []actions.Change) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	ch := a.begin()
+	pieces := maps.Clone(a.pieces)
 	for _, c := range changes {
-		// Whatever the entry made before (one decision, or its pieces
-		// around exemptions) is what lies in its prefix.
 		var want []decision
 		if !c.Delete {
 			want = a.toDecisions(c.Entry, a.allow)
 		}
 		keep := map[string]decision{}
+		var values []string
 		for _, w := range want {
 			keep[w.Value] = w
+			values = append(values, w.Value)
 		}
-		for v, d := range a.active {
-			p, err := parseValue(v)
-			if err != nil || !c.Prefix.Contains(p.Addr()) || p.Bits() < c.Prefix.Bits() {
+		old := pieces[c.Prefix]
+		if len(values) > 0 {
+			pieces[c.Prefix] = values
+		} else {
+			delete(pieces, c.Prefix)
+		}
+		for _, v := range old {
+			d := a.active[v]
+			if d == nil {
 				continue
 			}
-			if w, ok := keep[v]; !ok || !sameFields(d, &w) {
-				ch.remove(d)
+			w, kept := keep[v]
+			if kept && sameFields(d, &w) {
+				continue
 			}
+			if !kept && heldElsewhere(pieces, v, c.Prefix) {
+				continue // another entry makes the same value (a piece of a split range)
+			}
+			ch.remove(d)
 		}
 		for _, w := range want {
-			if d, ok := a.active[w.Value]; !ok || !sameFields(d, &w) {
+			if d, ok := a.active[w.Value]; !ok || !sameFields(d, &w) || ch.removing(d) {
 				ch.add(w)
 			}
 		}
 	}
-	return ch.commit()
+	err := ch.commit()
+	if err == nil {
+		a.pieces = pieces
+	}
+	return err
+}
+
+// heldElsewhere reports whether an entry other than the one of prefix
+// except makes the decision of value v: the entry whose prefix it is, or
+// one whose prefix was split around exemptions into pieces among which it
+// is.
+func heldElsewhere(pieces map[netip.Prefix][]string, v string, except netip.Prefix) bool {
+	p, err := parseValue(v)
+	if err != nil {
+		return false
+	}
+	if p != except && slices.Contains(pieces[p], v) {
+		return true
+	}
+	for q, vs := range pieces {
+		if q != except && q != p && q.Bits() < p.Bits() && q.Contains(p.Addr()) && slices.Contains(vs, v) {
+			return true
+		}
+	}
+	return false
 }
 
 // Close: the listener is closed by Serve's context; nothing else is held.
@@ -191,12 +231,26 @@ type change struct {
 func (a *API) begin() *change { return &change{a: a, seq: a.seq, removed: map[int64]int64{}} }
 
 func (c *change) remove(d *decision) {
+	if c.removing(d) {
+		return
+	}
 	c.seq++
 	c.removed[d.ID] = c.seq
 	c.gone = append(c.gone, d)
 }
 
+// removing reports whether the change removes d.
+func (c *change) removing(d *decision) bool {
+	_, ok := c.removed[d.ID]
+	return ok
+}
+
 func (c *change) add(d decision) {
+	for _, x := range c.added {
+		if x.Value == d.Value {
+			return // one decision a value
+		}
+	}
 	c.seq++
 	d.ID = c.seq
 	c.added = append(c.added, d)
