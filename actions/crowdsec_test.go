@@ -33,6 +33,10 @@ func TestCrowdsecOptions(t *testing.T) {
 			}
 		})
 	}
+	two := []rules.Action{{Type: "crowdsec", Index: 0, Line: 7, Options: map[string]any{}}, {Type: "crowdsec", Index: 1, Line: 9, Options: map[string]any{"listen": "127.0.0.1:8081"}}}
+	if err := Builtin(nil).Check(&rules.Config{File: "logjail.yaml", Actions: two}); err == nil || !strings.Contains(err.Error(), "logjail.yaml:9: actions[1].type: a second crowdsec action") {
+		t.Errorf("two crowdsec actions: %v", err)
+	}
 	o := NewOptions("logjail.yaml", 0, "crowdsec", map[string]any{})
 	c := ParseCrowdsec(o)
 	if err := o.Err(); err != nil || c.Name != "crowdsec" || c.Listen != "127.0.0.1:8080" || c.ThrottleAs != "throttle" ||

@@ -93,7 +93,9 @@
 // `listen:` defaults to 127.0.0.1:8080, the address bouncers are
 // configured for by default; any address the operator writes is taken
 // (a bouncer on another host needs it), and tls_cert with tls_key serve
-// HTTPS. A reload does not move the listener: a change of the action's
+// HTTPS. A configuration has one crowdsec action (`logjail check` refuses
+// a second): it serves every bouncer, from one sequence of decisions in
+// the database. A reload does not move the listener: a change of the action's
 // options takes a restart (the daemon's reload warns).
 //
 // Boundaries: It owns the wire format and the decisions' sequence. It
