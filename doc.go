@@ -42,6 +42,8 @@
 //     the types are one table, actions.Builtin.
 //   - endpoint: the decision endpoint a reverse proxy asks (/auth, and the
 //     Cerberus /v1/throttle).
+//   - crowdsec: the bouncer side of CrowdSec's local API, for a `type:
+//     crowdsec` action, so that CrowdSec's bouncers take logjail's decisions.
 //   - control: the operator's API on the control socket, and the engine
 //     behind ban and unban, live or on the database.
 //   - fleet: the Redis side of a fleet of nodes (`fleet:`): the window

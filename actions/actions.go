@@ -146,6 +146,7 @@ type actionType struct {
 	name  string
 	build Builder
 	check func(o *Options)
+	one   bool // a configuration may have one action of the type (crowdsec: one API, one sequence of decisions)
 }
 
 // Builtin returns the registry of every action type logjail has, in the
@@ -165,6 +166,7 @@ func Builtin(endpoint func(o *Options)) *Registry {
 		{name: "nftables", build: buildNftables},
 		{name: "endpoint", check: endpoint},
 		{name: "exec", build: buildExec},
+		{name: "crowdsec", check: checkCrowdsec, one: true},
 	}}
 }
 
@@ -243,9 +245,17 @@ func (r *Registry) build(file string, actions []rules.Action, env Env) ([]Config
 	var out []Configured
 	var errs []error
 	names := map[string]int{}
+	ones := map[string]int{}
 	for _, a := range actions {
 		t := r.lookup(a.Type)
 		o := newOptions(file, a.Index, a)
+		if t.one {
+			if j, dup := ones[a.Type]; dup {
+				errs = append(errs, fmtErr(file, o.lineOf("type"), o.path("type"), "a second %s action (the first is actions[%d]): one serves every bouncer", a.Type, j))
+				continue
+			}
+			ones[a.Type] = a.Index
+		}
 		switch {
 		case t.check != nil:
 			t.check(o)

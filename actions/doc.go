@@ -74,6 +74,13 @@
 // rules.ActionTypes, the types a configuration accepts, must name it too
 // (TestBuiltinTypes compares the two and the example's comment).
 //
+// The crowdsec action (package crowdsec, CrowdSec's decisions API) is
+// the daemon's too: its row only checks its options (ParseCrowdsec, here,
+// so that the row needs nothing from the caller), since its backend needs
+// the database, which a Builder is not given; the daemon builds it and
+// hands it to the manager beside the endpoint's views. Its `on:` defaults
+// to [throttle, ban]: bouncers choose by type themselves.
+//
 // Throttles reach only the actions configured with `on: [throttle, ban]`
 // (and the decision endpoint). Allowed prefixes (the allow list, the host's
 // own addresses, trusted proxies) inside a blocked prefix are exempted by

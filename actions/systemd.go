@@ -94,6 +94,10 @@ func SystemdDropIn(cfg *rules.Config) string {
 			rw(who, "iptables --wait takes the xtables lock (the '-': it may not exist yet)", "-/run/xtables.lock")
 		case "nftables":
 			needCaps(who, "changing the nftables ruleset over netlink takes CAP_NET_ADMIN", "CAP_NET_ADMIN")
+		case "crowdsec":
+			if p := crowdsecPort(str(a, "listen", CrowdsecDefaultListen)); p > 0 && p < 1024 {
+				needCaps(who, "the decisions API listens on a port below 1024", "CAP_NET_BIND_SERVICE")
+			}
 		case "blockfile":
 			rw(who, "the block files are created and renamed in their directory, which must exist (or lie under /run/logjail)", abs(str(a, "dir", "")))
 		case "nginx", "apache", "haproxy", "list":

@@ -151,6 +151,9 @@ func Listen(o ServerOptions) (*Server, error) {
 	mux.HandleFunc("GET /v1/breaker", s.breaker)
 	mux.HandleFunc("POST /v1/breaker/reset", s.resetBreaker)
 	mux.HandleFunc("POST /v1/clean", s.clean)
+	mux.HandleFunc("GET /v1/bouncers", s.listBouncers)
+	mux.HandleFunc("POST /v1/bouncers/add", s.addBouncer)
+	mux.HandleFunc("POST /v1/bouncers/delete", s.deleteBouncer)
 	s.srv = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,

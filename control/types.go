@@ -217,6 +217,9 @@ type Status struct {
 	TrackedKeys   int           `json:"tracked_keys"`
 	// Endpoints are the decision endpoints (live only).
 	Endpoints []EndpointState `json:"endpoints,omitempty"`
+	// Bouncers are the CrowdSec bouncers and their last pulls (package
+	// crowdsec).
+	Bouncers []BouncerInfo `json:"bouncers,omitempty"`
 	// The detector's estimated heap (the states and the key index), that
 	// per tracked key (detector.Memory), and the keys evicted at max_keys
 	// since the state began (the checkpoint keeps the count). Offline: of

@@ -591,6 +591,13 @@ func StatusOf(st *Status, db state.Reader, cfg *rules.Config, dbPath string) err
 			st.Rules[i].Bans += c.N
 		}
 	}
+	if _, ok := db.(state.Bouncers); ok {
+		if l, err := ListBouncers(db); err != nil {
+			errs = append(errs, err)
+		} else {
+			st.Bouncers = l.Bouncers
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"syscall"
 	"time"
 
@@ -173,8 +174,12 @@ func (d *decider) restore() error {
 // bans (the function startActions, in daemon.go); the decision endpoints'
 // views are among them.
 func (d *decider) startActions() error {
-	var err error
-	d.acts, d.allowed, err = startActions(d.cfg, d.db, d.log, d.now, d.eps.views)
+	cs, err := openCrowdsec(d.cfg, d.db, d.log, d.now)
+	if err != nil {
+		return err
+	}
+	d.undo(cs.close)
+	d.acts, d.allowed, err = startActions(d.cfg, d.db, d.log, d.now, slices.Concat(d.eps.views, cs.views))
 	if err != nil {
 		return err
 	}

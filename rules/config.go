@@ -49,7 +49,7 @@ const (
 )
 
 // ActionTypes are the action types the configuration accepts.
-var actionTypes = []string{"blockfile", "nginx", "apache", "haproxy", "list", "iptables", "nftables", "endpoint", "exec"}
+var actionTypes = []string{"blockfile", "nginx", "apache", "haproxy", "list", "iptables", "nftables", "endpoint", "exec", "crowdsec"}
 
 // ActionTypes returns the action types a configuration may name.
 func ActionTypes() []string { return slices.Clone(actionTypes) }

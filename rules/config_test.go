@@ -240,7 +240,7 @@ actions:
 		"logjail.yaml:12: rules[1].match.status: \"^(40[34]\": bad regular expression: missing closing ): `^(40[34]`",
 		`logjail.yaml:13: rules[1].sources[0]: unknown source "nginx"`,
 		`logjail.yaml:15: allow[0]: "203.0.113.0/99": not a CIDR`,
-		`logjail.yaml:17: actions[0].type: "firewall": want blockfile, nginx, apache, haproxy, list, iptables, nftables, endpoint or exec`,
+		`logjail.yaml:17: actions[0].type: "firewall": want blockfile, nginx, apache, haproxy, list, iptables, nftables, endpoint, exec or crowdsec`,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("errors (-want +got):\n%s", diff)

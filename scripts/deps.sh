@@ -35,6 +35,8 @@ need dnsmasq dnsmasq-base      # the good bots' reverse DNS tests run a real DNS
 need redis-server redis-server  # the fleet tests run a real Redis
 need chromium chromium        # the HTML report is checked in a real headless browser
 [ -x /lib/systemd/systemd-journal-remote ] || [ -x /usr/lib/systemd/systemd-journal-remote ] || missing+=(systemd-journal-remote) # the journald source's tests write real journal files with it
+need crowdsec-firewall-bouncer crowdsec-firewall-bouncer  # the crowdsec action's tests run the real bouncers (in a network namespace)
+need crowdsec-custom-bouncer crowdsec-custom-bouncer      # ... and the custom bouncer, each with its own config file
 if [ "${LOGJAIL_BENCH:-}" = 1 ]; then
   need fail2ban-regex fail2ban  # the baseline of scripts/bench.sh
   [ -x /usr/bin/time ] || missing+=(time)
@@ -47,8 +49,24 @@ if [ ${#missing[@]} -gt 0 ]; then
     exit 1
   fi
   export DEBIAN_FRONTEND=noninteractive
+  # The bouncers' packages start their services on install, and the
+  # firewall bouncer would make its table in this machine's firewall: no
+  # service starts during the install (policy-rc.d, which
+  # deb-systemd-invoke obeys), and theirs are disabled after it. The tests
+  # run the bouncers themselves, with their own config files.
+  policy=/usr/sbin/policy-rc.d
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+    trap 'rm -f "$policy"' EXIT
+  fi
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  if command -v systemctl >/dev/null 2>&1; then
+    for unit in crowdsec-firewall-bouncer crowdsec-custom-bouncer; do
+      systemctl disable --now "$unit.service" >/dev/null 2>&1 || true
+    done
+  fi
 fi
 
 command -v go >/dev/null || { echo "deps: Go is not on PATH (want Go 1.26 or newer)" >&2; exit 1; }

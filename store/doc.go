@@ -163,6 +163,19 @@
 //	  size           the file's size when saved
 //	  updated_ms     log time of the checkpoint that saved it
 //
+//	bouncers         the CrowdSec bouncers (bouncers.go, package crowdsec);
+//	                 name PRIMARY KEY, WITHOUT ROWID; a migration of its own
+//	  key_hash       BLOB, SHA-256 of the API key (UNIQUE); the key is not kept
+//	  created_ms, last_pull_ms
+//	  last_seq       the decisions' sequence number its last stream pull reached
+//	  ip, user_agent of its last pull
+//
+//	bouncer_decisions the decisions the crowdsec API serves, active and removed
+//	  id             INTEGER PRIMARY KEY > 0: the sequence number it was made at
+//	  value, scope, type, scenario
+//	  until_ms       NULL: until lifted
+//	  deleted        the sequence number of its removal; 0 while active
+//
 // TestQueryPlans shows with EXPLAIN QUERY PLAN that each of those queries
 // (and the prune) is answered from its index, without a table scan or a
 // sort.

@@ -89,6 +89,28 @@ CREATE TABLE positions (
 ALTER TABLE bans ADD COLUMN node TEXT NOT NULL DEFAULT '';
 ALTER TABLE history ADD COLUMN node TEXT NOT NULL DEFAULT '';
 `,
+	// 3: the CrowdSec bouncers and the decisions they pull (bouncers.go).
+	`
+CREATE TABLE bouncers (
+	name         TEXT PRIMARY KEY,
+	key_hash     BLOB NOT NULL UNIQUE,
+	created_ms   INTEGER NOT NULL,
+	last_pull_ms INTEGER,
+	last_seq     INTEGER NOT NULL DEFAULT 0,
+	ip           TEXT NOT NULL DEFAULT '',
+	user_agent   TEXT NOT NULL DEFAULT ''
+) WITHOUT ROWID;
+
+CREATE TABLE bouncer_decisions (
+	id       INTEGER PRIMARY KEY CHECK (id > 0),
+	value    TEXT NOT NULL,
+	scope    TEXT NOT NULL,
+	type     TEXT NOT NULL,
+	scenario TEXT NOT NULL,
+	until_ms INTEGER,
+	deleted  INTEGER NOT NULL DEFAULT 0
+);
+`,
 }
 
 // Version is the schema version this build reads and writes.

@@ -184,6 +184,12 @@ func printStatus(w io.Writer, st *control.Status, socket string) {
 		}
 		fmt.Fprintf(w, "  %s on %s: %s; %d connections, %d evicted, %d accept errors\n", e.Name, e.Listen, state, e.Conns, e.Evicted, e.AcceptErrors)
 	}
+	if len(st.Bouncers) > 0 {
+		fmt.Fprintln(w, "bouncers:")
+	}
+	for _, b := range st.Bouncers {
+		fmt.Fprintf(w, "  %s: last pull %s from %s (%s)\n", clean(b.Name), fmtTimePtr(b.LastPull), orDash(b.IP), orDash(b.UserAgent))
+	}
 }
 
 // printFleet writes the fleet's lines of a status: this node's link, then

@@ -144,6 +144,7 @@ failure: the command started and failed (database, I/O).`,
 		newHistoryCmd(s),
 		newStatusCmd(s),
 		newBreakerCmd(s),
+		newBouncersCmd(s),
 		newVersionCmd(s),
 	)
 	runtimeFailures(root)
