@@ -369,6 +369,26 @@ func redisCalls(b *testing.B, srv *redistest.Server) (all, evalsha int64) {
 	return all, evalsha
 }
 
+// windowKeyBytes is the mean MEMORY USAGE of up to 1,000 window keys
+// (logjail:w:*) in Redis.
+func windowKeyBytes(b *testing.B, srv *redistest.Server) float64 {
+	ctx := context.Background()
+	c := srv.Client(b)
+	keys, _, err := c.Scan(ctx, 0, "logjail:w:*", 1000).Result()
+	if err != nil || len(keys) == 0 {
+		b.Fatalf("no window keys in Redis (%v)", err)
+	}
+	var sum int64
+	for _, k := range keys {
+		n, err := c.MemoryUsage(ctx, k).Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		sum += n
+	}
+	return float64(sum) / float64(len(keys))
+}
+
 // BenchmarkFleetIngest: a node's live ingest at 50,000 lines/s (500,000
 // lines in 1,000-line writes, 10 s), alone (fleet=off) and in a fleet on
 // a redis-server (fleet=on, sync 200ms, the rule's scope fleet), from
@@ -379,7 +399,8 @@ func redisCalls(b *testing.B, srv *redistest.Server) (all, evalsha int64) {
 // lines/s it kept up with, and with the fleet the Redis commands per
 // second (redis-cmds/s: INFO commandstats' calls before and after, the
 // INFOs themselves excepted, scripts' inner calls included) and EVALSHA
-// calls per second (evalsha/s: one per key changed per sync).
+// calls per second (evalsha/s: one per key changed per sync), and the
+// mean memory of a window key in Redis at the end (redis-B/key).
 func BenchmarkFleetIngest(b *testing.B) {
 	const lines, rate = 500_000, 50_000
 	for _, clients := range []int{62_500, 1_000} {
@@ -438,6 +459,7 @@ func BenchmarkFleetIngest(b *testing.B) {
 						calls, eval := redisCalls(b, srv)
 						b.ReportMetric(float64(calls-calls0-1)/took.Seconds(), "redis-cmds/s")
 						b.ReportMetric(float64(eval-eval0)/took.Seconds(), "evalsha/s")
+						b.ReportMetric(windowKeyBytes(b, srv), "redis-B/key")
 					}
 					cmd.Process.Kill()
 					cmd.Wait()
