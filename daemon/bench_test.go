@@ -369,6 +369,23 @@ func redisCalls(b *testing.B, srv *redistest.Server) (all, evalsha int64) {
 	return all, evalsha
 }
 
+// redisCPU is the CPU time redis-server has used (INFO cpu: user + sys).
+func redisCPU(b *testing.B, srv *redistest.Server) time.Duration {
+	info, err := srv.Client(b).Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sec float64
+	for _, l := range strings.Split(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(l), ":")
+		if k == "used_cpu_user" || k == "used_cpu_sys" {
+			f, _ := strconv.ParseFloat(v, 64)
+			sec += f
+		}
+	}
+	return time.Duration(sec * float64(time.Second))
+}
+
 // windowKeyBytes is the mean MEMORY USAGE of up to 1,000 window keys
 // (logjail:w:*) in Redis.
 func windowKeyBytes(b *testing.B, srv *redistest.Server) float64 {
@@ -400,7 +417,9 @@ func windowKeyBytes(b *testing.B, srv *redistest.Server) float64 {
 // second (redis-cmds/s: INFO commandstats' calls before and after, the
 // INFOs themselves excepted, scripts' inner calls included) and EVALSHA
 // calls per second (evalsha/s: one per key changed per sync), and the
-// mean memory of a window key in Redis at the end (redis-B/key).
+// mean memory of a window key in Redis at the end (redis-B/key), and
+// redis-server's CPU (INFO cpu) per EVALSHA over the run, everything it
+// did included (redis-cpu-us/evalsha).
 func BenchmarkFleetIngest(b *testing.B) {
 	const lines, rate = 500_000, 50_000
 	for _, clients := range []int{62_500, 1_000} {
@@ -422,8 +441,10 @@ func BenchmarkFleetIngest(b *testing.B) {
 					cmd, out := startBench(b, cfg)
 					db := waitDB(b, state, out)
 					var calls0, eval0 int64
+					var rcpu0 time.Duration
 					if on {
 						calls0, eval0 = redisCalls(b, srv)
+						rcpu0 = redisCPU(b, srv)
 					}
 					f, _ := os.OpenFile(log, os.O_APPEND|os.O_WRONLY, 0)
 					t0 := time.Now().UTC()
@@ -460,6 +481,9 @@ func BenchmarkFleetIngest(b *testing.B) {
 						b.ReportMetric(float64(calls-calls0-1)/took.Seconds(), "redis-cmds/s")
 						b.ReportMetric(float64(eval-eval0)/took.Seconds(), "evalsha/s")
 						b.ReportMetric(windowKeyBytes(b, srv), "redis-B/key")
+						if eval > eval0 {
+							b.ReportMetric(float64((redisCPU(b, srv)-rcpu0).Microseconds())/float64(eval-eval0), "redis-cpu-us/evalsha")
+						}
 					}
 					cmd.Process.Kill()
 					cmd.Wait()
