@@ -287,14 +287,15 @@ func TestFleetScopeNode(t *testing.T) {
 		untilNextSecond()
 		spread(ip, 8, 0, nil, a, b)
 	}
-	// A marker over the limit on web1 alone: once it is banned, web1 has
-	// read everything before it, and two syncs later web2 has its ban.
-	const marker = "198.51.100.22"
+	// A marker over the limit on each node alone: once a node has banned
+	// its own, it has read everything before it.
 	at := time.Now()
 	for i := range 12 {
-		a.writeLine(marker, at, i)
+		a.writeLine("198.51.100.22", at, i)
+		b.writeLine("198.51.100.23", at, i)
 	}
-	waitDecision(t, marker, "ban", time.Now().Add(10*time.Second), a)
+	waitDecision(t, "198.51.100.22", "ban", time.Now().Add(10*time.Second), a)
+	waitDecision(t, "198.51.100.23", "ban", time.Now().Add(10*time.Second), b)
 	for _, n := range []*fleetNode{a, b} {
 		if got := n.decision(ip); got != "allow" {
 			t.Errorf("%s: %s is %q under scope: node, want allow", n.name, ip, got)
