@@ -1,7 +1,11 @@
 package daemon_test
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logjail/logjail/internal/redistest"
 	"github.com/logjail/logjail/store"
 )
 
@@ -210,4 +215,282 @@ func procStats(pid int) (time.Duration, int64) {
 		}
 	}
 	return time.Duration(ut+st) * 10 * time.Millisecond, rss
+}
+
+// fleetBenchConfig is a benchmark node's configuration: 1: its state
+// directory, 2: its log, 3: the fleet: section ("" for a node alone), 4:
+// flood's limit, 5: the actions.
+const fleetBenchConfig = `state_dir: %[1]s
+control_socket: %[1]s/control.sock
+checkpoint: 1s
+metrics: ""
+%[3]s
+sources:
+  - name: web
+    paths: [%[2]s]
+    format: combined
+    timezone: UTC
+    from: start
+rules:
+  - name: flood
+    limits: ["%[4]s"]
+    ban: {for: 1h}
+%[5]s`
+
+// fleetSection is the fleet: section of node name on Redis srv.
+func fleetSection(srv *redistest.Server, name string) string {
+	return fmt.Sprintf("fleet:\n  redis: %s\n  node: %s\n  sync: 200ms\n", srv.URL(), name)
+}
+
+// benchPort is a free loopback port.
+func benchPort(b *testing.B) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// benchDecision is an endpoint's X-Logjail-Decision for addr ("" when it
+// does not answer).
+func benchDecision(endpoint, addr string) string {
+	req, _ := http.NewRequest("GET", "http://"+endpoint+"/auth", nil)
+	req.Header.Set("X-Real-IP", addr)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	return resp.Header.Get("X-Logjail-Decision")
+}
+
+// BenchmarkFleetDecisionLatency runs two nodes (the built binary, inotify)
+// on one redis-server (sync 200ms) under a fleet rule of 10 per 10s. Each
+// trial writes 50 ms of traffic under the limits (100 lines, each from a
+// new client, to both nodes), then 5 lines of a new client to each node
+// and the crossing 11th to the first, and measures the time from the
+// write of the crossing line to both nodes' decision endpoints answering
+// ban (polled every millisecond): the line's way through the first node,
+// its delta's exchange, the claim and the stream to the second node.
+// Reports p50 and p99 in ms.
+func BenchmarkFleetDecisionLatency(b *testing.B) {
+	b.ReportAllocs()
+	srv := redistest.Start(b, redistest.Options{})
+	type node struct {
+		log      *os.File
+		endpoint string
+	}
+	var nodes []node
+	for _, name := range []string{"web1", "web2"} {
+		dir := filepath.Join(b.TempDir(), name)
+		os.MkdirAll(dir, 0o755)
+		log, cfg, state := filepath.Join(dir, "access.log"), filepath.Join(dir, "logjail.yaml"), filepath.Join(dir, "state")
+		ep := fmt.Sprintf("127.0.0.1:%d", benchPort(b))
+		os.WriteFile(cfg, fmt.Appendf(nil, fleetBenchConfig, state, log, fleetSection(srv, name), "10 per 10s",
+			"actions:\n  - type: endpoint\n    listen: "+ep+"\n"), 0o600)
+		os.WriteFile(log, nil, 0o644)
+		cmd, out := startBench(b, cfg)
+		defer func() { cmd.Process.Kill(); cmd.Wait() }()
+		for deadline := time.Now().Add(10 * time.Second); benchDecision(ep, "203.0.113.1") != "allow"; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatalf("%s: the endpoint does not answer allow\n%s", name, out.String())
+			}
+		}
+		f, err := os.OpenFile(log, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		nodes = append(nodes, node{f, ep})
+	}
+	write := func(n node, ip string) {
+		fmt.Fprintf(n.log, "%s - - [%s] \"GET / HTTP/1.1\" 200 1 \"-\" \"t\"\n", ip, time.Now().UTC().Format("02/Jan/2006:15:04:05 -0700"))
+	}
+	var lat []time.Duration
+	trial, client := 0, 0
+	b.ResetTimer()
+	for b.Loop() {
+		for range 100 {
+			client++
+			write(nodes[client%2], fmt.Sprintf("2001:db8:%x:%x::1", client>>16, client&0xffff))
+			time.Sleep(500 * time.Microsecond)
+		}
+		trial++
+		ip := fmt.Sprintf("203.0.113.%d", trial%250)
+		if trial >= 250 {
+			ip = fmt.Sprintf("198.51.100.%d", trial%250)
+		}
+		for range 5 {
+			write(nodes[0], ip)
+			write(nodes[1], ip)
+		}
+		start := time.Now()
+		write(nodes[0], ip)
+		for _, n := range nodes {
+			for benchDecision(n.endpoint, ip) != "ban" {
+				if time.Since(start) > 5*time.Second {
+					b.Fatalf("%s not banned on %s after 5 s", ip, n.endpoint)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		lat = append(lat, time.Since(start))
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		i := min(len(lat)-1, int(p/100*float64(len(lat))))
+		return float64(lat[i].Microseconds()) / 1000
+	}
+	b.ReportMetric(pct(50), "p50-ms")
+	b.ReportMetric(pct(99), "p99-ms")
+}
+
+// redisCalls is the sum of INFO commandstats' calls, and those of
+// EVALSHA (the exchange's script, one per (rule, key) changed).
+func redisCalls(b *testing.B, srv *redistest.Server) (all, evalsha int64) {
+	info, err := srv.Client(b).Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, l := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(l), ":calls=")
+		if !ok {
+			continue
+		}
+		v, _, _ := strings.Cut(rest, ",")
+		n, _ := strconv.ParseInt(v, 10, 64)
+		all += n
+		if name == "cmdstat_evalsha" {
+			evalsha = n
+		}
+	}
+	return all, evalsha
+}
+
+// redisCPU is the CPU time redis-server has used (INFO cpu: user + sys).
+func redisCPU(b *testing.B, srv *redistest.Server) time.Duration {
+	info, err := srv.Client(b).Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sec float64
+	for _, l := range strings.Split(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(l), ":")
+		if k == "used_cpu_user" || k == "used_cpu_sys" {
+			f, _ := strconv.ParseFloat(v, 64)
+			sec += f
+		}
+	}
+	return time.Duration(sec * float64(time.Second))
+}
+
+// windowKeyBytes is the mean MEMORY USAGE of up to 1,000 window keys
+// (logjail:w:*) in Redis.
+func windowKeyBytes(b *testing.B, srv *redistest.Server) float64 {
+	ctx := context.Background()
+	c := srv.Client(b)
+	keys, _, err := c.Scan(ctx, 0, "logjail:w:*", 1000).Result()
+	if err != nil || len(keys) == 0 {
+		b.Fatalf("no window keys in Redis (%v)", err)
+	}
+	var sum int64
+	for _, k := range keys {
+		n, err := c.MemoryUsage(ctx, k).Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		sum += n
+	}
+	return float64(sum) / float64(len(keys))
+}
+
+// BenchmarkFleetIngest: a node's live ingest at 50,000 lines/s (500,000
+// lines in 1,000-line writes, 10 s), alone (fleet=off) and in a fleet on
+// a redis-server (fleet=on, sync 200ms, the rule's scope fleet), from
+// clients=62500 (every line of an interval a key changed: the worst case
+// for Redis) or clients=1000 distinct clients (each a /64 of
+// 2001:db8::/32), under the limits. It reports the CPU per line
+// (cpu-us/line, user+system of the daemon over the run, from /proc), the
+// lines/s it kept up with, and with the fleet the Redis commands per
+// second (redis-cmds/s: INFO commandstats' calls before and after, the
+// INFOs themselves excepted, scripts' inner calls included) and EVALSHA
+// calls per second (evalsha/s: one per key changed per sync), and the
+// mean memory of a window key in Redis at the end (redis-B/key), and
+// redis-server's CPU (INFO cpu) per EVALSHA over the run, everything it
+// did included (redis-cpu-us/evalsha).
+func BenchmarkFleetIngest(b *testing.B) {
+	const lines, rate = 500_000, 50_000
+	for _, clients := range []int{62_500, 1_000} {
+		for _, on := range []bool{false, true} {
+			b.Run(fmt.Sprintf("clients=%d/fleet=%v", clients, map[bool]string{false: "off", true: "on"}[on]), func(b *testing.B) {
+				b.ReportAllocs()
+				var srv *redistest.Server
+				section := ""
+				if on {
+					srv = redistest.Start(b, redistest.Options{})
+					section = fleetSection(srv, "web1")
+				}
+				dir := b.TempDir()
+				for b.Loop() {
+					log, cfg, state := filepath.Join(dir, "access.log"), filepath.Join(dir, "logjail.yaml"), filepath.Join(dir, "state")
+					os.RemoveAll(state)
+					os.WriteFile(cfg, fmt.Appendf(nil, fleetBenchConfig, state, log, section, "1000 per 10s", ""), 0o600)
+					os.WriteFile(log, nil, 0o644)
+					cmd, out := startBench(b, cfg)
+					db := waitDB(b, state, out)
+					var calls0, eval0 int64
+					var rcpu0 time.Duration
+					if on {
+						calls0, eval0 = redisCalls(b, srv)
+						rcpu0 = redisCPU(b, srv)
+					}
+					f, _ := os.OpenFile(log, os.O_APPEND|os.O_WRONLY, 0)
+					t0 := time.Now().UTC()
+					var size int64
+					start := time.Now()
+					for i := 0; i < lines; i += 1000 {
+						if wait := time.Until(start.Add(time.Duration(i) * time.Second / rate)); wait > 0 {
+							time.Sleep(wait)
+						}
+						var sb strings.Builder
+						for j := i; j < i+1000; j++ {
+							c := j % clients
+							fmt.Fprintf(&sb, "2001:db8:%x:%x::1 - - [%s] \"GET /%d HTTP/1.1\" 200 1 \"-\" \"t\"\n", c>>16, c&0xffff, t0.Add(time.Duration(j)*20*time.Microsecond).Format("02/Jan/2006:15:04:05 -0700"), j)
+						}
+						n, _ := f.WriteString(sb.String())
+						size += int64(n)
+					}
+					f.Close()
+					for {
+						ps, _ := db.Positions()
+						if len(ps) == 1 && ps[0].Offset == size {
+							break
+						}
+						if time.Since(start) > 2*time.Minute {
+							b.Fatalf("the daemon did not catch up: %+v\n%s", ps, out.String())
+						}
+						time.Sleep(10 * time.Millisecond)
+					}
+					took := time.Since(start)
+					db.Close()
+					cpu, _ := procStats(cmd.Process.Pid)
+					if on {
+						calls, eval := redisCalls(b, srv)
+						b.ReportMetric(float64(calls-calls0-1)/took.Seconds(), "redis-cmds/s")
+						b.ReportMetric(float64(eval-eval0)/took.Seconds(), "evalsha/s")
+						b.ReportMetric(windowKeyBytes(b, srv), "redis-B/key")
+						if eval > eval0 {
+							b.ReportMetric(float64((redisCPU(b, srv)-rcpu0).Microseconds())/float64(eval-eval0), "redis-cpu-us/evalsha")
+						}
+					}
+					cmd.Process.Kill()
+					cmd.Wait()
+					b.ReportMetric(float64(lines)/took.Seconds(), "lines/s")
+					b.ReportMetric(float64(cpu.Microseconds())/lines, "cpu-us/line")
+				}
+			})
+		}
+	}
 }

@@ -121,9 +121,15 @@ func (d *decider) fleetEvents() <-chan fleet.Event {
 	return d.fl.node.Events()
 }
 
-// fleetSend hands the node the detector's deltas since the last sync.
+// fleetSend hands the node the detector's deltas since the last sync,
+// and sets the logjail_fleet_* metrics (every sync, traffic or not: a
+// quiet node's logjail_fleet_degraded follows Redis too).
 func (d *decider) fleetSend() {
 	fl := d.fl
+	if m := d.o.Metrics; m != nil {
+		st := fl.node.Status()
+		m.SetFleet(st.Degraded, st.Lag, st.Dropped, st.Queued)
+	}
 	fl.deltas = d.det.FleetDeltas(fl.deltas[:0])
 	if len(fl.deltas) == 0 {
 		return
@@ -133,10 +139,6 @@ func (d *decider) fleetSend() {
 		fl.send = append(fl.send, fleet.Delta{Rule: x.Rule, Key: x.Key, Limit: x.Limit, Bucket: x.Bucket, Units: x.Units, TTL: x.TTL})
 	}
 	fl.node.Send(fl.send)
-	if m := d.o.Metrics; m != nil {
-		st := fl.node.Status()
-		m.SetFleet(st.Degraded, st.Lag, st.Dropped, st.Queued)
-	}
 }
 
 // fleetApply applies what the node brought: the other nodes' units, then

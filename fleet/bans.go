@@ -218,6 +218,14 @@ func (n *Node) reconcile(ctx context.Context) error {
 		streamTop = msgs[0].ID
 	}
 	lostData := n.epoch != "" && epoch != n.epoch
+	if lostData {
+		// The stream is Redis's new one: read it from its start, for
+		// what other nodes published since Redis came back before this
+		// reconcile (their queued bans). This node republishes instead
+		// of reading the records, so from the top it would miss them
+		// until the next reconcile.
+		streamTop = "0-0"
+	}
 
 	var ds []Decision
 	if lostData {
