@@ -447,7 +447,11 @@ func (d *decider) run(ctx context.Context, ordered <-chan *parsed, reload <-chan
 			d.mu.Lock()
 			d.fleetSend()
 			d.mu.Unlock()
-		case ev := <-d.fleetEvents():
+		case ev, ok := <-d.fleetEvents():
+			if !ok { // the node stopped (the daemon is stopping)
+				d.fl.stopped = true
+				continue
+			}
 			d.mu.Lock()
 			d.fleetApply(ev)
 			d.mu.Unlock()

@@ -48,6 +48,8 @@ type fleetLink struct {
 	send   []fleet.Delta
 	// unknown counts decisions of rules this configuration lacks.
 	unknown int64
+	stopped bool // the node's events are closed
+
 }
 
 // openFleet opens the fleet's node when the configuration has one; its
@@ -113,9 +115,10 @@ func (d *decider) fleetTick() <-chan time.Time {
 	return d.fl.ticker.C
 }
 
-// fleetEvents is the node's events; nil outside a fleet.
+// fleetEvents is the node's events; nil outside a fleet and once the
+// node stopped (its Run closes them).
 func (d *decider) fleetEvents() <-chan fleet.Event {
-	if d.fl == nil {
+	if d.fl == nil || d.fl.stopped {
 		return nil
 	}
 	return d.fl.node.Events()
