@@ -49,7 +49,11 @@ type fleetLink struct {
 	// unknown counts decisions of rules this configuration lacks.
 	unknown int64
 	stopped bool // the node's events are closed
-
+	// won are the other nodes' records of rule bans this node adopted,
+	// by rule and key: after a lost claim, the stream and the claim's
+	// answer both bring the winner's record, which is recorded once.
+	won   map[[2]string]fleetWon
+	ticks int
 }
 
 // openFleet opens the fleet's node when the configuration has one; its
@@ -124,6 +128,12 @@ func (d *decider) fleetEvents() <-chan fleet.Event {
 	return d.fl.node.Events()
 }
 
+// fleetWon is a winner's record as adopted.
+type fleetWon struct {
+	node  string
+	until time.Time
+}
+
 // fleetSend hands the node the detector's deltas since the last sync,
 // and sets the logjail_fleet_* metrics (every sync, traffic or not: a
 // quiet node's logjail_fleet_degraded follows Redis too).
@@ -132,6 +142,14 @@ func (d *decider) fleetSend() {
 	if m := d.o.Metrics; m != nil {
 		st := fl.node.Status()
 		m.SetFleet(st.Degraded, st.Lag, st.Dropped, st.Queued)
+	}
+	if fl.ticks++; fl.ticks%32 == 0 { // about every 6 s at 200ms: forget ended records
+		now := d.now()
+		for k, w := range fl.won {
+			if !w.until.After(now) {
+				delete(fl.won, k)
+			}
+		}
 	}
 	fl.deltas = d.det.FleetDeltas(fl.deltas[:0])
 	if len(fl.deltas) == 0 {
@@ -273,12 +291,19 @@ func (d *decider) adopt(f *fleet.Decision, now time.Time) bool {
 			if !ok && f.Lost {
 				// This node's own ban of the key lasts as long: it stays,
 				// but the fleet's record (the winner's) is what the store
-				// and `list` show, as on every other node.
+				// and `list` show, as on every other node — once.
+				if d.fl.won[[2]string{f.Rule, f.Key}] == (fleetWon{f.Node, f.Until}) {
+					return false
+				}
 				got, ok = dec, true
 			}
 			if !ok {
 				return false
 			}
+			if d.fl.won == nil {
+				d.fl.won = map[[2]string]fleetWon{}
+			}
+			d.fl.won[[2]string{f.Rule, f.Key}] = fleetWon{f.Node, f.Until}
 			if len(got.Addresses) == 0 {
 				got.Addresses = f.Addresses
 			}
