@@ -92,6 +92,24 @@
 // loses its rule bans at once (watch.go).
 // SIGTERM and SIGINT take a last checkpoint and return nil.
 //
+// The decision path (issue 23). /auth reads the endpoint's Bans, a
+// snapshot swapped atomically, without a lock; /v1/throttle reads the
+// detector under d.mu. The decider charges a batch in slices of
+// sliceLines (256) entries and releases d.mu and yields between them, and
+// the parse workers yield between slices too: a reader waits at most one
+// slice (about 0.5 ms), not a batch of 512 lines, and the order of the
+// decisions is that of the lines, as before. Yielding alone does not
+// bound /auth on one core: with one P (GOMAXPROCS 1, under taskset or a
+// one-CPU cgroup) the Go scheduler polls the network only when it has no
+// goroutine to run, or every 10 ms from sysmon (runtime/proc.go,
+// findRunnable and sysmon), so a request that arrives while ingest keeps
+// the P busy waits up to 10 ms plus a preemption slice of 10 ms. `logjail
+// run` therefore raises GOMAXPROCS to 2 when the runtime would have one
+// (cmd_run.go; GOMAXPROCS in the environment wins): the second P sleeps
+// in the network poller, the kernel wakes its thread when a request
+// arrives and shares the core between the two threads. The figures are
+// in docs/performance.md.
+//
 // Boundaries: It owns `logjail run`: the stages that wire every other
 // package together. It must not hold logic another package owns: each stage
 // calls it.
@@ -104,6 +122,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -250,6 +269,9 @@ func (p *parsed) parse() {
 		return
 	}
 	for i, l := range p.batch.Lines {
+		if i > 0 && i%sliceLines == 0 {
+			runtime.Gosched() // a slice parsed: the endpoint's goroutines may run (sliceLines)
+		}
 		e, err := p.parser.ParseString(l.Text, int(l.Line))
 		if err == nil && l.Truncated {
 			err = source.TooLong(int(l.Line)) // rejected, as replay rejects it
@@ -482,6 +504,9 @@ func (d *decider) batch(p *parsed) {
 	var firstFuture time.Time
 	decided := false
 	for i := range p.entries {
+		if i > 0 && i%sliceLines == 0 {
+			d.yield()
+		}
 		e := &p.entries[i]
 		if e.Time.Sub(now) > d.cfg.Future {
 			if future == 0 {
@@ -541,6 +566,25 @@ func (d *decider) batch(p *parsed) {
 	if d.det.Pending() >= checkpointRows {
 		d.flush()
 	}
+}
+
+// sliceLines is how many lines a parsing worker parses, and how many
+// entries the decider charges, before it lets the other goroutines run
+// (issue 23): on one core (GOMAXPROCS 1) a goroutine the endpoint woke
+// waits at most one slice (about 0.5 ms of parsing or charging), not a
+// whole batch of up to follow.DefaultMaxBatch lines, and /v1/throttle's
+// read of the windows (under d.mu) waits at most one slice of the
+// decider's. The decisions and their order do not change: the decider
+// still charges the entries in order, and alone.
+const sliceLines = 256
+
+// yield, in the middle of a batch, releases d.mu and lets the other
+// goroutines run before the decider takes it again. What the endpoint
+// reads meanwhile is the detector between two whole lines.
+func (d *decider) yield() {
+	d.mu.Unlock()
+	runtime.Gosched()
+	d.mu.Lock()
 }
 
 // decided has a checkpoint record the decisions soon.

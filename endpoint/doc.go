@@ -101,6 +101,14 @@
 // detector (set with SetWindows once it is restored, safely while
 // serving). No request reads the database.
 //
+// No request waits for ingest (issue 23). /auth takes no lock: the Bans
+// view is an immutable snapshot that every change of the actions manager
+// replaces with one atomic swap (copy-on-write: bart's persistent insert
+// and delete copy only the path to the changed prefix). /v1/throttle's
+// windows are read under the daemon's lock on its detector, which the
+// daemon releases between slices of a few hundred lines (package daemon,
+// "The decision path"): a request waits at most one slice.
+//
 // The endpoint is the `endpoint` row of the actions registry: the daemon
 // runs it itself (it reads the detector, not only the bans), and the
 // registry only checks its options, with CheckOptions, which the callers

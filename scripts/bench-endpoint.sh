@@ -4,6 +4,8 @@
 # for a rotating set of clients (half banned); then the same while the
 # daemon ingests LINES_PER_S log lines a second (default 50,000).
 # Usage: scripts/bench-endpoint.sh [SECONDS]
+# LOGJAIL_BIN=path runs that binary instead of one built from this tree
+# (to compare two builds alternately on a noisy host).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-20}
@@ -12,7 +14,7 @@ command -v wrk >/dev/null || { echo "bench-endpoint: wrk is not installed (apt-g
 command -v taskset >/dev/null || { echo "bench-endpoint: taskset (util-linux) is not installed" >&2; exit 2; }
 work=$(mktemp -d /tmp/logjail-endpoint.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
-go build -o "$work/logjail" ./cmd/logjail
+if [ -n "${LOGJAIL_BIN:-}" ]; then cp "$LOGJAIL_BIN" "$work/logjail"; else go build -o "$work/logjail" ./cmd/logjail; fi
 free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 port=$(free)
 mport=$(free)

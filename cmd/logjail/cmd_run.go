@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +46,16 @@ example is for replay and parse only.`,
 			// GOGC in the environment wins.
 			if os.Getenv("GOGC") == "" {
 				defer gcgoal.Start(100, 32<<20)()
+			}
+			// On one core (taskset, a cgroup of one CPU) the runtime has
+			// one P, which polls the network only when it has nothing
+			// else to run, or every 10 ms: an /auth request would wait
+			// behind ingest. A second P waits in the poller, and the
+			// kernel runs the endpoint's goroutine at once (package
+			// daemon's doc, "The decision path"). GOMAXPROCS in the
+			// environment wins.
+			if os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) == 1 {
+				runtime.GOMAXPROCS(2)
 			}
 			return runDaemon(cmd, &o, s)
 		},
