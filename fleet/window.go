@@ -107,10 +107,37 @@ type pend struct {
 	ttl   time.Duration
 }
 
-// absorbed is what this node has delivered of the others' part of a bucket.
+// absorbed is what this node has delivered of the others' part of one
+// (rule, key)'s buckets: one map entry per (rule, key), its buckets in a
+// small slice sorted by limit and bucket (a key has a few limits of at
+// most keepBuckets buckets each), so that an answer costs one map lookup,
+// not one per bucket. A bucket of which nothing was absorbed has no
+// record: a record of 0 units would change nothing.
 type absorbed struct {
+	buckets []absorbedBucket
+}
+
+type absorbedBucket struct {
+	limit   int
+	bucket  uint64
 	units   uint64
 	expires time.Time
+}
+
+func cmpAbsorbed(a absorbedBucket, t limitBucket) int {
+	if a.limit != t.limit {
+		if a.limit < t.limit {
+			return -1
+		}
+		return 1
+	}
+	if a.bucket != t.newest {
+		if a.bucket < t.newest {
+			return -1
+		}
+		return 1
+	}
+	return 0
 }
 
 // watch is a (rule, key) still read for followUps exchanges: its limits
@@ -289,6 +316,8 @@ func (n *Node) absorb(groups []*group, now time.Time) ([]Add, error) {
 			n.restore(g)
 			continue
 		}
+		var a *absorbed
+		exp := now.Add(g.ttl)
 		for i := 0; i+1 < len(res); i += 2 {
 			f, _ := res[i].(string)
 			others, _ := res[i+1].(int64)
@@ -296,16 +325,30 @@ func (n *Node) absorb(groups []*group, now time.Time) ([]Add, error) {
 			if !ok || others < 0 {
 				continue
 			}
-			k := dkey{g.rk.rule, g.rk.key, limit, bucket}
-			a := n.absorbed[k]
-			if u := uint64(others); u > a.units {
-				adds = append(adds, Add{Rule: k.rule, Key: k.key, Limit: limit, Bucket: bucket, Units: u - a.units})
-				a.units = u
-			} else if u < a.units {
-				a.units = u // Redis lost it (restart): what it says now is the start again
+			if a == nil {
+				if a = n.absorbed[g.rk]; a == nil {
+					if others == 0 {
+						continue // nothing to record yet
+					}
+					a = &absorbed{}
+					n.absorbed[g.rk] = a
+				}
 			}
-			a.expires = now.Add(g.ttl)
-			n.absorbed[k] = a
+			j, found := slices.BinarySearchFunc(a.buckets, limitBucket{limit, bucket}, cmpAbsorbed)
+			if !found {
+				if others == 0 {
+					continue
+				}
+				a.buckets = slices.Insert(a.buckets, j, absorbedBucket{limit: limit, bucket: bucket})
+			}
+			r := &a.buckets[j]
+			if u := uint64(others); u > r.units {
+				adds = append(adds, Add{Rule: g.rk.rule, Key: g.rk.key, Limit: limit, Bucket: bucket, Units: u - r.units})
+				r.units = u
+			} else if u < r.units {
+				r.units = u // Redis lost it (restart): what it says now is the start again
+			}
+			r.expires = exp
 		}
 	}
 	return adds, firstErr
@@ -335,7 +378,8 @@ func (n *Node) restore(g *group) {
 // forgetAbsorbed drops the absorbed records whose bucket no longer matters.
 func (n *Node) forgetAbsorbed(now time.Time) {
 	for k, a := range n.absorbed {
-		if now.After(a.expires) {
+		a.buckets = slices.DeleteFunc(a.buckets, func(b absorbedBucket) bool { return now.After(b.expires) })
+		if len(a.buckets) == 0 {
 			delete(n.absorbed, k)
 		}
 	}
