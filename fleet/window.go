@@ -11,8 +11,10 @@ import (
 )
 
 // windowScript adds this node's units to one (rule, key)'s hash and
-// returns the fleet's total minus this node's own part, as a flat list of
-// "LIMIT:BUCKET", units: for the buckets named (ARGV[5] = "0"), or for the
+// returns the fleet's total minus this node's own part, as one string of
+// "LIMIT:BUCKET:UNITS" records separated by commas (one bulk reply, not
+// two values per bucket: parsing a reply of up to 2×64 values per key was
+// most of a node's CPU in an exchange): for the buckets named (ARGV[5] = "0"), or for the
 // newest keepBuckets buckets of each limit named, up to the newest bucket
 // named for it (ARGV[5] = "1": the node asks for that when a key's newest
 // bucket moved, so that the buckets only other nodes wrote arrive). A pair
@@ -37,7 +39,7 @@ for i = 6, #ARGV, 2 do
   end
   if newest[l] == nil or b > newest[l] then newest[l] = b end
 end
-if redis.call('EXISTS', k) == 0 then return {} end
+if redis.call('EXISTS', k) == 0 then return '' end
 if ttl > 0 and redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
 if prune then
   local all, stale = redis.call('HKEYS', k), {}
@@ -67,11 +69,10 @@ end
 local v = redis.call('HMGET', k, unpack(fs))
 for i = 1, #fs, 2 do
   if v[i] then
-    out[#out+1] = fs[i]
-    out[#out+1] = tonumber(v[i]) - (tonumber(v[i+1]) or 0)
+    out[#out+1] = fs[i] .. ':' .. string.format('%d', tonumber(v[i]) - (tonumber(v[i+1]) or 0))
   end
 end
-return out
+return table.concat(out, ',')
 `
 
 // keepBuckets is how many buckets of a limit, up to its newest, are read
@@ -182,14 +183,17 @@ func field(limit int, bucket uint64) string {
 	return string(b)
 }
 
-func parseField(f string) (int, uint64, bool) {
-	l, b, ok := strings.Cut(f, ":")
-	if !ok {
-		return 0, 0, false
+// parseRecord reads one "LIMIT:BUCKET:UNITS" record of the script's answer.
+func parseRecord(rec string) (limit int, bucket uint64, units int64, ok bool) {
+	l, rest, ok1 := strings.Cut(rec, ":")
+	b, u, ok2 := strings.Cut(rest, ":")
+	if !ok1 || !ok2 {
+		return 0, 0, 0, false
 	}
 	limit, err1 := strconv.Atoi(l)
 	bucket, err2 := strconv.ParseUint(b, 10, 64)
-	return limit, bucket, err1 == nil && err2 == nil
+	units, err3 := strconv.ParseInt(u, 10, 64)
+	return limit, bucket, units, err1 == nil && err2 == nil && err3 == nil
 }
 
 // addPending coalesces ds into m; n.mu is held.
@@ -306,7 +310,7 @@ func (n *Node) absorb(groups []*group, now time.Time) ([]Add, error) {
 	var adds []Add
 	var firstErr error
 	for _, g := range groups {
-		res, err := g.cmd.Slice()
+		res, err := g.cmd.Text()
 		if err != nil {
 			if strings.HasPrefix(err.Error(), "NOSCRIPT") {
 				n.loaded = false
@@ -318,10 +322,8 @@ func (n *Node) absorb(groups []*group, now time.Time) ([]Add, error) {
 		}
 		var a *absorbed
 		exp := now.Add(g.ttl)
-		for i := 0; i+1 < len(res); i += 2 {
-			f, _ := res[i].(string)
-			others, _ := res[i+1].(int64)
-			limit, bucket, ok := parseField(f)
+		for rec := range strings.SplitSeq(res, ",") {
+			limit, bucket, others, ok := parseRecord(rec)
 			if !ok || others < 0 {
 				continue
 			}
