@@ -47,7 +47,13 @@
 //     minus this node's part (the others' units) of the buckets written;
 //     and, when the key's newest bucket moved since this node last read
 //     it, of the 64 newest buckets of each limit written, so that the
-//     buckets only other nodes wrote arrive too. A (rule, key) is also read
+//     buckets only other nodes wrote arrive too. The answer is one string
+//     ("LIMIT:BUCKET:UNITS" records, comma-separated), not a list of two
+//     values per bucket: parsing such a list was most of a node's CPU in
+//     an exchange under key churn. The node keeps, per (rule, key), one
+//     record of what it absorbed of each bucket (a slice sorted by limit
+//     and bucket; none for a bucket of which nothing arrived), not one map
+//     entry per bucket. A (rule, key) is also read
 //     (its newest buckets, adding nothing) at the exchange after its last
 //     change, so that the others' units that reached Redis just after
 //     this node's write still arrive. Redis traffic is thus bounded by the

@@ -147,7 +147,7 @@ type Node struct {
 	idGen         uint64               // changes when lastID is reset
 
 	// Run's goroutine only.
-	absorbed      map[dkey]absorbed
+	absorbed      map[rk]*absorbed
 	watch         map[rk]watch
 	keys          map[rk]keyState
 	epoch         string
@@ -239,7 +239,7 @@ func Open(ctx context.Context, c Config) (*Node, error) {
 		maxPending: defaultPending,
 		pending:    make(map[dkey]pend),
 		known:      make(map[rk]knownDecision),
-		absorbed:   make(map[dkey]absorbed),
+		absorbed:   make(map[rk]*absorbed),
 		watch:      make(map[rk]watch),
 		keys:       make(map[rk]keyState),
 		degraded:   true,

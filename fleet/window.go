@@ -11,8 +11,10 @@ import (
 )
 
 // windowScript adds this node's units to one (rule, key)'s hash and
-// returns the fleet's total minus this node's own part, as a flat list of
-// "LIMIT:BUCKET", units: for the buckets named (ARGV[5] = "0"), or for the
+// returns the fleet's total minus this node's own part, as one string of
+// "LIMIT:BUCKET:UNITS" records separated by commas (one bulk reply, not
+// two values per bucket: parsing a reply of up to 2×64 values per key was
+// most of a node's CPU in an exchange): for the buckets named (ARGV[5] = "0"), or for the
 // newest keepBuckets buckets of each limit named, up to the newest bucket
 // named for it (ARGV[5] = "1": the node asks for that when a key's newest
 // bucket moved, so that the buckets only other nodes wrote arrive). A pair
@@ -37,7 +39,7 @@ for i = 6, #ARGV, 2 do
   end
   if newest[l] == nil or b > newest[l] then newest[l] = b end
 end
-if redis.call('EXISTS', k) == 0 then return {} end
+if redis.call('EXISTS', k) == 0 then return '' end
 if ttl > 0 and redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
 if prune then
   local all, stale = redis.call('HKEYS', k), {}
@@ -67,11 +69,10 @@ end
 local v = redis.call('HMGET', k, unpack(fs))
 for i = 1, #fs, 2 do
   if v[i] then
-    out[#out+1] = fs[i]
-    out[#out+1] = tonumber(v[i]) - (tonumber(v[i+1]) or 0)
+    out[#out+1] = fs[i] .. ':' .. string.format('%d', tonumber(v[i]) - (tonumber(v[i+1]) or 0))
   end
 end
-return out
+return table.concat(out, ',')
 `
 
 // keepBuckets is how many buckets of a limit, up to its newest, are read
@@ -107,10 +108,37 @@ type pend struct {
 	ttl   time.Duration
 }
 
-// absorbed is what this node has delivered of the others' part of a bucket.
+// absorbed is what this node has delivered of the others' part of one
+// (rule, key)'s buckets: one map entry per (rule, key), its buckets in a
+// small slice sorted by limit and bucket (a key has a few limits of at
+// most keepBuckets buckets each), so that an answer costs one map lookup,
+// not one per bucket. A bucket of which nothing was absorbed has no
+// record: a record of 0 units would change nothing.
 type absorbed struct {
+	buckets []absorbedBucket
+}
+
+type absorbedBucket struct {
+	limit   int
+	bucket  uint64
 	units   uint64
 	expires time.Time
+}
+
+func cmpAbsorbed(a absorbedBucket, t limitBucket) int {
+	if a.limit != t.limit {
+		if a.limit < t.limit {
+			return -1
+		}
+		return 1
+	}
+	if a.bucket != t.newest {
+		if a.bucket < t.newest {
+			return -1
+		}
+		return 1
+	}
+	return 0
 }
 
 // watch is a (rule, key) still read for followUps exchanges: its limits
@@ -155,14 +183,17 @@ func field(limit int, bucket uint64) string {
 	return string(b)
 }
 
-func parseField(f string) (int, uint64, bool) {
-	l, b, ok := strings.Cut(f, ":")
-	if !ok {
-		return 0, 0, false
+// parseRecord reads one "LIMIT:BUCKET:UNITS" record of the script's answer.
+func parseRecord(rec string) (limit int, bucket uint64, units int64, ok bool) {
+	l, rest, ok1 := strings.Cut(rec, ":")
+	b, u, ok2 := strings.Cut(rest, ":")
+	if !ok1 || !ok2 {
+		return 0, 0, 0, false
 	}
 	limit, err1 := strconv.Atoi(l)
 	bucket, err2 := strconv.ParseUint(b, 10, 64)
-	return limit, bucket, err1 == nil && err2 == nil
+	units, err3 := strconv.ParseInt(u, 10, 64)
+	return limit, bucket, units, err1 == nil && err2 == nil && err3 == nil
 }
 
 // addPending coalesces ds into m; n.mu is held.
@@ -279,7 +310,7 @@ func (n *Node) absorb(groups []*group, now time.Time) ([]Add, error) {
 	var adds []Add
 	var firstErr error
 	for _, g := range groups {
-		res, err := g.cmd.Slice()
+		res, err := g.cmd.Text()
 		if err != nil {
 			if strings.HasPrefix(err.Error(), "NOSCRIPT") {
 				n.loaded = false
@@ -289,23 +320,37 @@ func (n *Node) absorb(groups []*group, now time.Time) ([]Add, error) {
 			n.restore(g)
 			continue
 		}
-		for i := 0; i+1 < len(res); i += 2 {
-			f, _ := res[i].(string)
-			others, _ := res[i+1].(int64)
-			limit, bucket, ok := parseField(f)
+		var a *absorbed
+		exp := now.Add(g.ttl)
+		for rec := range strings.SplitSeq(res, ",") {
+			limit, bucket, others, ok := parseRecord(rec)
 			if !ok || others < 0 {
 				continue
 			}
-			k := dkey{g.rk.rule, g.rk.key, limit, bucket}
-			a := n.absorbed[k]
-			if u := uint64(others); u > a.units {
-				adds = append(adds, Add{Rule: k.rule, Key: k.key, Limit: limit, Bucket: bucket, Units: u - a.units})
-				a.units = u
-			} else if u < a.units {
-				a.units = u // Redis lost it (restart): what it says now is the start again
+			if a == nil {
+				if a = n.absorbed[g.rk]; a == nil {
+					if others == 0 {
+						continue // nothing to record yet
+					}
+					a = &absorbed{}
+					n.absorbed[g.rk] = a
+				}
 			}
-			a.expires = now.Add(g.ttl)
-			n.absorbed[k] = a
+			j, found := slices.BinarySearchFunc(a.buckets, limitBucket{limit, bucket}, cmpAbsorbed)
+			if !found {
+				if others == 0 {
+					continue
+				}
+				a.buckets = slices.Insert(a.buckets, j, absorbedBucket{limit: limit, bucket: bucket})
+			}
+			r := &a.buckets[j]
+			if u := uint64(others); u > r.units {
+				adds = append(adds, Add{Rule: g.rk.rule, Key: g.rk.key, Limit: limit, Bucket: bucket, Units: u - r.units})
+				r.units = u
+			} else if u < r.units {
+				r.units = u // Redis lost it (restart): what it says now is the start again
+			}
+			r.expires = exp
 		}
 	}
 	return adds, firstErr
@@ -335,7 +380,8 @@ func (n *Node) restore(g *group) {
 // forgetAbsorbed drops the absorbed records whose bucket no longer matters.
 func (n *Node) forgetAbsorbed(now time.Time) {
 	for k, a := range n.absorbed {
-		if now.After(a.expires) {
+		a.buckets = slices.DeleteFunc(a.buckets, func(b absorbedBucket) bool { return now.After(b.expires) })
+		if len(a.buckets) == 0 {
 			delete(n.absorbed, k)
 		}
 	}
