@@ -239,14 +239,7 @@ func (c *Control) Status(ctx context.Context) (*control.Status, error) {
 		for _, a := range d.acts.Status() {
 			as := control.ActionState{Name: a.Name, Type: a.Type, Entries: a.Entries, Pending: a.Pending,
 				Errors: a.Errors, LastError: a.LastError}
-			if !a.Applied.IsZero() {
-				t := a.Applied
-				as.Applied = &t
-			}
-			if !a.LastErrorAt.IsZero() {
-				t := a.LastErrorAt
-				as.LastErrorAt = &t
-			}
+			as.Applied, as.LastErrorAt = optTime(a.Applied), optTime(a.LastErrorAt)
 			st.Actions = append(st.Actions, as)
 		}
 		for k, v := range d.lastLine {
@@ -372,4 +365,12 @@ func (c *Control) ResetBreaker(ctx context.Context, who string) (*control.Breake
 		return d.sync()
 	})
 	return res, err
+}
+
+// optTime is t for a status, nil when zero (never).
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }

@@ -35,8 +35,8 @@ import (
 //     or of an open breaker are not published (no node acts on them).
 //   - A decision for a rule this node's configuration lacks is logged and
 //     skipped: the nodes of a fleet are meant to share one configuration.
-//   - The `fleet:` section is read at start: a reload that changes it is
-//     refused with the rest (it takes a restart), as for sources.
+//   - The `fleet:` section is read at start: a reload that changes it
+//     keeps the running node and says it takes a restart, as for sources.
 
 // fleetLink is the decider's handle on the node.
 type fleetLink struct {
@@ -157,7 +157,7 @@ func (d *decider) fleetSend() {
 	}
 	fl.send = fl.send[:0]
 	for _, x := range fl.deltas {
-		fl.send = append(fl.send, fleet.Delta{Rule: x.Rule, Key: x.Key, Limit: x.Limit, Bucket: x.Bucket, Units: x.Units, TTL: x.TTL})
+		fl.send = append(fl.send, fleet.Delta(x)) // the same fields: fleet imports nothing of ours
 	}
 	fl.node.Send(fl.send)
 }
@@ -172,13 +172,13 @@ func (d *decider) fleetApply(ev fleet.Event) {
 		t = now
 	}
 	for _, a := range ev.Adds {
-		d.out = d.det.Absorb(t, detector.FleetAdd{Rule: a.Rule, Key: a.Key, Limit: a.Limit, Bucket: a.Bucket, Units: a.Units}, d.out[:0])
+		d.out = d.det.Absorb(t, detector.FleetAdd(a), d.out[:0])
 		if len(d.out) > 0 {
 			decided = d.local(sourceFleet, now) || decided
 		}
 	}
 	for i := range ev.Decisions {
-		decided = d.adopt(&ev.Decisions[i], now) || decided
+		decided = d.adopt(&ev.Decisions[i], t, now) || decided
 	}
 	if decided {
 		d.dirty = true
@@ -260,9 +260,9 @@ func (d *decider) publish(ds []detector.Decision) {
 }
 
 // adopt applies a decision another node made (or the winner's record of a
-// ban this node lost the claim of) and reports whether it changed
-// anything here.
-func (d *decider) adopt(f *fleet.Decision, now time.Time) bool {
+// ban this node lost the claim of) at log time t and reports whether it
+// changed anything here.
+func (d *decider) adopt(f *fleet.Decision, t, now time.Time) bool {
 	var r *rules.Rule
 	if f.Rule != control.OperatorRule {
 		if r = d.cfg.Rule(f.Rule); r == nil {
@@ -270,10 +270,6 @@ func (d *decider) adopt(f *fleet.Decision, now time.Time) bool {
 			d.log.Warn("fleet: a decision of a rule not in this configuration: skipped", "rule", f.Rule, "key", f.Key, "node", f.Node)
 			return false
 		}
-	}
-	t := d.last
-	if t.IsZero() {
-		t = now
 	}
 	d.out = d.out[:0]
 	switch f.Kind {
@@ -287,12 +283,13 @@ func (d *decider) adopt(f *fleet.Decision, now time.Time) bool {
 			dec.Kind = detector.Throttle
 		}
 		if r != nil {
+			k, w := [2]string{f.Rule, f.Key}, fleetWon{f.Node, f.Until}
 			got, ok := d.det.Adopt(r, dec)
 			if !ok && f.Lost {
 				// This node's own ban of the key lasts as long: it stays,
 				// but the fleet's record (the winner's) is what the store
 				// and `list` show, as on every other node — once.
-				if d.fl.won[[2]string{f.Rule, f.Key}] == (fleetWon{f.Node, f.Until}) {
+				if d.fl.won[k] == w {
 					return false
 				}
 				got, ok = dec, true
@@ -303,7 +300,7 @@ func (d *decider) adopt(f *fleet.Decision, now time.Time) bool {
 			if d.fl.won == nil {
 				d.fl.won = map[[2]string]fleetWon{}
 			}
-			d.fl.won[[2]string{f.Rule, f.Key}] = fleetWon{f.Node, f.Until}
+			d.fl.won[k] = w
 			if len(got.Addresses) == 0 {
 				got.Addresses = f.Addresses
 			}
@@ -341,11 +338,8 @@ func (d *decider) fleetStatus() *control.FleetStatus {
 	}
 	st := d.fl.node.Status()
 	fs := &control.FleetStatus{Node: d.fl.name, Redis: d.fl.redis, Degraded: st.Degraded, Error: st.Err,
-		LagSeconds: st.Lag.Seconds(), Queued: st.Queued, Dropped: st.Dropped, Pending: st.Pending, UnknownRules: d.fl.unknown}
-	if !st.LastSync.IsZero() {
-		t := st.LastSync
-		fs.LastSync = &t
-	}
+		LagSeconds: st.Lag.Seconds(), Queued: st.Queued, Dropped: st.Dropped, Pending: st.Pending, UnknownRules: d.fl.unknown,
+		LastSync: optTime(st.LastSync)}
 	return fs
 }
 
@@ -359,11 +353,7 @@ func fleetNodes(ctx context.Context, n *fleet.Node, fs *control.FleetStatus) {
 		return
 	}
 	for _, x := range nodes {
-		fn := control.FleetNode{Node: x.Node, LagSeconds: x.Lag.Seconds(), Degraded: x.Degraded}
-		if !x.LastSync.IsZero() {
-			t := x.LastSync
-			fn.LastSync = &t
-		}
-		fs.Nodes = append(fs.Nodes, fn)
+		fs.Nodes = append(fs.Nodes, control.FleetNode{Node: x.Node, LagSeconds: x.Lag.Seconds(), Degraded: x.Degraded,
+			LastSync: optTime(x.LastSync)})
 	}
 }
