@@ -193,6 +193,9 @@ func (d *decider) fleetApply(ev fleet.Event) {
 	}
 }
 
+// staticRule is the rule name of static bans (detector.Static).
+const staticRule = "deny"
+
 // sourceFleet is the decision log's source of what the fleet brought.
 const sourceFleet = "fleet"
 
@@ -271,9 +274,10 @@ func (d *decider) publish(ds []detector.Decision) {
 // changed anything here.
 func (d *decider) adopt(f *fleet.Decision, t, now time.Time) bool {
 	var r *rules.Rule
-	// An operator's and a static ban (the deny list's, a banned range's)
-	// are no rule's: the store and the actions hold them, as here.
-	if f.Rule != control.OperatorRule && f.Origin != state.OriginDeny && f.Origin != state.OriginRange {
+	// An operator's and a static ban (the deny list's, a banned range's;
+	// its unban by reconcile has origin "fleet") are no rule's: the store
+	// and the actions hold them, as here.
+	if f.Rule != control.OperatorRule && f.Rule != staticRule {
 		if r = d.cfg.Rule(f.Rule); r == nil {
 			d.fl.unknown++
 			d.log.Warn("fleet: a decision of a rule not in this configuration: skipped", "rule", f.Rule, "key", f.Key, "node", f.Node)
