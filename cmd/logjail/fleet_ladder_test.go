@@ -319,13 +319,22 @@ func TestFleetThrottle(t *testing.T) {
 // TestFleetDeny: an address added to web1's deny file (web2's stays
 // empty) is banned on web2's endpoint within 1 s of web1's ban, until
 // lifted, listed as the deny list's by web1; removed from the file, it is
-// let through on both.
+// let through on both. An address both files list from the start is
+// banned on both, and neither node skips the other's deny ban as a rule
+// it lacks.
 func TestFleetDeny(t *testing.T) {
 	fastExit(t)
 	srv := redistest.Start(t, redistest.Options{})
 	a := newLadderNode(t, "web1", srv.URL(), "fleet")
 	b := newLadderNode(t, "web2", srv.URL(), "fleet")
+	const both = "203.0.113.45"
+	for _, n := range []*fleetNode{a, b} {
+		if err := os.WriteFile(filepath.Join(n.dir, "deny.txt"), []byte(both+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	startFleet(a, b)
+	waitDecision(t, both, "ban", time.Now().Add(5*time.Second), a, b)
 
 	const ip = "203.0.113.43"
 	writeDeny := func(text string) time.Time {
@@ -345,7 +354,7 @@ func TestFleetDeny(t *testing.T) {
 	// The latency counts from web1's decision (its list's since: the wall
 	// clock of the reload that read the file), not from the write: web1
 	// looks at the file every listPoll.
-	wrote := writeDeny(ip + "\n")
+	wrote := writeDeny(both + "\n" + ip + "\n")
 	waitDecision(t, ip, "ban", wrote.Add(5*time.Second), a, b)
 	seen := time.Now()
 	logLatency(t, "deny, other node, from the file", seen.Sub(wrote))
@@ -363,7 +372,7 @@ func TestFleetDeny(t *testing.T) {
 		}
 	}
 
-	wrote = writeDeny("")
+	wrote = writeDeny(both + "\n")
 	waitDecision(t, ip, "allow", wrote.Add(5*time.Second), a, b)
 	seen = time.Now()
 	logLatency(t, "deny removed, both nodes, from the file", seen.Sub(wrote))
@@ -385,6 +394,15 @@ func TestFleetDeny(t *testing.T) {
 	logLatency(t, "deny removed, both nodes, from web1's unban", lat)
 	if lat > fleetBound {
 		t.Errorf("%s let through on both %v after web1 lifted it (removed from its deny list), want within %v", ip, lat, fleetBound)
+	}
+
+	for _, n := range []*fleetNode{a, b} {
+		if d, ok := n.activeBan("deny", both); !ok || d.Until != nil {
+			t.Errorf("%s: the deny ban of %s both lists hold: %+v (listed %v)", n.name, both, d, ok)
+		}
+		if strings.Contains(n.out.String(), "not in this configuration") {
+			t.Errorf("%s skipped a decision of the fleet as a rule it lacks:\n%s", n.name, n.out.String())
+		}
 	}
 }
 
