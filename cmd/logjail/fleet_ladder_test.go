@@ -224,7 +224,9 @@ func escalate(t *testing.T, ip string, a, b *fleetNode) (control.Ban, time.Durat
 
 	cross = b.burst(ip, "/esc", 6)
 	waitDecision(t, ip, "ban", cross.Add(5*time.Second), a, b)
+	logLatency(t, "second rule ban, both nodes", time.Since(cross))
 	second := agreedBan(t, "esc", ip, a, b)
+	t.Logf("the second ban: by %s, %v from its line", second.Node, second.Until.Sub(cross).Round(time.Millisecond))
 	return second, second.Until.Sub(cross)
 }
 
