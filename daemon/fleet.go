@@ -27,14 +27,21 @@ import (
 //     adopted by the detector and handed to the store, the decision log
 //     and the actions, with the node that decided them.
 //   - Every throttle and ban this node decides (a rule's, the deny list's,
-//     an operator's) and every operator's unban is published; a rule's ban
-//     is claimed (the first claim in Redis wins; a node that loses adopts
+//     an operator's) and every unban of an operator or of the deny list
+//     (an entry that left it) is published; a rule's ban is claimed
+//     (the first claim in Redis wins; a node that loses adopts
 //     the winner's record, so the fleet holds one ban with one node). The
 //     detector's own unban at a ban's end is not published: every node
 //     holds the same until and ends it itself. Decisions of a log_only rule
 //     or of an open breaker are not published (no node acts on them).
 //   - A decision for a rule this node's configuration lacks is logged and
 //     skipped: the nodes of a fleet are meant to share one configuration.
+//     A static ban (origin deny or range: another node's deny list or
+//     banned range) is no rule's: it is adopted as an operator's is, by
+//     the store and the actions, until lifted, and lifted by that node's
+//     unban when the entry leaves its list. The last word wins, as for an
+//     operator's: a node whose own list still holds an address another
+//     node removed lets it through until its own list changes again.
 //   - The `fleet:` section is read at start: a reload that changes it
 //     keeps the running node and says it takes a restart, as for sources.
 
@@ -186,6 +193,9 @@ func (d *decider) fleetApply(ev fleet.Event) {
 	}
 }
 
+// staticRule is the rule name of static bans (detector.Static).
+const staticRule = "deny"
+
 // sourceFleet is the decision log's source of what the fleet brought.
 const sourceFleet = "fleet"
 
@@ -244,7 +254,7 @@ func (d *decider) publish(ds []detector.Decision) {
 		case detector.Throttle:
 			kind = "throttle"
 		case detector.Unban:
-			if x.Origin != state.OriginOperator {
+			if x.Origin != state.OriginOperator && x.Origin != state.OriginDeny && x.Origin != state.OriginRange {
 				continue // the end of a ban every node holds
 			}
 			kind = "unban"
@@ -264,7 +274,10 @@ func (d *decider) publish(ds []detector.Decision) {
 // changed anything here.
 func (d *decider) adopt(f *fleet.Decision, t, now time.Time) bool {
 	var r *rules.Rule
-	if f.Rule != control.OperatorRule {
+	// An operator's and a static ban (the deny list's, a banned range's;
+	// its unban by reconcile has origin "fleet") are no rule's: the store
+	// and the actions hold them, as here.
+	if f.Rule != control.OperatorRule && f.Rule != staticRule {
 		if r = d.cfg.Rule(f.Rule); r == nil {
 			d.fl.unknown++
 			d.log.Warn("fleet: a decision of a rule not in this configuration: skipped", "rule", f.Rule, "key", f.Key, "node", f.Node)
@@ -274,7 +287,7 @@ func (d *decider) adopt(f *fleet.Decision, t, now time.Time) bool {
 	d.out = d.out[:0]
 	switch f.Kind {
 	case "ban", "throttle":
-		if !f.Until.After(now) {
+		if !f.Until.IsZero() && !f.Until.After(now) { // zero: until lifted
 			return false
 		}
 		dec := detector.Decision{Rule: f.Rule, Key: f.Key, Kind: detector.Ban, Time: f.Time, Until: f.Until,

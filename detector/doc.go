@@ -253,16 +253,18 @@
 //     > 10 (rule flood, fleet)". Reasons of violations, and every reason
 //     without Options.Fleet, are unchanged.
 //   - Adopt takes a ban or throttle decided on another node (and an
-//     unban: Lift). A rule's ban counts as an earlier ban for escalation,
-//     so escalation is fleet-wide; an operator's does not (as Impose). A
-//     key already banned here is not counted again (one incident, the
-//     first node's), and the circuit breaker does not count an adopted
-//     ban (the deciding node's did). A zero until is a ban until lifted.
-//     The decision's Addresses are those seen here (as Impose's) merged
-//     with those the decision carries, so that a node that never saw a
-//     user's addresses still blocks those the deciding node saw. A
-//     throttle never replaces a ban; an adopted throttle's violations are
-//     the larger of the two nodes'.
+//     unban: Lift). A fleet rule's ban counts as an earlier ban for
+//     escalation, so escalation is fleet-wide; a scope: node rule's ban
+//     is enforced but not counted (its windows and ladder are the node's
+//     own: it escalates on this node's bans only); an operator's is not
+//     counted (as Impose). A key already banned here is not counted again
+//     (one incident, the first node's), and the circuit breaker does not
+//     count an adopted ban (the deciding node's did). A zero until is a
+//     ban until lifted. The decision's Addresses are those seen here (as
+//     Impose's) merged with those the decision carries, so that a node
+//     that never saw a user's addresses still blocks those the deciding
+//     node saw. A throttle never replaces a ban; an adopted throttle's
+//     violations are the larger of the two nodes'.
 //   - Not saved by a checkpoint: the journal (a crash loses at most one
 //     sync interval of this node's deltas) and the fleet counters. After a
 //     restart the lines read again since the checkpoint are journaled

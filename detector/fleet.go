@@ -260,10 +260,12 @@ func (d *Detector) Absorb(t time.Time, a FleetAdd, out []Decision) []Decision {
 //
 //   - Ban: the key is banned until dec.Until (zero: until lifted), as
 //     Impose bans it: not charged meanwhile, an unban at until or by
-//     Lift, saved and restored. A rule's ban (Origin "detector") counts
-//     as an earlier ban of the key for escalation (ban.factor), as a ban
-//     of this node's would, so that escalation is fleet-wide; an
-//     operator's does not, as Impose's does not. A key already banned
+//     Lift, saved and restored. A fleet rule's ban (Origin "detector",
+//     r.Fleet) counts as an earlier ban of the key for escalation
+//     (ban.factor), as a ban of this node's would, so that escalation is
+//     fleet-wide; a scope: node rule's does not (its ladder is this
+//     node's, like its windows), nor does an operator's, as Impose's
+//     does not. A key already banned
 //     here is not counted again (one ban, whichever node decided it
 //     first). The circuit breaker does not count it: the deciding node's
 //     did. The decision's Addresses are those seen here on a key that is
@@ -336,7 +338,7 @@ func (d *Detector) Adopt(r *rules.Rule, dec Decision) (Decision, bool) {
 		return out, true
 	}
 	if s.phase != phaseBanned {
-		if dec.Origin == "detector" {
+		if dec.Origin == "detector" && r.Fleet {
 			remember := r.Ban.Remember
 			if remember <= 0 {
 				remember = defaultRemember

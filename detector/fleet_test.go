@@ -381,6 +381,31 @@ func TestAdopt(t *testing.T) {
 	}
 }
 
+// TestAdoptNodeScope: a scope: node rule's ban decided elsewhere is
+// enforced here but is no earlier ban of this node's: the next ban here
+// is a first one.
+func TestAdoptNodeScope(t *testing.T) {
+	r := &rules.Rule{Name: "esc", Limits: []rules.Limit{rate(10, time.Second)}, Ban: rules.Ban{For: time.Minute, Factor: 2, Max: time.Hour}}
+	d := New(Options{Fleet: true})
+	const key = "203.0.113.9"
+	remote := Decision{Rule: "esc", Key: key, Kind: Ban, Time: at(0), Until: at(60), Reason: "rate 16 per 1s > 10 (rule esc)", Origin: "detector"}
+	if _, ok := d.Adopt(r, remote); !ok {
+		t.Fatal("a scope: node rule's ban not adopted")
+	}
+	if kind, _ := d.Status(r, key, at(1)); kind != Ban {
+		t.Fatalf("status %q, want ban", kind)
+	}
+	d.Advance(at(61), nil)
+	c := rules.Charge{Rule: r, Key: key}
+	var out []Decision
+	for i := range 11 {
+		out = d.Charge(at(100+float64(i)*0.05), &c, out)
+	}
+	if len(out) != 1 || out[0].Kind != Ban || out[0].Until.Sub(out[0].Time) != time.Minute {
+		t.Fatalf("local ban after an adopted scope: node one: %+v; want a first ban of 1m", out)
+	}
+}
+
 // TestAbsorb: other nodes' units reach a key evicted here (made again) or
 // never seen; over, it is banned with the fleet's reason; an unknown rule,
 // a limit out of range or one the fleet cannot sum is ignored and counted.
