@@ -573,10 +573,17 @@ func (n *Node) exchange(ctx context.Context) (lostData bool, err error) {
 	}
 	adds, werr := n.absorb(groups, n.now())
 	lost, perr := n.resolvePublish(ctx, pubs)
+	var eerr error
 	for i, k := range n.epochKeys {
 		e, err := epochs[i].Result()
-		if (err == nil || errors.Is(err, redis.Nil)) && n.epochChanged(k, e) {
-			lostData = true
+		switch {
+		case err == nil || errors.Is(err, redis.Nil):
+			lostData = lostData || n.epochChanged(k, e)
+		case eerr == nil:
+			// On a cluster every primary holds an epoch: one that does
+			// not answer makes the node degraded even when nothing else
+			// of this exchange was on it.
+			eerr = fmt.Errorf("fleet: %s: %w", k, err)
 		}
 	}
 	// On a cluster, a primary away fails only the commands of its slots:
@@ -593,7 +600,7 @@ func (n *Node) exchange(ctx context.Context) (lostData bool, err error) {
 	if len(adds) > 0 || len(lost) > 0 {
 		n.deliver(ctx, Event{Adds: adds, Decisions: lost})
 	}
-	return lostData, errors.Join(werr, perr, herr)
+	return lostData, errors.Join(werr, perr, herr, eerr)
 }
 
 // requeue puts publications that did not reach Redis back in front of the
