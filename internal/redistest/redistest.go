@@ -7,8 +7,20 @@
 // need. Without redis-server the test skips (and fails under CI=true:
 // scripts/deps.sh installs it).
 //
-// Boundaries: test code only. It starts one redis-server per call, on
-// loopback, and never touches a Redis it did not start.
+// StartCluster runs a Redis Cluster the same way: n primaries without
+// replicas (cluster-enabled, free ports for both the client port and
+// cluster-port, nodes.conf in each primary's directory), the slots split
+// evenly in order and assigned with CLUSTER ADDSLOTSRANGE, joined with
+// CLUSTER MEET, and returns once every primary says cluster_state:ok.
+// cluster-node-timeout is 1 s, so that an outage is seen within a test.
+// A primary's Stop and Restart keep its nodes.conf: it rejoins with the
+// same identity and slots (without Persist, empty). With TLS, every
+// primary has the one certificate, for 127.0.0.1, and the bus is TLS too
+// (tls-cluster; the certificate serves as the bus's client certificate).
+//
+// Boundaries: test code only. It starts one redis-server per call (per
+// primary for a cluster), on loopback, and never touches a Redis it did
+// not start.
 package redistest
 
 import (
