@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -296,5 +297,49 @@ func TestClusterOpenErrors(t *testing.T) {
 			continue
 		}
 		n.Close()
+	}
+}
+
+// BenchmarkClusterExchange1000Keys: BenchmarkExchange1000Keys on a
+// three-primary cluster: one exchange of 1,000 changed keys (one delta
+// each), the pipeline split over the primaries, with the epochs a node
+// reads at each exchange.
+func BenchmarkClusterExchange1000Keys(b *testing.B) {
+	c := redistest.StartCluster(b, 3, redistest.Options{})
+	n, err := Open(context.Background(), Config{URL: c.URL(), Cluster: true, Node: "web1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n.timeout = 30 * time.Second // the work, not the deadlines (as benchNode)
+	go func() {
+		for range n.events {
+		}
+	}()
+	b.Cleanup(func() {
+		n.Close()
+		close(n.events)
+	})
+	ctx := context.Background()
+	if err := n.readEpochKeys(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if len(n.epochKeys) != 4 {
+		b.Fatalf("epoch keys %q, want logjail:epoch and one per primary", n.epochKeys)
+	}
+	ds := make([]Delta, 1000)
+	for i := range ds {
+		ds[i] = Delta{Rule: "flood", Key: "198.51.100." + strconv.Itoa(i%256) + "/" + strconv.Itoa(i), Units: 3, TTL: time.Minute}
+	}
+	bucket := uint64(1_764_000_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		bucket++
+		for i := range ds {
+			ds[i].Bucket = bucket
+		}
+		n.Send(ds)
+		if _, err := n.exchange(ctx); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
