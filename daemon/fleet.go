@@ -72,7 +72,7 @@ func (d *decider) openFleet() error {
 	}
 	log := d.log.With("component", "fleet")
 	n, err := fleet.Open(context.Background(), fleet.Config{
-		URL: f.Redis, PasswordFile: f.PasswordFile, CAFile: f.CAFile, Node: f.Node, Sync: f.Sync,
+		URL: f.Redis, Cluster: f.Cluster, PasswordFile: f.PasswordFile, CAFile: f.CAFile, Node: f.Node, Sync: f.Sync,
 		Logf: func(format string, args ...any) { log.Info(fmt.Sprintf(format, args...)) },
 	})
 	if err != nil {

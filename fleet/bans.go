@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,6 +23,9 @@ type pub struct {
 	// the publication is done (a non-claim's announce).
 	set  *redis.StatusCmd
 	last redis.Cmder
+	// cmds are every command staged for it but set: on a cluster they go
+	// to different primaries, and one may fail alone.
+	cmds []redis.Cmder
 	// quiet: a republication, whose lost claim is delivered only if it
 	// differs from what this node knows.
 	quiet bool
@@ -31,6 +35,32 @@ type pub struct {
 // until is zero (until lifted) or still ahead.
 func active(d Decision, now time.Time) bool {
 	return d.Kind != "unban" && (d.Until.IsZero() || d.Until.After(now))
+}
+
+// err is the first error of p's commands but its claim's SET.
+func (p *pub) err() error {
+	for _, c := range p.cmds {
+		if e := c.Err(); e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// retryable says whether a publication that failed with err is queued
+// again: when Redis did not answer, or answered that the cluster is
+// moving or down, not when it refused the command itself.
+func retryable(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return true
+	}
+	for _, p := range []string{"CLUSTERDOWN", "TRYAGAIN", "LOADING", "MASTERDOWN", "MOVED", "ASK", "READONLY"} {
+		if strings.HasPrefix(re.Error(), p) {
+			return true
+		}
+	}
+	return false
 }
 
 func score(d Decision) float64 {
@@ -44,10 +74,11 @@ func score(d Decision) float64 {
 func (n *Node) store(ctx context.Context, pipe redis.Pipeliner, p *pub, overwrite bool) {
 	r := rk{p.d.Rule, p.d.Key}
 	if overwrite {
-		pipe.SetArgs(ctx, banKey(r), p.rec, redis.SetArgs{ExpireAt: p.d.Until})
+		p.cmds = append(p.cmds, pipe.SetArgs(ctx, banKey(r), p.rec, redis.SetArgs{ExpireAt: p.d.Until}))
 	}
-	pipe.ZAdd(ctx, keyBans, redis.Z{Score: score(p.d), Member: banKey(r)})
+	p.cmds = append(p.cmds, pipe.ZAdd(ctx, keyBans, redis.Z{Score: score(p.d), Member: banKey(r)}))
 	p.last = n.announce(ctx, pipe, p.rec)
+	p.cmds = append(p.cmds, p.last)
 }
 
 func (n *Node) announce(ctx context.Context, pipe redis.Pipeliner, rec string) redis.Cmder {
@@ -72,11 +103,12 @@ func (n *Node) stagePublish(ctx context.Context, pipe redis.Pipeliner, queue []D
 		r := rk{d.Rule, d.Key}
 		switch {
 		case d.Kind == "unban":
-			pipe.Del(ctx, banKey(r))
-			pipe.ZRem(ctx, keyBans, banKey(r))
+			p.cmds = append(p.cmds, pipe.Del(ctx, banKey(r)), pipe.ZRem(ctx, keyBans, banKey(r)))
 			p.last = n.announce(ctx, pipe, p.rec)
+			p.cmds = append(p.cmds, p.last)
 		case !active(d, now):
 			p.last = n.announce(ctx, pipe, p.rec)
+			p.cmds = append(p.cmds, p.last)
 		case d.Claim:
 			p.set = pipe.SetArgs(ctx, banKey(r), p.rec, redis.SetArgs{Mode: "NX", Get: true, ExpireAt: d.Until})
 		default:
@@ -93,14 +125,19 @@ func (n *Node) stagePublish(ctx context.Context, pipe redis.Pipeliner, queue []D
 // winner's record) and records what this node now knows to be active.
 func (n *Node) resolvePublish(ctx context.Context, pubs []*pub) (lost []Decision, err error) {
 	var second []*pub
+	var retry []Decision // failed for want of Redis: queued again
+	var reindex []*redis.IntCmd
 	var errs []error
 	cctx, cancel := context.WithTimeout(ctx, n.timeout+time.Duration(3*len(pubs))*perCommand)
 	defer cancel()
 	pipe := n.rdb.Pipeline()
 	for _, p := range pubs {
 		if p.set == nil {
-			if e := p.last.Err(); e != nil {
+			if e := p.err(); e != nil {
 				errs = append(errs, fmt.Errorf("fleet: publish %s %s %s: %w", p.d.Kind, p.d.Rule, p.d.Key, e))
+				if retryable(e) && !p.quiet {
+					retry = append(retry, p.d)
+				}
 				continue
 			}
 			n.mu.Lock()
@@ -117,12 +154,22 @@ func (n *Node) resolvePublish(ctx context.Context, pubs []*pub) (lost []Decision
 			second = append(second, p)
 		case e != nil:
 			errs = append(errs, fmt.Errorf("fleet: claim %s %s: %w", p.d.Rule, p.d.Key, e))
+			if retryable(e) && !p.quiet {
+				retry = append(retry, p.d)
+			}
 		default:
 			var w Decision
 			if json.Unmarshal([]byte(old), &w) != nil || w.Node == p.d.Node || (w.Kind == "throttle" && p.d.Kind == "ban") {
 				n.store(cctx, pipe, p, true)
 				second = append(second, p)
 				continue
+			}
+			if p.quiet {
+				// A republication after a loss of data: on a cluster the
+				// winner's record may have outlived the index entry (on
+				// another primary); index it again, else the next
+				// reconcile would take the ban for gone.
+				reindex = append(reindex, pipe.ZAdd(cctx, keyBans, redis.Z{Score: score(w), Member: banKey(rk{w.Rule, w.Key})}))
 			}
 			w.Lost = true
 			n.mu.Lock()
@@ -133,7 +180,7 @@ func (n *Node) resolvePublish(ctx context.Context, pubs []*pub) (lost []Decision
 			}
 		}
 	}
-	if len(second) > 0 {
+	if len(second) > 0 || len(reindex) > 0 {
 		if err := execPipe(cctx, pipe); err != nil {
 			errs = append(errs, err)
 			for _, p := range second {
@@ -142,9 +189,8 @@ func (n *Node) resolvePublish(ctx context.Context, pubs []*pub) (lost []Decision
 				}
 			}
 		}
-		var retry []Decision
 		for _, p := range second {
-			if e := p.last.Err(); e != nil {
+			if e := p.err(); e != nil {
 				retry = append(retry, p.d)
 				errs = append(errs, fmt.Errorf("fleet: claim %s %s: %w", p.d.Rule, p.d.Key, e))
 				continue
@@ -153,10 +199,15 @@ func (n *Node) resolvePublish(ctx context.Context, pubs []*pub) (lost []Decision
 			n.learnLocked(p.d)
 			n.mu.Unlock()
 		}
-		// A claim set but not indexed is set again (its record is this
-		// node's now: it overwrites) at the next exchange.
-		n.requeue(retry)
+		for _, z := range reindex {
+			if e := z.Err(); e != nil {
+				errs = append(errs, fmt.Errorf("fleet: republish: %s: %w", keyBans, e))
+			}
+		}
 	}
+	// A claim set but not indexed is set again (its record is this
+	// node's now: it overwrites) at the next exchange.
+	n.requeue(retry)
 	return lost, errors.Join(errs...)
 }
 
@@ -189,21 +240,40 @@ func (n *Node) reconcile(ctx context.Context) error {
 	n.mu.Lock()
 	seq := n.seq
 	n.mu.Unlock()
+	if err := n.readEpochKeys(ctx); err != nil {
+		return fmt.Errorf("fleet: reconcile: %w", err)
+	}
 	mine := newEpoch()
 	pipe := n.rdb.Pipeline()
-	ep := pipe.SetArgs(cctx, keyEpoch, mine, redis.SetArgs{Mode: "NX", Get: true})
+	eps := make([]*redis.StatusCmd, len(n.epochKeys))
+	for i, k := range n.epochKeys {
+		eps[i] = pipe.SetArgs(cctx, k, mine, redis.SetArgs{Mode: "NX", Get: true})
+	}
 	pipe.ZRemRangeByScore(cctx, keyBans, "-inf", "("+ms(now))
 	members := pipe.ZRangeByScore(cctx, keyBans, &redis.ZRangeBy{Min: ms(now), Max: "+inf"})
 	top := pipe.XRevRangeN(cctx, keyEvents, "+", "-", 1)
 	if err := execPipe(cctx, pipe); err != nil {
 		return fmt.Errorf("fleet: reconcile: %w", err)
 	}
-	epoch, err := ep.Result()
-	if errors.Is(err, redis.Nil) {
-		epoch, err = mine, nil
+	epochs := make(map[string]string, len(eps))
+	lostData, streamLost := false, false
+	streamEpoch := keyEpoch
+	if n.cluster {
+		streamEpoch = n.evEpoch
 	}
-	if err != nil {
-		return fmt.Errorf("fleet: reconcile: %s: %w", keyEpoch, err)
+	for i, k := range n.epochKeys {
+		epoch, err := eps[i].Result()
+		if errors.Is(err, redis.Nil) {
+			epoch, err = mine, nil
+		}
+		if err != nil {
+			return fmt.Errorf("fleet: reconcile: %s: %w", k, err)
+		}
+		epochs[k] = epoch
+		if n.epochChanged(k, epoch) {
+			lostData = true
+			streamLost = streamLost || k == streamEpoch
+		}
 	}
 	keys, err := members.Result()
 	if err != nil {
@@ -217,8 +287,7 @@ func (n *Node) reconcile(ctx context.Context) error {
 	if len(msgs) > 0 {
 		streamTop = msgs[0].ID
 	}
-	lostData := n.epoch != "" && epoch != n.epoch
-	if lostData {
+	if streamLost {
 		// The stream is Redis's new one: read it from its start, for
 		// what other nodes published since Redis came back before this
 		// reconcile (their queued bans). This node republishes instead
@@ -281,9 +350,9 @@ func (n *Node) reconcile(ctx context.Context) error {
 		}
 		n.mu.Unlock()
 	}
-	n.epoch = epoch
+	n.epochs = epochs
 	n.mu.Lock()
-	if n.lastID == "" || lostData {
+	if n.lastID == "" || streamLost {
 		n.lastID = streamTop
 		n.idGen++
 		select {

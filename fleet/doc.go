@@ -31,7 +31,8 @@
 //     publishing node) and d (the Decision as JSON); trimmed at about
 //     100,000 entries (XADD MAXLEN ~).
 //   - logjail:epoch — a random value set once (SET NX). A Redis that
-//     restarted without its data has none, or another one.
+//     restarted without its data has none, or another one. On a Redis
+//     Cluster, also logjail:epoch:{N} on every primary (below).
 //   - logjail:nodes — a hash, one field per node: its last sync (ms), the
 //     round trip of its last exchange, and whether it was degraded.
 //
@@ -61,8 +62,8 @@
 //     are 100 script calls), and a script call's cost by the buckets it
 //     reads, not by the number of nodes.
 //   - the queued publications (below);
-//   - GET logjail:epoch, and HSET logjail:nodes NODE {last sync, lag,
-//     degraded}.
+//   - GET of every epoch (one; on a cluster one per primary more), and
+//     HSET logjail:nodes NODE {last sync, lag, degraded}.
 //
 // The node remembers, per (rule, key, limit, bucket), how much of the
 // others' units it has delivered, and delivers an Add for each increase,
@@ -103,6 +104,66 @@
 // node republishes (Claim, each record keeping its own node) every active
 // ban and throttle it knows, and reads the stream from its new start.
 //
+// # Redis Cluster
+//
+// With Config.Cluster the node's two clients (rdb for the exchanges and
+// reconcile, srd for the stream) are go-redis ClusterClients: URL is one
+// seed, more seeds in its addr= parameters; any seed that answers gives
+// the slot map, and the clients then talk to the addresses the cluster
+// announces (CLUSTER SLOTS), following MOVED and ASK. Password, TLS and
+// the CA are those of one Redis, for every primary; go-redis checks every
+// primary's certificate against the seed's host name (ParseClusterURL
+// sets it as ServerName), so each primary's certificate must name it. A
+// cluster has database 0 only. Every command the fleet sends works there:
+//
+//   - a pipeline is split by slot and sent to each primary at once (one
+//     round trip per primary, in parallel); a command's failure on one
+//     primary fails that command alone: the exchange takes the others'
+//     answers (absorbed, published), puts the failed deltas back in
+//     pending and the failed publications back in the queue, and the node
+//     is degraded. No MULTI/EXEC is used.
+//   - the window script has one key, KEYS[1] = logjail:w:{RULE|KEY}: one
+//     slot. A pipeline sends SCRIPT LOAD (no key) to one primary only, so
+//     on a cluster the node loads the script on every primary
+//     (ClusterClient.ScriptLoad) before its first exchange, and again
+//     after a NOSCRIPT (a primary that restarted).
+//   - a ban's record (logjail:ban:{RULE|KEY}), the index logjail:bans,
+//     the stream logjail:events, logjail:nodes and logjail:epoch are each
+//     one key, on its own slot, each written by its own command: a
+//     publication's commands may go to three primaries (every one must
+//     succeed for it to count as done).
+//   - XREAD BLOCK on the stream goes to the stream's primary, on srd's
+//     own connection there.
+//   - nothing scans the keyspace (no SCAN, no KEYS).
+//
+// The epoch on a cluster. One key tells about one primary only: when a
+// primary other than logjail:epoch's restarts without its data, the ban
+// records, index or stream it held are gone and logjail:epoch is not;
+// reconcile would then take the bans it knew for lifted and deliver
+// unbans. So the node checks one epoch per primary: at every reconcile it
+// reads the slot map (CLUSTER SLOTS) and, for each primary, names
+// logjail:epoch:{N}, N the smallest integer whose slot is in that
+// primary's lowest slot range (the same N on every node); the primary
+// that holds logjail:events gets the one on the stream's own slot. It
+// sets them (SET NX GET) at each reconcile and reads them (GET) at each
+// exchange. What it tells: a primary that restarted without its data (its
+// epoch is gone or another): every node republishes the active bans it
+// knows, whatever primary held them (claims, so each record stays one;
+// a republished claim that loses indexes the surviving record again, in
+// case the index was on the lost primary), and reads the stream from
+// its start only when the stream's primary was the one; a primary that
+// does not answer: its epoch's GET fails, so the node is degraded even
+// when nothing else of its exchange was on that primary. What it cannot
+// tell: a primary that kept its epoch but lost other writes: a failover
+// to a replica that had not received the last writes (asynchronous
+// replication), or an appendonly file that was not synced: a record
+// written just before is gone while the epoch is not, and a node that
+// knew the ban delivers an unban at its next reconcile (as for one Redis
+// restarted with persistence: what Redis had not written is lost). And a
+// resharding that moves a primary's epoch key elsewhere is only seen at
+// the next reconcile, which names the keys anew (a key newly named is
+// learnt, not taken for a loss).
+//
 // # Failures, and what is lost
 //
 // Every Redis call has a deadline, carried in its context: 3/4 of Sync,
@@ -135,6 +196,20 @@
 //     node republishes the active bans it knows (claims: one record each)
 //     and reads the new stream from its start. No active ban that any node
 //     knew is lost.
+//   - One primary of a cluster away (stopped, unreachable): the
+//     exchange's commands on its slots fail, and its epoch's GET: the node
+//     is degraded, as for Redis away, but keeps exchanging the keys of
+//     the other primaries until the cluster marks the primary failed
+//     (cluster-node-timeout) and, with no replica to promote and
+//     cluster-require-full-coverage (the default), every primary answers
+//     CLUSTERDOWN: then it works alone entirely. Lost: as for Redis away,
+//     for that primary's keys.
+//   - One primary of a cluster restarted without its data: its epoch is
+//     gone: every node republishes every active ban it knows, as for one
+//     Redis restarted without persistence; the windows it held restart
+//     from the new deltas. No active ban that any node knew is lost. A
+//     failover to a replica keeps the epoch: what the replica had not
+//     received is lost (above).
 //   - A node killed: its pending deltas and queued publications are lost;
 //     its bans are in Redis and in its own SQLite. The others keep them;
 //     when it starts again, its first reconcile delivers every active
@@ -156,5 +231,6 @@
 //
 // Boundaries: it imports nothing of logjail's, only the standard library
 // and github.com/redis/go-redis/v9; the daemon wires it to the detector
-// and the actions. Tests run a real redis-server (internal/redistest).
+// and the actions. Tests run a real redis-server, and a real Redis
+// Cluster of three primaries (internal/redistest; cluster_test.go).
 package fleet

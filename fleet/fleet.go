@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -23,7 +24,8 @@ import (
 
 // Config says how a node reaches Redis and how often it exchanges.
 type Config struct {
-	URL          string                           // redis://[user:password@]host:port/db or rediss:// (TLS)
+	URL          string                           // redis://[user:password@]host:port/db or rediss:// (TLS); with Cluster, a seed, more seeds as ?addr=host:port
+	Cluster      bool                             // URL is a Redis Cluster (database 0 only)
 	PasswordFile string                           // optional: its first line is the password (overrides the URL's); errors name the file
 	CAFile       string                           // optional: PEM CA for rediss:// (self-signed servers)
 	Node         string                           // this node's name, unique in the fleet
@@ -118,9 +120,10 @@ const (
 // are safe from any goroutine and never wait on Redis; Run does the work.
 type Node struct {
 	cfg     Config
-	timeout time.Duration // every Redis call's deadline
-	rdb     *redis.Client // exchanges, reconcile, Nodes
-	srd     *redis.Client // the stream reader's own connection
+	timeout time.Duration         // every Redis call's deadline
+	rdb     redis.UniversalClient // exchanges, reconcile, Nodes
+	srd     redis.UniversalClient // the stream reader's own connection
+	cluster bool                  // rdb and srd are Redis Cluster clients
 	sha     string
 	now     func() time.Time
 	events  chan Event
@@ -150,7 +153,9 @@ type Node struct {
 	absorbed      map[rk]*absorbed
 	watch         map[rk]watch
 	keys          map[rk]keyState
-	epoch         string
+	epochs        map[string]string // the epochs known, by key (epochKeys); empty until the first reconcile
+	epochKeys     []string          // the epoch keys checked (one per primary on a cluster)
+	evEpoch       string            // a cluster's epoch key on the stream's slot
 	loaded        bool
 	reconciled    bool
 	connected     bool // once connected: a recovery logs "reconnected"
@@ -183,35 +188,49 @@ func Open(ctx context.Context, c Config) (*Node, error) {
 	if c.QueueMax < 0 {
 		return nil, fmt.Errorf("fleet: queue_max: %d: negative", c.QueueMax)
 	}
+	var pw string
+	if c.PasswordFile != "" {
+		var err error
+		if pw, err = readPassword(c.PasswordFile); err != nil {
+			return nil, err
+		}
+	}
+	timeout := max(c.Sync*3/4, 150*time.Millisecond)
+	n := &Node{
+		cfg:        c,
+		timeout:    timeout,
+		sha:        redis.NewScript(windowScript).Hash(),
+		now:        time.Now,
+		events:     make(chan Event, eventsBuffer),
+		closed:     make(chan struct{}),
+		runDone:    make(chan struct{}),
+		kick:       make(chan struct{}, 1),
+		maxPending: defaultPending,
+		pending:    make(map[dkey]pend),
+		known:      make(map[rk]knownDecision),
+		absorbed:   make(map[rk]*absorbed),
+		watch:      make(map[rk]watch),
+		keys:       make(map[rk]keyState),
+		epochs:     make(map[string]string),
+		degraded:   true,
+		errText:    "not connected yet",
+	}
+	if c.Cluster {
+		if err := n.openCluster(pw); err != nil {
+			return nil, err
+		}
+		return n, nil
+	}
 	opt, err := redis.ParseURL(c.URL)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: redis URL %q: %w", redactURL(c.URL), err)
 	}
-	if c.PasswordFile != "" {
-		pw, err := readPassword(c.PasswordFile)
-		if err != nil {
-			return nil, err
-		}
+	if pw != "" {
 		opt.Password = pw
 	}
-	if c.CAFile != "" {
-		if opt.TLSConfig == nil {
-			return nil, fmt.Errorf("fleet: ca_file %s: the URL is not rediss:// (TLS)", c.CAFile)
-		}
-		pem, err := os.ReadFile(c.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("fleet: ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("fleet: ca_file %s: no PEM certificate in it", c.CAFile)
-		}
-		opt.TLSConfig.RootCAs = pool
+	if opt.TLSConfig, err = tlsConfig(c, opt.TLSConfig); err != nil {
+		return nil, err
 	}
-	if opt.TLSConfig != nil && opt.TLSConfig.MinVersion < tls.VersionTLS12 {
-		opt.TLSConfig.MinVersion = tls.VersionTLS12
-	}
-	timeout := max(c.Sync*3/4, 150*time.Millisecond)
 	opt.ClientName = "logjail-" + c.Node
 	opt.Protocol = 2
 	opt.MaxRetries = -1 // the next exchange is the retry
@@ -225,27 +244,70 @@ func Open(ctx context.Context, c Config) (*Node, error) {
 	opt.PoolSize = 4
 	sopt := *opt
 	sopt.PoolSize = 1
-	n := &Node{
-		cfg:        c,
-		timeout:    timeout,
-		rdb:        redis.NewClient(opt),
-		srd:        redis.NewClient(&sopt),
-		sha:        redis.NewScript(windowScript).Hash(),
-		now:        time.Now,
-		events:     make(chan Event, eventsBuffer),
-		closed:     make(chan struct{}),
-		runDone:    make(chan struct{}),
-		kick:       make(chan struct{}, 1),
-		maxPending: defaultPending,
-		pending:    make(map[dkey]pend),
-		known:      make(map[rk]knownDecision),
-		absorbed:   make(map[rk]*absorbed),
-		watch:      make(map[rk]watch),
-		keys:       make(map[rk]keyState),
-		degraded:   true,
-		errText:    "not connected yet",
-	}
+	n.rdb, n.srd = redis.NewClient(opt), redis.NewClient(&sopt)
 	return n, nil
+}
+
+// openCluster makes n's clients of a Redis Cluster: the URL is one seed,
+// more seeds in its addr= parameters; the clients learn the slot map from
+// any seed that answers and follow it (MOVED, ASK), with the same
+// deadlines, password and TLS as for one Redis, per primary.
+func (n *Node) openCluster(pw string) error {
+	c := n.cfg
+	u, err := url.Parse(c.URL)
+	if err != nil {
+		return fmt.Errorf("fleet: redis URL %q: %w", redactURL(c.URL), err)
+	}
+	if db := strings.Trim(u.Path, "/"); db != "" && db != "0" {
+		return fmt.Errorf("fleet: redis URL %q: database %s: a Redis Cluster has database 0 only", redactURL(c.URL), db)
+	}
+	opt, err := redis.ParseClusterURL(c.URL)
+	if err != nil {
+		return fmt.Errorf("fleet: redis URL %q: %w", redactURL(c.URL), err)
+	}
+	if pw != "" {
+		opt.Password = pw
+	}
+	if opt.TLSConfig, err = tlsConfig(c, opt.TLSConfig); err != nil {
+		return err
+	}
+	opt.ClientName = "logjail-" + c.Node
+	opt.Protocol = 2
+	opt.MaxRetries = -1 // the next exchange is the retry
+	opt.DialerRetries = 1
+	opt.DialTimeout, opt.PoolTimeout = n.timeout, n.timeout
+	opt.ReadTimeout, opt.WriteTimeout = 30*time.Second, 30*time.Second
+	opt.ContextTimeoutEnabled = true
+	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	opt.PoolSize = 4 // per primary
+	sopt := *opt
+	sopt.PoolSize = 1
+	n.rdb, n.srd = redis.NewClusterClient(opt), redis.NewClusterClient(&sopt)
+	n.cluster = true
+	return nil
+}
+
+// tlsConfig completes the TLS configuration the URL gave (nil: not
+// rediss://) with c's CA file and TLS 1.2 at least.
+func tlsConfig(c Config, t *tls.Config) (*tls.Config, error) {
+	if c.CAFile != "" {
+		if t == nil {
+			return nil, fmt.Errorf("fleet: ca_file %s: the URL is not rediss:// (TLS)", c.CAFile)
+		}
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("fleet: ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("fleet: ca_file %s: no PEM certificate in it", c.CAFile)
+		}
+		t.RootCAs = pool
+	}
+	if t != nil && t.MinVersion < tls.VersionTLS12 {
+		t.MinVersion = tls.VersionTLS12
+	}
+	return t, nil
 }
 
 // readPassword returns the first line of file.
@@ -457,6 +519,17 @@ func (n *Node) setDegraded(err error) {
 // entry in logjail:nodes and the epoch. It reports whether the epoch
 // changed (Redis lost its data).
 func (n *Node) exchange(ctx context.Context) (lostData bool, err error) {
+	if n.cluster && !n.loaded {
+		// A pipeline sends a command without a key (SCRIPT LOAD) to one
+		// primary; the script must be on every one.
+		cctx, cancel := context.WithTimeout(ctx, n.timeout)
+		err := n.rdb.ScriptLoad(cctx, windowScript).Err()
+		cancel()
+		if err != nil {
+			return false, fmt.Errorf("fleet: SCRIPT LOAD: %w", err)
+		}
+		n.loaded = true
+	}
 	n.mu.Lock()
 	pending := n.pending
 	n.pending = make(map[dkey]pend, len(pending))
@@ -468,12 +541,15 @@ func (n *Node) exchange(ctx context.Context) (lostData bool, err error) {
 
 	pipe := n.rdb.Pipeline()
 	var load *redis.StringCmd
-	if !n.loaded {
+	if !n.loaded && !n.cluster {
 		load = pipe.ScriptLoad(ctx, windowScript)
 	}
 	groups := n.stageWindows(ctx, pipe, pending)
 	pubs := n.stagePublish(ctx, pipe, queue)
-	epoch := pipe.Get(ctx, keyEpoch)
+	epochs := make([]*redis.StringCmd, len(n.epochKeys))
+	for i, k := range n.epochKeys {
+		epochs[i] = pipe.Get(ctx, k)
+	}
 	rec, _ := json.Marshal(nodeRecord{LastSync: n.now().UnixMilli(), Lag: lag.Microseconds(), Degraded: wasDegraded && n.connected})
 	hset := pipe.HSet(ctx, keyNodes, n.cfg.Node, rec)
 	// A large exchange is not a partition: its deadline grows with it.
@@ -482,9 +558,6 @@ func (n *Node) exchange(ctx context.Context) (lostData bool, err error) {
 	start := time.Now()
 	err = execPipe(cctx, pipe)
 	rtt := time.Since(start)
-	if err == nil {
-		err = hset.Err()
-	}
 	if err != nil {
 		// The round trip failed: nothing of it counts. Deltas go back to
 		// pending (a script that ran before the cut counts twice: the
@@ -500,16 +573,34 @@ func (n *Node) exchange(ctx context.Context) (lostData bool, err error) {
 	}
 	adds, werr := n.absorb(groups, n.now())
 	lost, perr := n.resolvePublish(ctx, pubs)
-	if e, err := epoch.Result(); (err == nil && e != n.epoch) || (errors.Is(err, redis.Nil) && n.epoch != "") {
-		lostData = true
+	var eerr error
+	for i, k := range n.epochKeys {
+		e, err := epochs[i].Result()
+		switch {
+		case err == nil || errors.Is(err, redis.Nil):
+			lostData = lostData || n.epochChanged(k, e)
+		case eerr == nil:
+			// On a cluster every primary holds an epoch: one that does
+			// not answer makes the node degraded even when nothing else
+			// of this exchange was on it.
+			eerr = fmt.Errorf("fleet: %s: %w", k, err)
+		}
 	}
-	n.mu.Lock()
-	n.lastSync, n.lag = n.now(), rtt
-	n.mu.Unlock()
+	// On a cluster, a primary away fails only the commands of its slots:
+	// the others' results are taken above (absorbed, published), the
+	// failed ones are pending or queued again, and the node is degraded.
+	herr := hset.Err()
+	if herr != nil {
+		herr = fmt.Errorf("fleet: %s: %w", keyNodes, herr)
+	} else {
+		n.mu.Lock()
+		n.lastSync, n.lag = n.now(), rtt
+		n.mu.Unlock()
+	}
 	if len(adds) > 0 || len(lost) > 0 {
 		n.deliver(ctx, Event{Adds: adds, Decisions: lost})
 	}
-	return lostData, errors.Join(werr, perr)
+	return lostData, errors.Join(werr, perr, herr, eerr)
 }
 
 // requeue puts publications that did not reach Redis back in front of the

@@ -77,7 +77,15 @@
 // password_file and ca_file must name existing files at load (relative
 // ones to the configuration's directory), but their contents are the
 // fleet's to read (no secret is kept here); a host name that is no valid
-// node name is an error that asks for node:. A rule's Fleet is its
+// node name is an error that asks for node:. A Redis Cluster is
+// cluster: true, redis: one seed (database 0 only: a path other than /0
+// is an error), more seeds as the URL's addr=host:port parameters (the
+// form go-redis reads) or an addrs: list of host:port; Config keeps one
+// string, the addrs: appended to the URL as addr= parameters, so that the
+// section stays comparable. addrs: or addr= without cluster: true is an
+// error (they would be ignored by a client of one Redis), and a seed that
+// is no host:port (port 1 to 65535) is an error at its item. TLS, ca_file
+// and password_file are those of one Redis, for every primary. A rule's Fleet is its
 // scope: fleet; the default applies to every rule, ranges with limits
 // and good_bots included (ranges accept scope: too): fleet when the
 // section is there and every limit is of a kind the fleet can sum (its

@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -29,7 +32,7 @@ const (
 	maxNodeName      = 64
 )
 
-var fleetKeys = []string{"redis", "password_file", "ca_file", "node", "sync"}
+var fleetKeys = []string{"redis", "cluster", "addrs", "password_file", "ca_file", "node", "sync"}
 
 var nodeRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
@@ -40,10 +43,28 @@ func (b *builder) fleet(top field) {
 	b.c.Fleet = fl
 	var redisNode, pwNode *yaml.Node
 	var hasURLPassword bool
+	var redisURL *url.URL
+	var redisField, addrsField field
+	var addrs []string
 	for _, f := range b.mapping(top.val, top.path, fleetKeys...) {
 		switch f.key.Value {
+		case "cluster":
+			b.boolean(f.val, f.path, &fl.Cluster)
+		case "addrs":
+			addrsField = f
+			for i, it := range b.sequence(f.val, f.path) {
+				var a string
+				if !b.str(it, index(f.path, i), &a) {
+					continue
+				}
+				if err := checkSeed(a); err != nil {
+					b.errorf(it, index(f.path, i), "%q: %v", a, err)
+					continue
+				}
+				addrs = append(addrs, a)
+			}
 		case "redis":
-			redisNode = f.key
+			redisNode, redisField = f.key, f
 			if !b.str(f.val, f.path, &fl.Redis) {
 				continue
 			}
@@ -61,6 +82,7 @@ func (b *builder) fleet(top field) {
 				b.errorf(f.val, f.path, "%q: no host: want e.g. redis://127.0.0.1:6379/0", fl.Redis)
 			default:
 				_, hasURLPassword = u.User.Password()
+				redisURL = u
 			}
 		case "password_file":
 			pwNode = f.key
@@ -82,6 +104,7 @@ func (b *builder) fleet(top field) {
 	if redisNode == nil && !b.hasErrorAt(top.path) {
 		b.errorf(top.key, top.path+".redis", "redis is required: e.g. redis://127.0.0.1:6379/0")
 	}
+	b.fleetCluster(fl, redisURL, redisField, addrsField, addrs)
 	if hasURLPassword && pwNode != nil {
 		b.errorf(pwNode, top.path+".password_file", "the redis URL has a password already: give it once")
 	}
@@ -95,6 +118,62 @@ func (b *builder) fleet(top field) {
 		}
 		fl.Node = host
 	}
+}
+
+// fleetCluster checks what names a Redis Cluster (cluster: true, the
+// URL's addr= parameters, addrs:) and appends the addrs: list to
+// fl.Redis as addr= parameters, the form the fleet's client reads: the
+// section stays one comparable value. u is the parsed redis URL (nil when
+// it has problems), rf and af its field and the addrs: field (zero when
+// absent), addrs the valid seeds of that list.
+func (b *builder) fleetCluster(fl *Fleet, u *url.URL, rf, af field, addrs []string) {
+	if af.key != nil && !fl.Cluster {
+		b.errorf(af.key, af.path, "more seeds of a Redis Cluster: set cluster: true, or drop addrs")
+		return
+	}
+	if u == nil {
+		return
+	}
+	q := u.Query()
+	for _, a := range q["addr"] {
+		if !fl.Cluster {
+			b.errorf(rf.val, rf.path, "%q: addr= names more seeds of a Redis Cluster: set cluster: true", fl.Redis)
+			return
+		}
+		if err := checkSeed(a); err != nil {
+			b.errorf(rf.val, rf.path, "%q: addr=%s: %v", fl.Redis, a, err)
+			return
+		}
+	}
+	if !fl.Cluster {
+		return
+	}
+	if db := strings.Trim(u.Path, "/"); db != "" && db != "0" {
+		b.errorf(rf.val, rf.path, "%q: database %s: a Redis Cluster has database 0 only", fl.Redis, db)
+		return
+	}
+	if len(addrs) > 0 {
+		for _, a := range addrs {
+			q.Add("addr", a)
+		}
+		u.RawQuery = q.Encode()
+		fl.Redis = u.String()
+	}
+}
+
+// checkSeed checks a seed of a Redis Cluster: host:port.
+func checkSeed(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("want host:port: %v", err)
+	}
+	if host == "" {
+		return errors.New("no host: want host:port")
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("port %q: want 1 to 65535", port)
+	}
+	return nil
 }
 
 // checkNode checks a node's name: letters, digits, '.', '_', '-', at most

@@ -103,3 +103,41 @@ func TestFleetDefaults(t *testing.T) {
 		t.Errorf("Fleet %+v, want %+v", *c.Fleet, want)
 	}
 }
+
+// TestFleetCluster: cluster: true names a Redis Cluster; the addrs: list
+// joins the URL's own addr= seeds as addr= parameters (one comparable
+// value); TLS, the CA and the password file are as for one Redis.
+func TestFleetCluster(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"redis.pass", "ca.pem"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const sources = "sources: [{name: web, paths: [/var/log/nginx/access.log]}]\n"
+	for _, tc := range []struct {
+		name, fleet string
+		want        Fleet
+	}{
+		{"seed alone", "fleet:\n  redis: redis://10.0.0.1:6379\n  cluster: true\n  node: web1\n",
+			Fleet{Redis: "redis://10.0.0.1:6379", Cluster: true, Node: "web1", Sync: DefaultFleetSync, Line: 2}},
+		{"addrs", "fleet:\n  redis: redis://10.0.0.1:6379/0\n  cluster: true\n  addrs: [10.0.0.2:6379, \"[2001:db8::3]:6379\"]\n  node: web1\n",
+			Fleet{Redis: "redis://10.0.0.1:6379/0?addr=10.0.0.2%3A6379&addr=%5B2001%3Adb8%3A%3A3%5D%3A6379", Cluster: true, Node: "web1", Sync: DefaultFleetSync, Line: 2}},
+		{"addr= and addrs, TLS", "fleet:\n  redis: rediss://redis1.example:6380?addr=redis2.example:6380\n  cluster: true\n  addrs: [redis3.example:6380]\n" +
+			"  password_file: redis.pass\n  ca_file: ca.pem\n  node: web1\n",
+			Fleet{Redis: "rediss://redis1.example:6380?addr=redis2.example%3A6380&addr=redis3.example%3A6380", Cluster: true,
+				PasswordFile: filepath.Join(dir, "redis.pass"), CAFile: filepath.Join(dir, "ca.pem"), Node: "web1", Sync: DefaultFleetSync, Line: 2}},
+		{"one Redis", "fleet:\n  redis: redis://10.0.0.1:6379/3\n  cluster: false\n  node: web1\n",
+			Fleet{Redis: "redis://10.0.0.1:6379/3", Node: "web1", Sync: DefaultFleetSync, Line: 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse(filepath.Join(dir, "logjail.yaml"), []byte(sources+tc.fleet), testOptions)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, *c.Fleet); diff != "" {
+				t.Errorf("Fleet (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -72,7 +72,8 @@ type Rule struct {
 // windows and bans through Redis (DESIGN.md, "Beyond one machine"). It
 // is comparable, so that a reload can tell whether it changed.
 type Fleet struct {
-	Redis        string        // redis:// or rediss:// URL (a password in it, or in PasswordFile)
+	Redis        string        // redis:// or rediss:// URL (a password in it, or in PasswordFile); a cluster's seed, with the addrs: list appended as addr= parameters
+	Cluster      bool          // Redis is a Redis Cluster (cluster: true)
 	PasswordFile string        // a file holding the password (its first line); "" for none
 	CAFile       string        // PEM CA certificates for rediss:// with a private CA; "" for the system's
 	Node         string        // this node's name, unique in the fleet (default: the host name)

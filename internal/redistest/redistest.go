@@ -7,8 +7,20 @@
 // need. Without redis-server the test skips (and fails under CI=true:
 // scripts/deps.sh installs it).
 //
-// Boundaries: test code only. It starts one redis-server per call, on
-// loopback, and never touches a Redis it did not start.
+// StartCluster runs a Redis Cluster the same way: n primaries without
+// replicas (cluster-enabled, free ports for both the client port and
+// cluster-port, nodes.conf in each primary's directory), the slots split
+// evenly in order and assigned with CLUSTER ADDSLOTSRANGE, joined with
+// CLUSTER MEET, and returns once every primary says cluster_state:ok.
+// cluster-node-timeout is 1 s, so that an outage is seen within a test.
+// A primary's Stop and Restart keep its nodes.conf: it rejoins with the
+// same identity and slots (without Persist, empty). With TLS, every
+// primary has the one certificate, for 127.0.0.1, and the bus is TLS too
+// (tls-cluster; the certificate serves as the bus's client certificate).
+//
+// Boundaries: test code only. It starts one redis-server per call (per
+// primary for a cluster), on loopback, and never touches a Redis it did
+// not start.
 package redistest
 
 import (
@@ -54,6 +66,8 @@ type Server struct {
 	dir  string
 	opts Options
 	port int
+	bus  int    // the cluster bus port (a Cluster's node), else 0
+	tls  string // the directory of server.pem and server.key (TLS only)
 	// CAFile is the PEM CA that signed the server's certificate (TLS only).
 	CAFile string
 
@@ -69,21 +83,32 @@ func Start(t testing.TB, opts Options) *Server {
 	bin := testenv.Need(t, "redis-server")[0]
 	s := &Server{t: t, bin: bin, dir: t.TempDir(), opts: opts}
 	if opts.TLS {
-		s.CAFile = makeCerts(t, s.dir)
+		s.CAFile, s.tls = makeCerts(t, s.dir), s.dir
 	}
+	s.startFree(false)
+	return s
+}
+
+// startFree starts s on free ports (a cluster bus port too when bus),
+// trying other ports while the chosen one is taken meanwhile.
+func (s *Server) startFree(bus bool) {
+	t := s.t
+	t.Helper()
 	var err error
 	for attempt := 1; attempt <= 5; attempt++ {
 		s.port = freePort(t)
+		if bus {
+			s.bus = freePort(t)
+		}
 		if err = s.start(); err == nil {
 			t.Cleanup(s.Stop)
-			return s
+			return
 		}
 		if !strings.Contains(err.Error(), "Address already in use") {
 			break
 		}
 	}
 	t.Fatal(err)
-	return nil
 }
 
 // URL is the server's address as the fleet configuration writes it:
@@ -130,13 +155,23 @@ func (s *Server) start() error {
 		"--logfile", "", "--protected-mode", "no"}
 	if s.opts.TLS {
 		args = append(args, "--port", "0", "--tls-port", strconv.Itoa(s.port),
-			"--tls-cert-file", filepath.Join(s.dir, "server.pem"), "--tls-key-file", filepath.Join(s.dir, "server.key"),
+			"--tls-cert-file", filepath.Join(s.tls, "server.pem"), "--tls-key-file", filepath.Join(s.tls, "server.key"),
 			"--tls-ca-cert-file", s.CAFile, "--tls-auth-clients", "no")
 	} else {
 		args = append(args, "--port", strconv.Itoa(s.port))
 	}
 	if s.opts.Password != "" {
-		args = append(args, "--requirepass", s.opts.Password)
+		args = append(args, "--requirepass", s.opts.Password, "--masterauth", s.opts.Password)
+	}
+	if s.bus != 0 {
+		// nodes.conf stays in s.dir: a Restart rejoins with the same
+		// identity and slots.
+		args = append(args, "--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(s.bus),
+			"--cluster-config-file", filepath.Join(s.dir, "nodes.conf"),
+			"--cluster-node-timeout", strconv.Itoa(int(clusterNodeTimeout/time.Millisecond)))
+		if s.opts.TLS {
+			args = append(args, "--tls-cluster", "yes")
+		}
 	}
 	if s.opts.Persist {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
@@ -278,7 +313,7 @@ func makeCerts(t testing.TB, dir string) string {
 	}
 	srv := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
 	srvDER, err := x509.CreateCertificate(rand.Reader, srv, caCert, &key.PublicKey, caKey)
 	if err != nil {
 		t.Fatal(err)
