@@ -235,6 +235,12 @@ func TestAllowedWhileDownLiftedAtStart(t *testing.T) {
 		}()
 		deadline := time.Now().Add(30 * time.Second)
 		for !until() {
+			select {
+			case err := <-done:
+				cancel()
+				t.Fatalf("%s: Run returned first: %v", what, err)
+			default:
+			}
 			if time.Now().After(deadline) {
 				cancel()
 				<-done
@@ -250,6 +256,11 @@ func TestAllowedWhileDownLiftedAtStart(t *testing.T) {
 	exists := func() bool { _, err := os.Stat(blockFile); return err == nil }
 	run(exists, "the rule's ban")
 	write("allow.txt", "203.0.113.9\n")
+	// A new port: the first run's may be some other process's ephemeral
+	// port by now (on a busy host it was: the start failed, EADDRINUSE).
+	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, listsConfig, dir, freeLoopbackPort(t)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	// The decision log's line of the lift (ops.SourceAllow).
 	lifted := `msg=unban rule=flood key=203.0.113.9 kind=unban until="" reason="allow list" source=allow`
 	run(func() bool { return !exists() && strings.Contains(logs.String(), lifted) }, "the lift at start")

@@ -188,12 +188,26 @@ func (d *decider) startActions() error {
 	// alongside the first minutes of work and of the endpoint's answers.
 	runtime.GC()
 	d.undo(func() {
+		// A stop first gives the backends a moment to apply what they still
+		// owe (an unban decided in the last moment of the run), so that a
+		// stopped daemon leaves its block files and ban lists as its state
+		// says; a backend still behind then (one that fails, or is slow) is
+		// named in the log, and the next start syncs it.
+		ctx, cancel := context.WithTimeout(context.Background(), stopGrace)
+		defer cancel()
+		if err := d.acts.Wait(ctx); err != nil {
+			d.log.Warn("stopping with actions behind (the next start applies the rest)", "err", err)
+		}
 		if err := d.acts.Close(); err != nil {
 			d.log.Error("closing actions", "err", err)
 		}
 	})
 	return nil
 }
+
+// stopGrace is how long a stop waits for the actions to apply what they
+// owe before it closes them: well inside systemd's TimeoutStopSec (90 s).
+const stopGrace = 3 * time.Second
 
 // openControl listens on the control socket, when it is to be served, and
 // hands the Control the endpoints for its status.
@@ -226,11 +240,18 @@ func (d *decider) reloads() <-chan struct{} {
 	signal.Notify(hup, syscall.SIGHUP)
 	d.undo(func() { signal.Stop(hup) })
 	ch := make(chan struct{}, 1)
+	stop := make(chan struct{})
+	d.undo(func() { close(stop) })
 	go func() {
-		for range hup {
+		for {
 			select {
-			case ch <- struct{}{}:
-			default:
+			case <-hup:
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
+			case <-stop:
+				return
 			}
 		}
 	}()
