@@ -83,14 +83,6 @@ const (
 	fleetBound = time.Second
 )
 
-// fastExit makes the commands and daemons a test starts, built with
-// -race, exit at once: the race runtime otherwise sleeps 1 s at exit
-// (GORACE atexit_sleep_ms), which would make every `list` a test polls
-// take a second.
-func fastExit(t *testing.T) {
-	t.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
-}
-
 // newLadderNode writes a node's configuration for the ladder tests (scope:
 // esc's) and an empty deny file.
 func newLadderNode(t *testing.T, name, redisURL, scope string) *fleetNode {
@@ -237,7 +229,6 @@ func escalate(t *testing.T, ip string, a, b *fleetNode) (control.Ban, time.Durat
 // ban), and both nodes list it with the same node and until, and their
 // endpoints give the same Retry-After.
 func TestFleetLadderEscalation(t *testing.T) {
-	fastExit(t)
 	srv := redistest.Start(t, redistest.Options{})
 	a := newLadderNode(t, "web1", srv.URL(), "fleet")
 	b := newLadderNode(t, "web2", srv.URL(), "fleet")
@@ -264,7 +255,6 @@ func TestFleetLadderEscalation(t *testing.T) {
 // shared whatever the scope) but is not an earlier ban of this node's for
 // escalation, so web2's first ban of the key lasts escBan after web1's.
 func TestFleetLadderScopeNode(t *testing.T) {
-	fastExit(t)
 	srv := redistest.Start(t, redistest.Options{})
 	a := newLadderNode(t, "web1", srv.URL(), "node")
 	b := newLadderNode(t, "web2", srv.URL(), "node")
@@ -286,7 +276,6 @@ func TestFleetLadderScopeNode(t *testing.T) {
 // throttle, Retry-After the delay), both list it with the same until, and
 // it ends on both.
 func TestFleetThrottle(t *testing.T) {
-	fastExit(t)
 	srv := redistest.Start(t, redistest.Options{})
 	a := newLadderNode(t, "web1", srv.URL(), "fleet")
 	b := newLadderNode(t, "web2", srv.URL(), "fleet")
@@ -325,7 +314,6 @@ func TestFleetThrottle(t *testing.T) {
 // banned on both, and neither node skips the other's deny ban as a rule
 // it lacks.
 func TestFleetDeny(t *testing.T) {
-	fastExit(t)
 	srv := redistest.Start(t, redistest.Options{})
 	a := newLadderNode(t, "web1", srv.URL(), "fleet")
 	b := newLadderNode(t, "web2", srv.URL(), "fleet")
@@ -414,7 +402,6 @@ func TestFleetDeny(t *testing.T) {
 // again, on both, not suppressed by a stale record in Redis or in either
 // node.
 func TestFleetUnban(t *testing.T) {
-	fastExit(t)
 	srv := redistest.Start(t, redistest.Options{})
 	a := newLadderNode(t, "web1", srv.URL(), "fleet")
 	b := newLadderNode(t, "web2", srv.URL(), "fleet")
