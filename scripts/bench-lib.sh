@@ -20,7 +20,11 @@ bench_port() {
 # to PATH at RATE lines a second (in writes of RATE/20 lines, stamped with
 # the time of writing), from CLIENTS clients of 2001:db8:8000::/33 taken in
 # turn (so each client comes back every CLIENTS/RATE seconds), then says on
-# stderr how many it wrote in how long. Runs in the foreground: start it
+# stderr how many it wrote in how long. Client i is
+# 2001:db8:<8000 + i/65536>:<i%65536>::1 (hex), a valid address for up to
+# 2^31 clients (bench-endpoint.sh wrote 2001:db8:8000:<i>::1 before,
+# which is no address for i >= 65,536: two thirds of its 200,000 clients'
+# lines were rejected by the parser, not charged). Runs in the foreground: start it
 # with & to write beside something else.
 bench_writer() {
   python3 - "$@" <<'PY'
@@ -32,7 +36,7 @@ with open(path, "a") as f:
     while n < total:
         ts = time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime())
         k = min(batch, total - n)
-        f.write("".join(f'2001:db8:8000:{(n + i) % clients:x}::1 - - [{ts}] "GET /y HTTP/1.1" 200 1 "-" "bench"\n' for i in range(k)))
+        f.write("".join(f'2001:db8:{0x8000 + (n + i) % clients // 65536:x}:{(n + i) % clients % 65536:x}::1 - - [{ts}] "GET /y HTTP/1.1" 200 1 "-" "bench"\n' for i in range(k)))
         f.flush(); n += k
         time.sleep(max(0, start + n / rate - time.time()))
     print(f"writer: {n} lines in {time.time() - start:.1f} s", file=sys.stderr)

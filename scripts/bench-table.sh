@@ -50,7 +50,7 @@ export BENCH_DIR=${BENCH_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/logjail-bench}
 if [ -n "${BENCH_QUICK:-}" ]; then
   rounds=${BENCH_ROUNDS:-1}
   key_lines=30000 big_keys=10000 small_keys=200
-  live_lines=50000 live_clients=20000
+  live_lines=50000 live_clients=100000   # past 65,536: the writer's addresses past 2001:db8:8000::/48
   ep_keys=20000 ep_secs=2
   gen_lines=20000 ck_rounds=$rounds list_runs=1
 else
