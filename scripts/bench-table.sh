@@ -86,6 +86,9 @@ calc() { awk "BEGIN { print $1 }"; }
 # holds VALUE OP LIMIT: yes or no.
 holds() { awk -v v="$1" -v l="$3" -v op="$2" 'BEGIN { print ((op == "<=" ? v <= l : v >= l) ? "yes" : "no") }'; }
 ratio() { awk -v r="$1" 'BEGIN { printf (r >= 10 ? "%.0f×" : "%.2f×"), r }'; }
+# spread FILE: " (min–max)" of the rounds' ratios in FILE, when there are
+# several.
+spread() { sort -g "$1" | awk '{v[NR] = $1} END { if (NR > 1) printf (v[NR] >= 10 ? " (%.0f–%.0f)" : " (%.2f–%.2f)"), v[1], v[NR] }'; }
 # timed OUT CMD...: runs CMD with its output discarded, appending
 # "wall user sys maxrss_kb" to OUT (wall from bash's clock, to the
 # millisecond: GNU time's %e has hundredths); fails with CMD's stderr if
@@ -143,11 +146,11 @@ YAML
   local big small rat rss bpk
   big=$(awk '{print $1}' "$work/keys-big" | bench_median)
   small=$(awk '{print $1}' "$work/keys-small" | bench_median)
-  rat=$(paste "$work/keys-big" "$work/keys-small" | awk '{print $1 / ($5 > 0 ? $5 : 0.01)}' | bench_median)
+  rat=$(paste "$work/keys-big" "$work/keys-small" | awk '{print $1 / ($5 > 0 ? $5 : 0.01)}' | tee "$work/ratios" | bench_median)
   rss=$(awk '{print $4}' "$work/keys-big" | bench_median)
   bpk=$(calc "$rss * 1024 / $big_keys")
   row 1 "replay of $(human "$key_lines") lines over $(human "$big_keys") keys vs $(human "$small_keys") keys: wall" \
-    "$big s vs $small s" "$(ratio "$rat")" "≤ 2.5×" "$(holds "$rat" '<=' 2.5)"
+    "$big s vs $small s" "$(ratio "$rat")$(spread "$work/ratios")" "≤ 2.5×" "$(holds "$rat" '<=' 2.5)"
   row 1 "peak RSS per key, replay over $(human "$big_keys") keys" \
     "$(num "$bpk") B ($(num "$(calc "$rss / 1024")") MB)" "—" "≤ 400 B" "$(holds "$bpk" '<=' 400)"
   rm -f "$work"/keys-*.log
@@ -201,9 +204,9 @@ YAML
   local run rep rat
   run=$(bench_median <"$work/live-run")
   rep=$(bench_median <"$work/live-replay")
-  rat=$(paste "$work/live-run" "$work/live-replay" | awk '{print $1 / ($2 > 0 ? $2 : 0.001)}' | bench_median)
+  rat=$(paste "$work/live-run" "$work/live-replay" | awk '{print $1 / ($2 > 0 ? $2 : 0.001)}' | tee "$work/ratios" | bench_median)
   row 2 "CPU per line: \`run\` following $(human "$live_rate") lines/s from $(human "$live_clients") keys vs \`replay\` of the same file" \
-    "$(printf '%.2f µs vs %.2f µs' "$run" "$rep")" "$(ratio "$rat")" "≤ 1.5×" "$(holds "$rat" '<=' 1.5)"
+    "$(printf '%.2f µs vs %.2f µs' "$run" "$rep")" "$(ratio "$rat")$(spread "$work/ratios")" "≤ 1.5×" "$(holds "$rat" '<=' 1.5)"
   rm -f "$work/live.log"
 }
 
@@ -220,9 +223,9 @@ row_endpoint() {
   p50=$(fig idle_p50_ms | bench_median)
   p99=$(fig ingest_p99_ms | bench_median)
   lps=$(fig lines_per_s | bench_median)
-  rat=$(paste <(fig ingest_p99_ms) <(fig idle_p50_ms) | awk '{print $1 / $2}' | bench_median)
+  rat=$(paste <(fig ingest_p99_ms) <(fig idle_p50_ms) | awk '{print $1 / $2}' | tee "$work/ratios" | bench_median)
   row 3 "/auth p99 while ingesting $(human "$live_rate") lines/s on one core vs idle p50 ($(human "$ep_keys") keys)" \
-    "$(printf '%.3g ms vs %.3g ms (%s lines/s read)' "$p99" "$p50" "$(num "$lps")")" "$(ratio "$rat")" "≤ 25×" "$(holds "$rat" '<=' 25)"
+    "$(printf '%.3g ms vs %.3g ms (%s lines/s read)' "$p99" "$p50" "$(num "$lps")")" "$(ratio "$rat")$(spread "$work/ratios")" "≤ 25×" "$(holds "$rat" '<=' 25)"
 }
 row_list() {
   local cfg=$work/endpoint/logjail.yaml n r secs
@@ -249,9 +252,9 @@ row_fail2ban() {
   local lj fb rat
   lj=$(awk '{print $1}' "$work/f2b" | bench_median)
   fb=$(awk '{print $2}' "$work/f2b" | bench_median)
-  rat=$(awk '{print $1 / $2}' "$work/f2b" | bench_median)
+  rat=$(awk '{print $1 / $2}' "$work/f2b" | tee "$work/ratios" | bench_median)
   row 4 "replay vs fail2ban-regex, $(human "$gen_lines")-line genlog: lines/s" \
-    "$(num "$lj") vs $(num "$fb")" "$(ratio "$rat")" "≥ 50×" "$(holds "$rat" '>=' 50)"
+    "$(num "$lj") vs $(num "$fb")" "$(ratio "$rat")$(spread "$work/ratios")" "≥ 50×" "$(holds "$rat" '>=' 50)"
 }
 
 # 5. Checkpoint on against off, and 7. replay lines/s (the "off" side).
@@ -268,8 +271,8 @@ row_checkpoint() {
   local off on rat lps
   off=$(awk '{print $1}' "$work/ck-off" | bench_median)
   on=$(awk '{print $1}' "$work/ck-on" | bench_median)
-  rat=$(paste "$work/ck-on" "$work/ck-off" | awk '{print $1 / ($5 > 0 ? $5 : 0.01)}' | bench_median)
-  row 5 "replay \`--db\` vs without, $(human "$gen_lines")-line genlog: wall" "$on s vs $off s" "$(ratio "$rat")" "≤ 1.05×" "$(holds "$rat" '<=' 1.05)"
+  rat=$(paste "$work/ck-on" "$work/ck-off" | awk '{print $1 / ($5 > 0 ? $5 : 0.01)}' | tee "$work/ratios" | bench_median)
+  row 5 "replay \`--db\` vs without, $(human "$gen_lines")-line genlog: wall" "$on s vs $off s" "$(ratio "$rat")$(spread "$work/ratios")" "≤ 1.05×" "$(holds "$rat" '<=' 1.05)"
   lps=$(calc "$gen_lines / ($off > 0 ? $off : 0.01)")
   row 7 "replay, $(human "$gen_lines")-line genlog: lines/s" "$(num "$lps") ($off s)" "—" "≥ 3,000,000" "$(holds "$lps" '>=' 3000000)"
 }
@@ -303,7 +306,7 @@ echo "| figure | measured | ratio | target | holds |"
 echo "|---|---|---|---|---|"
 for n in 1 2 3 4 5 6 7; do cat "$work/rows/$n"; done
 echo
-echo "Ratios are the median of the ratios of $rounds round(s) (row 5: $ck_rounds), each round measuring both sides one after the other; the sides shown are each side's median."
+echo "Each ratio is the median of $rounds rounds' ratios (row 5: $ck_rounds), each round measuring both sides one after the other; in brackets the lowest and the highest round; the sides shown are each side's median."
 echo
 echo "- run: $mode, $started, $((SECONDS - t_start)) s, \`${LOGJAIL_BIN:-logjail}\` at $commit"
 echo "- CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GB", $2 / 1048576}' /proc/meminfo)"
