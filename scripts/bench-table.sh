@@ -41,7 +41,7 @@
 # (default ../shared), BENCH_DIR (where vs-fail2ban.sh keeps its generated
 # logs, default ~/.cache/logjail-bench). Progress goes to stderr, the table
 # to stdout. Needs python3, curl, GNU time, wrk, taskset, fail2ban-regex
-# (LOGJAIL_BENCH=1 scripts/deps.sh installs them).
+# (scripts/deps.sh installs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/bench-lib.sh
@@ -81,10 +81,11 @@ say() { echo "bench-table: $*" >&2; }
 # row N FIGURE MEASURED RATIO TARGET HOLDS: one row of the table, kept in
 # $work/rows/N (a row that was not measured has no file).
 row() { printf '| %s | %s | %s | %s | %s |\n' "$2" "$3" "$4" "$5" "$6" >>"$work/rows/$1"; }
-# calc EXPR: awk arithmetic, printed with %s after formatting by the caller.
+# calc EXPR: the value of an awk expression.
 calc() { awk "BEGIN { print $1 }"; }
 # holds VALUE OP LIMIT: yes or no.
 holds() { awk -v v="$1" -v l="$3" -v op="$2" 'BEGIN { print ((op == "<=" ? v <= l : v >= l) ? "yes" : "no") }'; }
+# ratio R: R as a ratio (two decimals below 10).
 ratio() { awk -v r="$1" 'BEGIN { printf (r >= 10 ? "%.0f×" : "%.2f×"), r }'; }
 # spread FILE: " (min–max)" of the rounds' ratios in FILE, when there are
 # several.
@@ -103,6 +104,7 @@ timed() {
 }
 # num N: N rounded, its thousands separated by commas.
 num() { awk -v n="$1" 'BEGIN { s = sprintf("%.0f", n); while (s ~ /[0-9][0-9][0-9][0-9]/) sub(/[0-9][0-9][0-9]($|,)/, ",&", s); print s }'; }
+# human N: 3000000 as 3M, 2000 as 2k.
 human() { awk -v n="$1" 'BEGIN { if (n >= 1e6 && n % 1e6 == 0) printf "%dM", n / 1e6; else if (n >= 1000 && n % 1000 == 0) printf "%dk", n / 1000; else printf "%d", n }'; }
 
 # 1. Keys: the same line count over many keys and over few.
