@@ -32,11 +32,11 @@ else
   trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 fi
 bench_build "$work/logjail"
-port=$(bench_port)
-mport=$(bench_port)
+{ read -r port; read -r mport; } < <(bench_port 2)
 
 cat > "$work/logjail.yaml" <<YAML
 state_dir: $work/state
+control_socket: $work/control.sock   # not /run/logjail's: another daemon may run
 ipv6_prefix: 128
 max_keys: 1300000
 max_bans_per_minute: 1000000   # the seed bans 100,000 keys in one second of log
@@ -76,7 +76,11 @@ sqlite3 "$work/state/logjail.db" "select 'seeded: ' || (select count(*) from key
 
 taskset -c 0 "$work/logjail" run --config "$work/logjail.yaml" >"$work/daemon.log" 2>&1 &
 daemon=$!
-for _ in $(seq 600); do
+for i in $(seq 601); do
+  # A daemon that died (a port taken meanwhile by another process) or never
+  # got ready is no benchmark: say why and stop.
+  kill -0 $daemon 2>/dev/null || { echo "bench-endpoint: the daemon exited: $(tail -1 "$work/daemon.log")" >&2; exit 1; }
+  [ "$i" -le 600 ] || { echo "bench-endpoint: the daemon did not answer /auth in 60 s: $(tail -1 "$work/daemon.log")" >&2; exit 1; }
   d=$(curl -s -o /dev/null -D - -H 'X-Forwarded-For: 2001:db8::1' "http://127.0.0.1:$port/auth" | tr -d '\r' | sed -n 's/^X-Logjail-Decision: //p' || true)
   [ -n "$d" ] && [ "$d" != unready ] && break
   sleep 0.1

@@ -11,9 +11,13 @@ bench_build() {
   if [ -n "${LOGJAIL_BIN:-}" ]; then cp "$LOGJAIL_BIN" "$1"; else go build -o "$1" ./cmd/logjail; fi
 }
 
-# bench_port: a free TCP port on 127.0.0.1.
+# bench_port [N]: N (default 1) free TCP ports on 127.0.0.1, distinct,
+# one a line (held open together while chosen, so that two differ).
 bench_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+  python3 -c 'import socket, sys
+ss = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in ss: s.bind(("127.0.0.1", 0))
+for s in ss: print(s.getsockname()[1])' "${1:-1}"
 }
 
 # bench_writer PATH RATE LINES CLIENTS: appends LINES combined-format lines

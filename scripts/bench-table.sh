@@ -170,6 +170,7 @@ row_live() {
   mport=$(bench_port)
   cat >"$work/live.yaml" <<YAML
 state_dir: $work/state-live
+control_socket: $work/control.sock   # not /run/logjail's: another daemon may run
 ipv6_prefix: 128
 max_keys: 1300000
 metrics: 127.0.0.1:$mport
