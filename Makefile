@@ -1,7 +1,7 @@
 # The README's commands. `make test` is what CI runs (.ci/run).
 GO ?= go
 
-.PHONY: try build static test deps vet bench fuzz
+.PHONY: try build static test deps vet bench bench-smoke bench-replay fuzz
 
 # The README's first command: build (saying so), then replay the bundled
 # samples. scripts/try.sh checks Go's version and the C compiler first.
@@ -29,8 +29,20 @@ vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt wants to rewrite: $$out"; exit 1; fi
 
-# Replay throughput against fail2ban-regex on a generated 1M-line log.
-bench: build
+# Every figure of issue 23 as one Markdown table of ratios against their
+# targets, measured in one run (a few minutes; docs/performance.md keeps
+# the table, before and after). bench-smoke: every row at a small size,
+# under a minute, targets not judged (TestBenchSmoke runs it in `make test`).
+bench:
+	./scripts/deps.sh
+	./scripts/bench-table.sh
+
+bench-smoke:
+	BENCH_QUICK=1 ./scripts/bench-table.sh
+
+# Replay's details: against fail2ban-regex and a reference loop on a
+# generated 1M-line log, then the parser's and detector's Go benchmarks.
+bench-replay: build
 	./scripts/bench.sh
 
 fuzz:

@@ -74,7 +74,11 @@
 //     log and its truth.
 //   - scripts/try.sh (`make try`) and scripts/newcomer.sh: the first
 //     command, and its check from a fresh clone (TestNewcomer here).
+//   - scripts/bench-table.sh (`make bench`): issue 23's figures as one
+//     table of ratios (docs/performance.md); TestBenchSmoke here runs it
+//     at a small size.
 //
-// Boundaries: the root package holds this map and TestNewcomer (the
-// README's first command, from a fresh clone), and no code.
+// Boundaries: the root package holds this map, TestNewcomer (the
+// README's first command, from a fresh clone) and TestBenchSmoke (every
+// row of `make bench` measurable), and no code.
 package logjail

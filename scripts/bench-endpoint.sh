@@ -2,25 +2,41 @@
 # The decision endpoint under load: logjail pinned to core 0 with 1,000,000
 # tracked keys and 100,000 active bans, wrk pinned to core 1 asking /auth
 # for a rotating set of clients (half banned); then the same while the
-# daemon ingests LINES_PER_S log lines a second (default 50,000).
+# daemon ingests LINES_PER_S log lines a second (default 50,000), ROUNDS
+# times (default 1), idle and under ingest alternately, in one daemon.
+# Each round ends with machine-readable lines (scripts/bench-table.sh
+# reads them):
+#   figure round=N idle_p50_ms=X idle_p99_ms=X ingest_p50_ms=X ingest_p99_ms=X lines_per_s=X
 # Usage: scripts/bench-endpoint.sh [SECONDS]
 # LOGJAIL_BIN=path runs that binary instead of one built from this tree
-# (to compare two builds alternately on a noisy host).
+# (to compare two builds alternately on a noisy host). KEYS=n seeds n keys
+# (a tenth of them banned) instead of 1,000,000. ENDPOINT_WORK=dir works
+# in dir (which must be empty) and leaves it, its database (KEYS keys,
+# KEYS/10 bans) and config (logjail.yaml) included, for another
+# measurement.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/bench-lib.sh
 secs=${1:-20}
 rate=${LINES_PER_S:-50000}
+keys=${KEYS:-1000000}
+rounds=${ROUNDS:-1}
 command -v wrk >/dev/null || { echo "bench-endpoint: wrk is not installed (apt-get install wrk)" >&2; exit 2; }
 command -v taskset >/dev/null || { echo "bench-endpoint: taskset (util-linux) is not installed" >&2; exit 2; }
-work=$(mktemp -d /tmp/logjail-endpoint.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
-if [ -n "${LOGJAIL_BIN:-}" ]; then cp "$LOGJAIL_BIN" "$work/logjail"; else go build -o "$work/logjail" ./cmd/logjail; fi
-free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-port=$(free)
-mport=$(free)
+if [ -n "${ENDPOINT_WORK:-}" ]; then
+  work=$ENDPOINT_WORK
+  mkdir -p "$work"
+  trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+else
+  work=$(mktemp -d /tmp/logjail-endpoint.XXXXXX)
+  trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+fi
+bench_build "$work/logjail"
+{ read -r port; read -r mport; } < <(bench_port 2)
 
 cat > "$work/logjail.yaml" <<YAML
 state_dir: $work/state
+control_socket: $work/control.sock   # not /run/logjail's: another daemon may run
 ipv6_prefix: 128
 max_keys: 1300000
 max_bans_per_minute: 1000000   # the seed bans 100,000 keys in one second of log
@@ -39,14 +55,14 @@ actions:
     listen: 127.0.0.1:$port
 YAML
 
-# 1,000,000 clients (2001:db8::/32, one key each): 900,000 with one request,
-# 100,000 with four, over the limit: banned for two hours from now.
-python3 - "$work" <<'PY'
+# KEYS clients (2001:db8::/32, one key each): nine tenths with one request,
+# a tenth with four, over the limit: banned for two hours from now.
+python3 - "$work" "$keys" <<'PY'
 import sys, time
 work = sys.argv[1]
 now = time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime())
 with open(f"{work}/seed.log", "w") as f, open(f"{work}/clients.txt", "w") as c:
-    for i in range(1_000_000):
+    for i in range(int(sys.argv[2])):
         ip = f"2001:db8:{i >> 16:x}:{i & 0xffff:x}::1"
         n = 4 if i % 10 == 0 else 1
         for _ in range(n):
@@ -60,7 +76,11 @@ sqlite3 "$work/state/logjail.db" "select 'seeded: ' || (select count(*) from key
 
 taskset -c 0 "$work/logjail" run --config "$work/logjail.yaml" >"$work/daemon.log" 2>&1 &
 daemon=$!
-for _ in $(seq 600); do
+for i in $(seq 601); do
+  # A daemon that died (a port taken meanwhile by another process) or never
+  # got ready is no benchmark: say why and stop.
+  kill -0 $daemon 2>/dev/null || { echo "bench-endpoint: the daemon exited: $(tail -1 "$work/daemon.log")" >&2; exit 1; }
+  [ "$i" -le 600 ] || { echo "bench-endpoint: the daemon did not answer /auth in 60 s: $(tail -1 "$work/daemon.log")" >&2; exit 1; }
   d=$(curl -s -o /dev/null -D - -H 'X-Forwarded-For: 2001:db8::1' "http://127.0.0.1:$port/auth" | tr -d '\r' | sed -n 's/^X-Logjail-Decision: //p' || true)
   [ -n "$d" ] && [ "$d" != unready ] && break
   sleep 0.1
@@ -81,32 +101,28 @@ LUA
 # Keep banned (i % 10 == 0) and allowed clients in equal numbers.
 awk 'NR % 10 == 1 || NR % 10 == 2' "$work/clients.txt" > "$work/mix.txt"
 
-echo "== /auth, idle daemon: taskset -c 1 wrk -t1 -c16 -d${secs}s --latency"
-CLIENTS="$work/mix.txt" taskset -c 1 wrk -t1 -c16 -d"${secs}s" --latency -s "$work/auth.lua" "http://127.0.0.1:$port/auth"
+wrk_auth() { # wrk_auth OUT: wrk on core 1 for secs seconds, its output shown and kept in OUT
+  CLIENTS="$work/mix.txt" taskset -c 1 wrk -t1 -c16 -d"${secs}s" --latency -s "$work/auth.lua" "http://127.0.0.1:$port/auth" | tee "$1"
+}
+for round in $(seq "$rounds"); do
+  echo "== round $round: /auth, idle daemon: taskset -c 1 wrk -t1 -c16 -d${secs}s --latency"
+  wrk_auth "$work/idle.txt"
 
-echo "== /auth while the daemon ingests $rate lines/s"
-python3 - "$work/live.log" "$rate" "$((secs + 2))" <<'PY' &
-import sys, time
-path, rate, secs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-batch = rate // 20
-with open(path, "a") as f:
-    start = time.time(); n = 0
-    while time.time() - start < secs:
-        ts = time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime())
-        # 200,000 other clients, each 2.5 times in 10 s: charged, not banned.
-        f.write("".join(f'2001:db8:8000:{(n + i) % 200000:x}::1 - - [{ts}] "GET /y HTTP/1.1" 200 1 "-" "bench"\n' for i in range(batch)))
-        f.flush(); n += batch
-        time.sleep(max(0, start + n / rate - time.time()))
-    print(f"writer: {n} lines in {time.time() - start:.1f} s", file=sys.stderr)
-PY
-writer=$!
-read0=$(curl -s "http://127.0.0.1:$mport/metrics" | awk '/^logjail_lines_read_total/ {s+=$2} END {print s+0}')
-t0=$(date +%s.%N)
-sleep 1
-CLIENTS="$work/mix.txt" taskset -c 1 wrk -t1 -c16 -d"${secs}s" --latency -s "$work/auth.lua" "http://127.0.0.1:$port/auth"
-wait $writer
-read1=$(curl -s "http://127.0.0.1:$mport/metrics" | awk '/^logjail_lines_read_total/ {s+=$2} END {print s+0}')
-t1=$(date +%s.%N)
-python3 -c "import sys; print(f'daemon ingested {($read1 - $read0):.0f} lines in {($t1 - $t0):.1f} s: {($read1 - $read0)/($t1 - $t0):.0f} lines/s')"
-ps -o rss= -p $daemon | awk '{printf "daemon RSS %.0f MB\n", $1/1024}'
+  echo "== round $round: /auth while the daemon ingests $rate lines/s"
+  # 200,000 other clients, each 2.5 times in 10 s: charged, not banned.
+  bench_writer "$work/live.log" "$rate" "$((rate * (secs + 2)))" 200000 &
+  writer=$!
+  read0=$(bench_lines_read "$mport")
+  t0=$(date +%s.%N)
+  sleep 1
+  wrk_auth "$work/ingest.txt"
+  wait $writer
+  read1=$(bench_lines_read "$mport")
+  t1=$(date +%s.%N)
+  lps=$(awk -v n="$((read1 - read0))" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.0f", n / (b - a)}')
+  echo "daemon ingested $((read1 - read0)) lines in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s: $lps lines/s"
+  ps -o rss= -p $daemon | awk '{printf "daemon RSS %.0f MB\n", $1/1024}'
+  echo "figure round=$round idle_p50_ms=$(bench_wrk_ms 50 <"$work/idle.txt") idle_p99_ms=$(bench_wrk_ms 99 <"$work/idle.txt")" \
+    "ingest_p50_ms=$(bench_wrk_ms 50 <"$work/ingest.txt") ingest_p99_ms=$(bench_wrk_ms 99 <"$work/ingest.txt") lines_per_s=$lps"
+done
 kill $daemon; wait $daemon || true

@@ -29,6 +29,7 @@
 # daemon's stderr (with GODEBUG=gctrace=1: its heap at every collection).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/bench-lib.sh
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(100000 1000000)
 kind=${KIND:-ip}
@@ -48,7 +49,7 @@ cleanup() {
 trap cleanup EXIT
 bin=${LOGJAIL:-}
 if [ -z "$bin" ]; then
-  go build -o "$work/logjail" ./cmd/logjail
+  LOGJAIL_BIN= bench_build "$work/logjail"
   bin=$work/logjail
 fi
 prefix=128

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 shared=${LOGJAIL_SHARED:-../shared}
 [ -x "$shared/bench/vs-fail2ban.sh" ] || { echo "bench: $shared/bench/vs-fail2ban.sh not found (set LOGJAIL_SHARED)" >&2; exit 2; }
-LOGJAIL_BENCH=1 ./scripts/deps.sh
+./scripts/deps.sh
 go build -o logjail ./cmd/logjail
 "$shared/bench/vs-fail2ban.sh" "$@" -- ./logjail replay --config testdata/genlog.yaml --source web
 

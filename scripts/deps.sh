@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the tests (and, with LOGJAIL_BENCH=1, the benchmarks) need on
+# Installs what the tests (TestBenchSmoke runs the benchmarks too) need on
 # a Debian machine, and nothing that is already there. Run as root to install
 # (CI does); as another user it only says what is missing.
 set -euo pipefail
@@ -37,11 +37,12 @@ need chromium chromium        # the HTML report is checked in a real headless br
 [ -x /lib/systemd/systemd-journal-remote ] || [ -x /usr/lib/systemd/systemd-journal-remote ] || missing+=(systemd-journal-remote) # the journald source's tests write real journal files with it
 need crowdsec-firewall-bouncer crowdsec-firewall-bouncer  # the crowdsec action's tests run the real bouncers (in a network namespace)
 need crowdsec-custom-bouncer crowdsec-custom-bouncer      # ... and the custom bouncer, each with its own config file
-if [ "${LOGJAIL_BENCH:-}" = 1 ]; then
-  need fail2ban-regex fail2ban  # the baseline of scripts/bench.sh
-  [ -x /usr/bin/time ] || missing+=(time)
-  need wrk wrk                  # scripts/bench-endpoint.sh
-fi
+# The benchmarks (make bench), which TestBenchSmoke runs at a small size;
+# LOGJAIL_BENCH=1, which older scripts passed for them, changes nothing.
+need fail2ban-regex fail2ban  # the baseline of scripts/bench.sh and bench-table.sh
+[ -x /usr/bin/time ] || missing+=(time)
+need wrk wrk                  # scripts/bench-endpoint.sh
+need curl curl                # ... reads the daemon's metrics with it
 
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
