@@ -48,7 +48,7 @@ const (
 // encodeJournal appends keys, in order (keyOrder), to blobs of about
 // journalBlob bytes, calling emit with each blob and its count of states.
 func encodeJournal(keys []KeyRow, order []int32, emit func(blob []byte, n int) error) error {
-	var b []byte
+	b := make([]byte, 0, min(journalBlob+64<<10, 128*len(order)))
 	n := 0
 	rule := ""
 	for j, i := range order {

@@ -124,7 +124,9 @@ func (db *DB) upsertKeys(w *conn, keys []KeyRow, order []int32) error {
 // keyOrder returns the indexes of keys in (rule, key) order, stable. Rows
 // written in the order of the primary key take 30% less time than in the
 // order of a map (0.67 s against 0.94 s for 100k): B-tree pages are
-// visited once each, in order.
+// visited once each, in order. Stable by the index as the last criterion,
+// with pdqsort: SortStableFunc's merges (O(n log² n)) took 40% of a
+// journaled checkpoint of 470k keys.
 func (db *DB) keyOrder(keys []KeyRow) []int32 {
 	order := db.order[:0]
 	for i := range keys {
@@ -136,10 +138,13 @@ func (db *DB) keyOrder(keys []KeyRow) []int32 {
 		if c := strings.Compare(ka.Rule, kb.Rule); c != 0 {
 			return c
 		}
-		return strings.Compare(ka.Key, kb.Key)
+		if c := strings.Compare(ka.Key, kb.Key); c != 0 {
+			return c
+		}
+		return int(a - b)
 	}
 	if !slices.IsSortedFunc(order, cmp) {
-		slices.SortStableFunc(order, cmp)
+		slices.SortFunc(order, cmp)
 	}
 	return order
 }
