@@ -241,7 +241,7 @@
 // The journal is folded into keys (the newest state of each key upserted
 // once, deletions applied, the journal emptied, in one transaction) by
 // Prune, before it prunes (the daemon's cleaner, every minute by
-// default), by a checkpoint that would take it past foldRows (2M) states,
+// default), by a checkpoint that would take it past foldRows (4M) states,
 // and by a writer's Close (when that fails, on a full disk, nothing is
 // lost: the journal stays, and the error is not Close's). So a daemon
 // upserts each busy key once a cleaner pass rather than once a checkpoint.
@@ -287,7 +287,7 @@
 // incremental vacuum every minute): the bound is 2.3 MB, the database
 // stays under 1.1 MB. A million tracked keys take about 320 MB (640 MB
 // bound). The key journal comes on top until it is folded: about 100 B a
-// state journaled since the last fold (at most foldRows, about 200 MB).
+// state journaled since the last fold (at most foldRows, about 450 MB).
 //
 // Boundaries: It owns the SQLite database: the schema, and every read and
 // write of it. It is the only package that imports database/sql and
