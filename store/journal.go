@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"database/sql/driver"
 	"encoding/binary"
@@ -112,41 +111,76 @@ var errJournal = errors.New("corrupt key journal row")
 // deleted state has a nil Data. The strings are new; Data points into
 // blob.
 func decodeJournal(blob []byte, fn func(*KeyRow) error) error {
+	return scanJournal(blob, func(f byte, rule, key []byte, body *jdec) error {
+		r := KeyRow{Rule: string(rule), Key: string(key)}
+		body.state(f, &r)
+		if body.err != nil {
+			return body.err
+		}
+		return fn(&r)
+	})
+}
+
+// scanJournal calls fn with the flags, rule and key of each state of one
+// journal row, in order, and the decoder at its body: fn reads it
+// (state) or not; scanJournal skips what fn left.
+func scanJournal(blob []byte, fn func(f byte, rule, key []byte, body *jdec) error) error {
 	d := jdec{b: blob}
-	var r KeyRow
-	rule := ""
+	var rule []byte
 	for len(d.b) > 0 && d.err == nil {
 		f := d.byte()
 		if f&jRule != 0 {
-			rule = string(d.bytes())
+			rule = d.bytes()
 		}
-		r = KeyRow{Rule: rule, Key: string(d.bytes())}
-		if f&jDelete == 0 {
-			if f&jLastSeen != 0 {
-				r.LastSeen = time.UnixMilli(d.varint()).UTC()
-			}
-			r.Requests, r.Blocked = d.varint(), d.varint()
-			r.CPU = math.Float64frombits(d.uint64())
-			r.Phase = string(d.bytes())
-			if f&jUntil != 0 {
-				r.Until = time.UnixMilli(d.varint()).UTC()
-			}
-			r.Data = d.bytes()
-			if r.Data == nil {
-				r.Data = []byte{}
-			}
-		}
+		key := d.bytes()
 		if d.err != nil {
 			break
 		}
-		if r.Rule == "" {
+		if len(rule) == 0 {
 			return fmt.Errorf("%w: a state without a rule", errJournal)
 		}
-		if err := fn(&r); err != nil {
+		body := jdec{b: d.b}
+		if err := fn(f, rule, key, &body); err != nil {
 			return err
 		}
+		var skip KeyRow
+		(&d).state(f, &skip) // past the body, whether fn read it or not
 	}
 	return d.err
+}
+
+// state reads the body of a state with flags f into r (a deleted state
+// has none: r.Data stays nil).
+func (d *jdec) state(f byte, r *KeyRow) {
+	if f&jDelete != 0 {
+		return
+	}
+	if f&jLastSeen != 0 {
+		r.LastSeen = time.UnixMilli(d.varint()).UTC()
+	}
+	r.Requests, r.Blocked = d.varint(), d.varint()
+	r.CPU = math.Float64frombits(d.uint64())
+	r.Phase = phase(d.bytes())
+	if f&jUntil != 0 {
+		r.Until = time.UnixMilli(d.varint()).UTC()
+	}
+	r.Data = d.bytes()
+	if r.Data == nil && d.err == nil {
+		r.Data = []byte{}
+	}
+}
+
+// phase is the phase p names, without an allocation for the usual ones.
+func phase(p []byte) string {
+	switch string(p) {
+	case "":
+		return ""
+	case PhaseThrottle:
+		return PhaseThrottle
+	case PhaseBan:
+		return PhaseBan
+	}
+	return string(p)
 }
 
 // jdec reads a journal row; the first error sticks.
@@ -224,29 +258,56 @@ func compareRows(a, b *KeyRow) int {
 	return strings.Compare(a.Key, b.Key)
 }
 
-// newest reads the journal's rows (blobs, in seq order) into the newest
-// state of each (rule, key).
+// newest reads the journal's rows, newest first (blobs, in descending
+// seq), into the newest state of each (rule, key), in (rule, key) order.
+// Only the winning states are decoded, their Data copied: a busy journal
+// holds each key several times (decoding them all, a string each, was
+// two thirds of a fold).
 func newest(next func() ([]byte, error)) (journalRows, error) {
-	// A map, then a sort of the distinct keys only: a busy journal holds
-	// each key several times (a sort of them all was a second a fold).
+	type place struct{ i, blob int }
 	var out []KeyRow
-	at := map[[2]string]int{}
-	for {
-		blob, err := next()
+	at := map[string]place{}
+	var name []byte // rule NUL key
+	var chunk []byte
+	rule := ""
+	for blob := 0; ; blob++ {
+		b, err := next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return nil, err
 		}
-		err = decodeJournal(blob, func(r *KeyRow) error {
-			k := [2]string{r.Rule, r.Key}
-			if i, ok := at[k]; ok {
-				out[i] = *r // the later journaled wins
-				return nil
+		err = scanJournal(b, func(f byte, r, key []byte, body *jdec) error {
+			name = append(append(append(name[:0], r...), 0), key...)
+			p, seen := at[string(name)]
+			if seen && p.blob < blob {
+				return nil // a newer row has it
 			}
-			at[k] = len(out)
-			out = append(out, *r)
+			if !seen {
+				if string(r) != rule {
+					rule = string(r)
+				}
+				p = place{i: len(out), blob: blob}
+				at[string(name)] = p
+				out = append(out, KeyRow{Rule: rule, Key: string(key)})
+			}
+			// Of one row, the later state wins (a checkpoint that names a
+			// key twice).
+			row := &out[p.i]
+			*row = KeyRow{Rule: row.Rule, Key: row.Key}
+			body.state(f, row)
+			if body.err != nil {
+				return body.err
+			}
+			if row.Data != nil {
+				if chunk == nil || cap(chunk)-len(chunk) < len(row.Data) {
+					chunk = make([]byte, 0, max(256<<10, len(row.Data)))
+				}
+				n := len(chunk)
+				chunk = append(chunk, row.Data...)
+				row.Data = chunk[n:len(chunk):len(chunk)]
+			}
 			return nil
 		})
 		if err != nil {
@@ -257,7 +318,7 @@ func newest(next func() ([]byte, error)) (journalRows, error) {
 	return out, nil
 }
 
-const journalQuery = `SELECT data FROM key_journal ORDER BY seq`
+const journalQuery = `SELECT data FROM key_journal ORDER BY seq DESC`
 
 // readJournal reads the journal through a reader's snapshot.
 func (s *Snapshot) readJournal() (journalRows, error) {
@@ -317,7 +378,7 @@ func (db *DB) fold(w *conn) error {
 			return nil, err // io.EOF at the end
 		}
 		b, _ := dest[0].([]byte)
-		return bytes.Clone(b), nil
+		return b, nil
 	})
 	rows.Close()
 	if err != nil {

@@ -112,6 +112,12 @@ func TestKeyJournal(t *testing.T) {
 		t.Fatalf("after a small journaled checkpoint: %d rows in keys, %d journaled; want 100, %d", n, j, len(large)+3)
 	}
 
+	// A checkpoint that names a key twice: the later mention wins, as in
+	// the table.
+	twice := append(append([]KeyRow{}, large[:journalMin]...), journalState("flood", 0, 11, t0))
+	ck(twice)
+	check("named twice")
+
 	// A restart reads the same, and knows the journal is not empty.
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
