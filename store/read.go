@@ -44,7 +44,10 @@ func (db *DB) Global() ([]byte, time.Time, error) { return db.snap().Global() }
 // Keys calls fn with every saved key state, in (rule, key) order,
 // streaming. The row and its Data are reused: fn must copy what it keeps.
 // An error from fn stops the walk and is returned as it is.
-func (db *DB) Keys(fn func(*KeyRow) error) error { return db.snap().Keys(fn) }
+func (db *DB) Keys(fn func(*KeyRow) error) error {
+	// One read transaction: the journal and the table of one checkpoint.
+	return db.View(func(s Reader) error { return s.Keys(fn) })
+}
 
 // Positions returns the saved source positions, by path.
 func (db *DB) Positions() ([]Position, error) { return db.snap().Positions() }
@@ -61,7 +64,9 @@ func (db *DB) History(q HistoryQuery) ([]Event, error) { return db.snap().Histor
 
 // TopKeys returns the n key states of rule with the most requests, the most
 // CPU, or the latest last-seen time (by "requests", "cpu", "last_seen"),
-// without their Data. By CPU only keys with some CPU are listed.
+// without their Data. By CPU only keys with some CPU are listed. It reads
+// the keys table as last folded (journal.go: at the cleaner's last pass,
+// or a writer's close), not the key journal.
 func (db *DB) TopKeys(rule, by string, n int) ([]KeyRow, error) {
 	return db.snap().TopKeys(rule, by, n)
 }
@@ -90,8 +95,13 @@ func (s *Snapshot) Global() ([]byte, time.Time, error) {
 
 const keysQuery = `SELECT rule, key, last_seen_ms, requests, blocked, cpu, phase, until_ms, data FROM keys ORDER BY rule, key`
 
-// Keys: see DB.Keys.
+// Keys: see DB.Keys. The journal's states (journal.go) replace the
+// table's.
 func (s *Snapshot) Keys(fn func(*KeyRow) error) error {
+	j, err := s.readJournal()
+	if err != nil {
+		return s.errf("read keys", "key journal: %w", err)
+	}
 	rows, err := s.q.QueryContext(context.Background(), keysQuery)
 	if err != nil {
 		return s.errf("read keys", "%w", err)
@@ -100,18 +110,22 @@ func (s *Snapshot) Keys(fn func(*KeyRow) error) error {
 	var r KeyRow
 	var seen, until sql.NullInt64
 	var data sql.RawBytes
-	for rows.Next() {
+	next := func() (*KeyRow, error) {
+		if !rows.Next() {
+			return nil, nil
+		}
 		if err := rows.Scan(&r.Rule, &r.Key, &seen, &r.Requests, &r.Blocked, &r.CPU, &r.Phase, &until, &data); err != nil {
-			return s.errf("read keys", "%w", err)
+			return nil, s.errf("read keys", "%w", err)
 		}
 		r.LastSeen, r.Until = fromMS(seen), fromMS(until)
 		r.Data = data
 		if r.Data == nil {
 			r.Data = []byte{}
 		}
-		if err := fn(&r); err != nil {
-			return err
-		}
+		return &r, nil
+	}
+	if err := mergeJournal(j, next, fn); err != nil {
+		return err
 	}
 	if err := rows.Err(); err != nil {
 		return s.errf("read keys", "%w", err)
