@@ -107,8 +107,9 @@ const (
 	sweepEvery     = time.Second
 	defaultPending = 1_000_000
 	eventsBuffer   = 64
-	// perCommand is the deadline a pipeline gets per command on top of
-	// the base timeout: an exchange of 1,000 changed keys may take 0.65 s
+	// perCommand is the deadline a pipeline gets per command, and per
+	// (rule, key) a script call carries, on top of the base timeout: an
+	// exchange of 1,000 changed keys may take 0.65 s
 	// (a loaded machine's Redis needs a third of that) before it counts as
 	// a failure.
 	perCommand = 500 * time.Microsecond
@@ -146,10 +147,15 @@ type Node struct {
 	lastID        string               // the stream's position; "" until the first reconcile
 	idGen         uint64               // changes when lastID is reset
 
+	// cluster: rdb is a Redis Cluster client; a script call then carries
+	// keys of one slot only.
+	cluster bool
+
 	// Run's goroutine only.
-	absorbed      map[rk]*absorbed
-	watch         map[rk]watch
-	keys          map[rk]keyState
+	keys          map[rk]*keyInfo
+	watching      []*keyInfo // the keys followed up (left > 0)
+	exchNo        uint64     // numbers the exchanges
+	spec          []byte     // a script call's ARGV[3], reused
 	epoch         string
 	loaded        bool
 	reconciled    bool
@@ -239,9 +245,7 @@ func Open(ctx context.Context, c Config) (*Node, error) {
 		maxPending: defaultPending,
 		pending:    make(map[dkey]pend),
 		known:      make(map[rk]knownDecision),
-		absorbed:   make(map[rk]*absorbed),
-		watch:      make(map[rk]watch),
-		keys:       make(map[rk]keyState),
+		keys:       make(map[rk]*keyInfo),
 		degraded:   true,
 		errText:    "not connected yet",
 	}
@@ -471,13 +475,13 @@ func (n *Node) exchange(ctx context.Context) (lostData bool, err error) {
 	if !n.loaded {
 		load = pipe.ScriptLoad(ctx, windowScript)
 	}
-	groups := n.stageWindows(ctx, pipe, pending)
+	st := n.stageWindows(ctx, pipe, pending)
 	pubs := n.stagePublish(ctx, pipe, queue)
 	epoch := pipe.Get(ctx, keyEpoch)
 	rec, _ := json.Marshal(nodeRecord{LastSync: n.now().UnixMilli(), Lag: lag.Microseconds(), Degraded: wasDegraded && n.connected})
 	hset := pipe.HSet(ctx, keyNodes, n.cfg.Node, rec)
 	// A large exchange is not a partition: its deadline grows with it.
-	cctx, cancel := context.WithTimeout(ctx, n.timeout+time.Duration(pipe.Len())*perCommand)
+	cctx, cancel := context.WithTimeout(ctx, n.timeout+time.Duration(pipe.Len()+st.keys)*perCommand)
 	defer cancel()
 	start := time.Now()
 	err = execPipe(cctx, pipe)
@@ -489,16 +493,14 @@ func (n *Node) exchange(ctx context.Context) (lostData bool, err error) {
 		// The round trip failed: nothing of it counts. Deltas go back to
 		// pending (a script that ran before the cut counts twice: the
 		// exchange is at least once), publications back to the queue.
-		for _, g := range groups {
-			n.restore(g)
-		}
+		n.restore(st)
 		n.requeue(queue)
 		return false, err
 	}
 	if load != nil && load.Err() == nil {
 		n.loaded = true
 	}
-	adds, werr := n.absorb(groups, n.now())
+	adds, werr := n.absorb(st, n.now())
 	lost, perr := n.resolvePublish(ctx, pubs)
 	if e, err := epoch.Result(); (err == nil && e != n.epoch) || (errors.Is(err, redis.Nil) && n.epoch != "") {
 		lostData = true
