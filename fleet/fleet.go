@@ -107,6 +107,9 @@ const (
 	sweepEvery     = time.Second
 	defaultPending = 1_000_000
 	eventsBuffer   = 64
+	// maxSpare is the largest pending map an exchange keeps, emptied,
+	// for the next one (a larger one, after an outage, is let go).
+	maxSpare = 1 << 17
 	// perCommand is the deadline a pipeline gets per command, and per
 	// (rule, key) a script call carries, on top of the base timeout: an
 	// exchange of 1,000 changed keys may take 0.65 s
@@ -153,9 +156,11 @@ type Node struct {
 
 	// Run's goroutine only.
 	keys          map[rk]*keyInfo
-	watching      []*keyInfo // the keys followed up (left > 0)
-	exchNo        uint64     // numbers the exchanges
-	spec          []byte     // a script call's ARGV[3], reused
+	watching      []*keyInfo    // the keys followed up (left > 0)
+	exchNo        uint64        // numbers the exchanges
+	spec          []byte        // a script call's ARGV[3], reused
+	stage         staged        // the window calls of the exchange under way
+	spare         map[dkey]pend // an empty pending map for the next exchange
 	epoch         string
 	loaded        bool
 	reconciled    bool
@@ -463,7 +468,10 @@ func (n *Node) setDegraded(err error) {
 func (n *Node) exchange(ctx context.Context) (lostData bool, err error) {
 	n.mu.Lock()
 	pending := n.pending
-	n.pending = make(map[dkey]pend, len(pending))
+	if n.pending = n.spare; n.pending == nil {
+		n.pending = make(map[dkey]pend, len(pending))
+	}
+	n.spare = nil
 	queue := n.queue
 	n.queue = nil
 	wasDegraded := n.degraded
@@ -476,6 +484,12 @@ func (n *Node) exchange(ctx context.Context) (lostData bool, err error) {
 		load = pipe.ScriptLoad(ctx, windowScript)
 	}
 	st := n.stageWindows(ctx, pipe, pending)
+	if len(pending) <= maxSpare {
+		// Taken: the next exchange's pending, emptied, without a new map
+		// of as many entries every sync.
+		clear(pending)
+		n.spare = pending
+	}
 	pubs := n.stagePublish(ctx, pipe, queue)
 	epoch := pipe.Get(ctx, keyEpoch)
 	rec, _ := json.Marshal(nodeRecord{LastSync: n.now().UnixMilli(), Lag: lag.Microseconds(), Degraded: wasDegraded && n.connected})

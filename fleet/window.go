@@ -241,12 +241,16 @@ type batch struct {
 	cmd    *redis.Cmd
 }
 
-// staged is an exchange's window calls.
+// staged is an exchange's window calls. The node keeps one and reuses
+// its slices from exchange to exchange.
 type staged struct {
 	ents    []pent
 	groups  []group
 	batches []batch
 	keys    int // (rule, key)s carried
+	tmp     []pent
+	gis     []int32
+	order   []int32
 }
 
 func windowKey(k rk) string { return "logjail:w:{" + k.rule + "|" + k.key + "}" }
@@ -316,8 +320,11 @@ func (n *Node) trimPending() {
 func (n *Node) stageWindows(ctx context.Context, pipe redis.Pipeliner, pending map[dkey]pend) *staged {
 	now := n.now()
 	n.exchNo++
-	st := &staged{ents: make([]pent, len(pending))}
-	gis := make([]int32, len(pending))
+	st := &n.stage
+	st.ents = slices.Grow(st.ents[:0], len(pending))[:len(pending)]
+	st.gis = slices.Grow(st.gis[:0], len(pending))[:len(pending)]
+	st.groups, st.batches = st.groups[:0], st.batches[:0]
+	gis := st.gis
 	i := 0
 	for k, p := range pending {
 		r := rk{k.rule, k.key}
@@ -344,13 +351,13 @@ func (n *Node) stageWindows(ctx context.Context, pipe redis.Pipeliner, pending m
 		g := &st.groups[j]
 		g.lo, g.hi, off = off, off, off+g.hi
 	}
-	ents := make([]pent, len(st.ents))
+	ents := slices.Grow(st.tmp[:0], len(st.ents))[:len(st.ents)]
 	for i, e := range st.ents {
 		g := &st.groups[gis[i]]
 		ents[g.hi] = e
 		g.hi++
 	}
-	st.ents = ents
+	st.ents, st.tmp = ents, st.ents
 	changed := len(st.groups)
 	watching := make([]*keyInfo, 0, changed+len(n.watching))
 	for j := range changed {
@@ -410,7 +417,8 @@ func (n *Node) stageWindows(ctx context.Context, pipe redis.Pipeliner, pending m
 func (n *Node) stageBatches(ctx context.Context, pipe redis.Pipeliner, st *staged) {
 	if n.cluster {
 		// One slot per call: a stable order by slot, then batches.
-		order := make([]int32, len(st.groups))
+		order := slices.Grow(st.order[:0], len(st.groups))[:len(st.groups)]
+		st.order = order
 		for j := range order {
 			order[j] = int32(j)
 		}
@@ -426,7 +434,8 @@ func (n *Node) stageBatches(ctx context.Context, pipe redis.Pipeliner, st *stage
 			lo = hi
 		}
 	} else {
-		all := make([]int32, len(st.groups))
+		all := slices.Grow(st.order[:0], len(st.groups))[:len(st.groups)]
+		st.order = all
 		for j := range all {
 			all[j] = int32(j)
 		}
