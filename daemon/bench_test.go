@@ -445,6 +445,8 @@ func BenchmarkFleetIngest(b *testing.B) {
 					os.WriteFile(cfg, fmt.Appendf(nil, fleetBenchConfig, state, log, section, "1000 per 10s", ""), 0o600)
 					os.WriteFile(log, nil, 0o644)
 					cmd, out := startBench(b, cfg)
+					// A run that fails (b.Fatal) leaves no daemon behind.
+					b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 					db := waitDB(b, state, out)
 					var calls0, eval0, keys0 int64
 					var rcpu0 time.Duration

@@ -159,6 +159,7 @@ type Node struct {
 	watching      []*keyInfo    // the keys followed up (left > 0)
 	exchNo        uint64        // numbers the exchanges
 	spec          []byte        // a script call's ARGV[3], reused
+	names         []byte        // a script call's KEYS, reused
 	stage         staged        // the window calls of the exchange under way
 	spare         map[dkey]pend // an empty pending map for the next exchange
 	epoch         string

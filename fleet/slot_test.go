@@ -72,10 +72,10 @@ func TestBatchesOneSlot(t *testing.T) {
 		for _, gi := range b.groups {
 			ki := st.groups[gi].ki
 			if ki.slot != slot {
-				t.Errorf("one call holds slots %d and %d (%s)", slot, ki.slot, ki.wkey)
+				t.Errorf("one call holds slots %d and %d (%s)", slot, ki.slot, windowKey(ki.rk))
 			}
 			if want := keySlot(windowKey(ki.rk)); ki.slot != want {
-				t.Errorf("%s: slot %d, want %d", ki.wkey, ki.slot, want)
+				t.Errorf("%s: slot %d, want %d", windowKey(ki.rk), ki.slot, want)
 			}
 			if seen[ki.rk] {
 				t.Errorf("%v in two calls", ki.rk)

@@ -173,13 +173,11 @@ type pend struct {
 //     the last pruning, until expires.
 //   - while followed up (left > 0): its limits and the newest bucket
 //     written of each, read for followUps exchanges after its last change.
-//   - its hash's name, made once (boxed, as the command takes it), and
-//     its Cluster slot.
+//   - its hash's Cluster slot.
 //
 // The entry goes when none of the three is left.
 type keyInfo struct {
 	rk       rk
-	wkey     any // windowKey(rk), as a command argument
 	slot     uint16
 	state    bool
 	fullAt   uint64
@@ -221,9 +219,14 @@ type limitBucket struct {
 	newest uint64
 }
 
-// pent is one pending delta taken by an exchange.
+// pent is one pending delta taken by an exchange: its (rule, key) is its
+// group's. No pointer in it: the collector does not scan the exchange's
+// arrays of them.
 type pent struct {
-	k dkey
+	k struct {
+		limit  int
+		bucket uint64
+	}
 	p pend
 }
 
@@ -253,7 +256,18 @@ type staged struct {
 	order   []int32
 }
 
-func windowKey(k rk) string { return "logjail:w:{" + k.rule + "|" + k.key + "}" }
+const windowKeyPrefix = "logjail:w:{"
+
+func windowKey(k rk) string { return windowKeyPrefix + k.rule + "|" + k.key + "}" }
+
+// appendWindowKey appends windowKey(k) to b.
+func appendWindowKey(b []byte, k rk) []byte {
+	b = append(b, windowKeyPrefix...)
+	b = append(b, k.rule...)
+	b = append(b, '|')
+	b = append(b, k.key...)
+	return append(b, '}')
+}
 
 func field(limit int, bucket uint64) string {
 	b := make([]byte, 0, 24)
@@ -330,8 +344,8 @@ func (n *Node) stageWindows(ctx context.Context, pipe redis.Pipeliner, pending m
 		r := rk{k.rule, k.key}
 		ki := n.keys[r]
 		if ki == nil {
-			ki = &keyInfo{rk: r, wkey: windowKey(r)}
-			ki.slot = keySlot(ki.wkey.(string))
+			ki = &keyInfo{rk: r}
+			ki.slot = keySlot(windowKey(r))
 			n.keys[r] = ki
 		}
 		if ki.exch != n.exchNo {
@@ -342,7 +356,8 @@ func (n *Node) stageWindows(ctx context.Context, pipe redis.Pipeliner, pending m
 		g.hi++ // a count until the offsets below
 		g.ttl = max(g.ttl, p.ttl)
 		gis[i] = ki.gi
-		st.ents[i] = pent{k, p}
+		e := &st.ents[i]
+		e.k.limit, e.k.bucket, e.p = k.limit, k.bucket, p
 		i++
 	}
 	// Lay the deltas out by group.
@@ -407,7 +422,7 @@ func (n *Node) stageWindows(ctx context.Context, pipe redis.Pipeliner, pending m
 	// written into its call).
 	for j := range st.groups {
 		if ki := st.groups[j].ki; ki.left == 0 {
-			ki.limits, ki.wttl = ki.limits[:0], 0
+			ki.limits, ki.wttl = nil, 0 // fewer objects for the collector to mark
 		}
 	}
 	return st
@@ -447,10 +462,20 @@ func (n *Node) stageBatches(ctx context.Context, pipe redis.Pipeliner, st *stage
 		b := &st.batches[bi]
 		args := make([]any, 0, 3+len(b.groups)+3)
 		args = append(args, "evalsha", n.sha, len(b.groups))
+		// The batch's hash names in one string, sliced: one allocation
+		// per call, not one per key.
+		names := n.names[:0]
+		for _, gi := range b.groups {
+			names = appendWindowKey(names, st.groups[gi].ki.rk)
+		}
+		n.names = names
+		all := string(names)
 		spec := n.spec[:0]
 		for i, gi := range b.groups {
 			g := &st.groups[gi]
-			args = append(args, g.ki.wkey)
+			l := len(windowKeyPrefix) + len(g.ki.rk.rule) + 1 + len(g.ki.rk.key) + 1
+			args = append(args, all[:l])
+			all = all[l:]
 			if i > 0 {
 				spec = append(spec, ';')
 			}
@@ -563,10 +588,11 @@ func (n *Node) restoreBatch(st *staged, b *batch) {
 		g := &st.groups[gi]
 		g.ki.state = false // its next call reads all its buckets
 		for _, e := range st.ents[g.lo:g.hi] {
-			p := n.pending[e.k]
+			k := dkey{g.ki.rk.rule, g.ki.rk.key, e.k.limit, e.k.bucket}
+			p := n.pending[k]
 			p.units += e.p.units
 			p.ttl = max(p.ttl, e.p.ttl)
-			n.pending[e.k] = p
+			n.pending[k] = p
 		}
 	}
 }
