@@ -62,7 +62,7 @@
 //     Cluster requires of a script's keys. The node keeps, per (rule,
 //     key), one map entry: what it absorbed of each bucket (a slice
 //     sorted by limit and bucket; none for a bucket of which nothing
-//     arrived), its read state, its hash's name. A (rule, key) is also
+//     arrived), its read state, its hash's slot. A (rule, key) is also
 //     read (its newest buckets, adding nothing) at the exchange after its
 //     last change, so that the others' units that reached Redis just
 //     after this node's write still arrive. Redis traffic is thus bounded
