@@ -167,6 +167,10 @@ func (d *decider) fleetSend() {
 		fl.send = append(fl.send, fleet.Delta(x)) // the same fields: fleet imports nothing of ours
 	}
 	fl.node.Send(fl.send)
+	// Kept for the next sync, but not the key strings they point to: the
+	// collector would mark every one of them until then.
+	clear(fl.deltas)
+	clear(fl.send)
 }
 
 // fleetApply applies what the node brought: the other nodes' units, then

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,6 +44,7 @@ func BenchmarkExchange1000Keys(b *testing.B) {
 		ds[i] = Delta{Rule: "flood", Key: "198.51.100." + strconv.Itoa(i%256) + "/" + strconv.Itoa(i), Units: 3, TTL: time.Minute}
 	}
 	bucket := uint64(1_764_000_000)
+	cpu0 := redisCPU(b, srv)
 	b.ReportAllocs()
 	for b.Loop() {
 		bucket++
@@ -54,11 +56,31 @@ func BenchmarkExchange1000Keys(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	b.StopTimer()
+	b.ReportMetric(float64((redisCPU(b, srv)-cpu0).Nanoseconds())/1e3/float64(b.N*len(ds)), "redis-cpu-us/key")
+}
+
+// redisCPU is the CPU time redis-server has used (INFO cpu: user + sys).
+func redisCPU(b *testing.B, srv *redistest.Server) time.Duration {
+	info, err := srv.Client(b).Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sec float64
+	for _, l := range strings.Split(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(l), ":")
+		if k == "used_cpu_user" || k == "used_cpu_sys" {
+			f, _ := strconv.ParseFloat(v, 64)
+			sec += f
+		}
+	}
+	return time.Duration(sec * float64(time.Second))
 }
 
 // scriptInternal are the commands only the window script runs inside
 // Redis; the others are what a node sends.
-var scriptInternal = map[string]bool{"hincrby": true, "pexpire": true, "pttl": true, "hmget": true, "hkeys": true, "exists": true, "hdel": true}
+var scriptInternal = map[string]bool{"hincrby": true, "pexpire": true, "pttl": true, "hmget": true, "hkeys": true, "exists": true, "hdel": true,
+	"hlen": true, "hgetall": true}
 
 // BenchmarkCommandsPerNode: one node charging 50,000 deltas a second
 // (25,000 lines a second, each counted by a rule with two limits) over
@@ -85,6 +107,7 @@ func BenchmarkCommandsPerNode(b *testing.B) {
 	if err := srv.Client(b).ConfigResetStat(ctx).Err(); err != nil {
 		b.Fatal(err)
 	}
+	cpu0 := redisCPU(b, srv)
 	b.ReportAllocs()
 	intervals := 0
 	for b.Loop() {
@@ -121,4 +144,9 @@ func BenchmarkCommandsPerNode(b *testing.B) {
 	b.ReportMetric(float64(st["evalsha"])/secs, "evalsha/s")
 	b.ReportMetric(float64(all)/secs, "redis-cmds/s")
 	b.ReportMetric(float64(distinct)/float64(intervals), "keys/interval")
+	// Every (rule, key) a script call carries runs one HLEN (EXISTS before
+	// calls carried many keys).
+	if keys := st["hlen"] + st["exists"]; keys > 0 {
+		b.ReportMetric(float64((redisCPU(b, srv)-cpu0).Nanoseconds())/1e3/float64(keys), "redis-cpu-us/key")
+	}
 }

@@ -42,25 +42,34 @@
 // Publish queues decisions. Neither waits on Redis. Every Sync (200 ms)
 // Run makes one exchange, one pipelined round trip:
 //
-//   - for each (rule, key) changed since the last exchange, one EVALSHA of a
-//     small Lua script: HINCRBY of the total and of this node's part for
-//     each bucket, PEXPIRE, and the answer, read with one HMGET: the total
-//     minus this node's part (the others' units) of the buckets written;
-//     and, when the key's newest bucket moved since this node last read
-//     it, of the 64 newest buckets of each limit written, so that the
-//     buckets only other nodes wrote arrive too. The answer is one string
-//     ("LIMIT:BUCKET:UNITS" records, comma-separated), not a list of two
-//     values per bucket: parsing such a list was most of a node's CPU in
-//     an exchange under key churn. The node keeps, per (rule, key), one
-//     record of what it absorbed of each bucket (a slice sorted by limit
-//     and bucket; none for a bucket of which nothing arrived), not one map
-//     entry per bucket. A (rule, key) is also read
-//     (its newest buckets, adding nothing) at the exchange after its last
-//     change, so that the others' units that reached Redis just after
-//     this node's write still arrive. Redis traffic is thus bounded by the
-//     keys changed per interval, not by lines (10,000 deltas over 100 keys
-//     are 100 script calls), and a script call's cost by the buckets it
-//     reads, not by the number of nodes.
+//   - for the (rule, key)s changed since the last exchange, one EVALSHA of
+//     a small Lua script per batch of up to 256 of them (KEYS: their
+//     hashes; one argument holds all their buckets and units): per key,
+//     HINCRBY of the total and of this node's part for each bucket, HLEN,
+//     PEXPIRE, and the answer: the total minus this node's part (the
+//     others' units) of the buckets written; and, when the key's newest
+//     bucket moved since this node last read it, of the 64 newest buckets
+//     of each limit written, so that the buckets only other nodes wrote
+//     arrive too. The answer is read with one HMGET of the fields it
+//     needs, or one HGETALL when the hash holds no more fields than that
+//     (a key that few nodes write). A call's answer is one string
+//     ("LIMIT:BUCKET:UNITS" records, comma-separated, the keys' parts
+//     separated by semicolons in KEYS' order), not a list of two values
+//     per bucket: parsing such a list was most of a node's CPU in an
+//     exchange under key churn. Batching pays a call's own cost (the
+//     client's command, RESP framing, Redis's script set-up) per 256
+//     keys, not per key; with a Redis Cluster client a batch holds keys
+//     of one slot only (CRC16 of the hash tag, as Redis computes it), as
+//     Cluster requires of a script's keys. The node keeps, per (rule,
+//     key), one map entry: what it absorbed of each bucket (a slice
+//     sorted by limit and bucket; none for a bucket of which nothing
+//     arrived), its read state, its hash's slot. A (rule, key) is also
+//     read (its newest buckets, adding nothing) at the exchange after its
+//     last change, so that the others' units that reached Redis just
+//     after this node's write still arrive. Redis traffic is thus bounded
+//     by the keys changed per interval, not by lines (10,000 deltas over
+//     100 keys are one script call carrying 100 keys), and a key's cost in
+//     a script call by the buckets it reads, not by the number of nodes.
 //   - the queued publications (below);
 //   - GET of every epoch (one; on a cluster one per primary more), and
 //     HSET logjail:nodes NODE {last sync, lag, degraded}.
@@ -167,8 +176,9 @@
 // # Failures, and what is lost
 //
 // Every Redis call has a deadline, carried in its context: 3/4 of Sync,
-// at least 150 ms, plus 0.5 ms per command of a pipeline (an exchange of
-// 1,000 changed keys is not a partition); the stream's BLOCK 1 s plus
+// at least 150 ms, plus 0.5 ms per command of a pipeline and per (rule,
+// key) its script calls carry (an exchange of 1,000 changed keys is not a
+// partition); the stream's BLOCK 1 s plus
 // that. go-redis does not retry: the next exchange is the retry. So a
 // partition is noticed at the next exchange, never as a hang.
 //

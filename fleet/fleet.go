@@ -109,8 +109,12 @@ const (
 	sweepEvery     = time.Second
 	defaultPending = 1_000_000
 	eventsBuffer   = 64
-	// perCommand is the deadline a pipeline gets per command on top of
-	// the base timeout: an exchange of 1,000 changed keys may take 0.65 s
+	// maxSpare is the largest pending map an exchange keeps, emptied,
+	// for the next one (a larger one, after an outage, is let go).
+	maxSpare = 1 << 17
+	// perCommand is the deadline a pipeline gets per command, and per
+	// (rule, key) a script call carries, on top of the base timeout: an
+	// exchange of 1,000 changed keys may take 0.65 s
 	// (a loaded machine's Redis needs a third of that) before it counts as
 	// a failure.
 	perCommand = 500 * time.Microsecond
@@ -123,7 +127,7 @@ type Node struct {
 	timeout time.Duration         // every Redis call's deadline
 	rdb     redis.UniversalClient // exchanges, reconcile, Nodes
 	srd     redis.UniversalClient // the stream reader's own connection
-	cluster bool                  // rdb and srd are Redis Cluster clients
+	cluster bool                  // rdb and srd are Redis Cluster clients: a script call carries keys of one slot only
 	sha     string
 	now     func() time.Time
 	events  chan Event
@@ -150,9 +154,13 @@ type Node struct {
 	idGen         uint64               // changes when lastID is reset
 
 	// Run's goroutine only.
-	absorbed      map[rk]*absorbed
-	watch         map[rk]watch
-	keys          map[rk]keyState
+	keys          map[rk]*keyInfo
+	watching      []*keyInfo        // the keys followed up (left > 0)
+	exchNo        uint64            // numbers the exchanges
+	spec          []byte            // a script call's ARGV[3], reused
+	names         []byte            // a script call's KEYS, reused
+	stage         staged            // the window calls of the exchange under way
+	spare         map[dkey]pend     // an empty pending map for the next exchange
 	epochs        map[string]string // the epochs known, by key (epochKeys); empty until the first reconcile
 	epochKeys     []string          // the epoch keys checked (one per primary on a cluster)
 	evEpoch       string            // a cluster's epoch key on the stream's slot
@@ -208,9 +216,7 @@ func Open(ctx context.Context, c Config) (*Node, error) {
 		maxPending: defaultPending,
 		pending:    make(map[dkey]pend),
 		known:      make(map[rk]knownDecision),
-		absorbed:   make(map[rk]*absorbed),
-		watch:      make(map[rk]watch),
-		keys:       make(map[rk]keyState),
+		keys:       make(map[rk]*keyInfo),
 		epochs:     make(map[string]string),
 		degraded:   true,
 		errText:    "not connected yet",
@@ -532,7 +538,10 @@ func (n *Node) exchange(ctx context.Context) (lostData bool, err error) {
 	}
 	n.mu.Lock()
 	pending := n.pending
-	n.pending = make(map[dkey]pend, len(pending))
+	if n.pending = n.spare; n.pending == nil {
+		n.pending = make(map[dkey]pend, len(pending))
+	}
+	n.spare = nil
 	queue := n.queue
 	n.queue = nil
 	wasDegraded := n.degraded
@@ -544,7 +553,13 @@ func (n *Node) exchange(ctx context.Context) (lostData bool, err error) {
 	if !n.loaded && !n.cluster {
 		load = pipe.ScriptLoad(ctx, windowScript)
 	}
-	groups := n.stageWindows(ctx, pipe, pending)
+	st := n.stageWindows(ctx, pipe, pending)
+	if len(pending) <= maxSpare {
+		// Taken: the next exchange's pending, emptied, without a new map
+		// of as many entries every sync.
+		clear(pending)
+		n.spare = pending
+	}
 	pubs := n.stagePublish(ctx, pipe, queue)
 	epochs := make([]*redis.StringCmd, len(n.epochKeys))
 	for i, k := range n.epochKeys {
@@ -553,7 +568,7 @@ func (n *Node) exchange(ctx context.Context) (lostData bool, err error) {
 	rec, _ := json.Marshal(nodeRecord{LastSync: n.now().UnixMilli(), Lag: lag.Microseconds(), Degraded: wasDegraded && n.connected})
 	hset := pipe.HSet(ctx, keyNodes, n.cfg.Node, rec)
 	// A large exchange is not a partition: its deadline grows with it.
-	cctx, cancel := context.WithTimeout(ctx, n.timeout+time.Duration(pipe.Len())*perCommand)
+	cctx, cancel := context.WithTimeout(ctx, n.timeout+time.Duration(pipe.Len()+st.keys)*perCommand)
 	defer cancel()
 	start := time.Now()
 	err = execPipe(cctx, pipe)
@@ -562,16 +577,14 @@ func (n *Node) exchange(ctx context.Context) (lostData bool, err error) {
 		// The round trip failed: nothing of it counts. Deltas go back to
 		// pending (a script that ran before the cut counts twice: the
 		// exchange is at least once), publications back to the queue.
-		for _, g := range groups {
-			n.restore(g)
-		}
+		n.restore(st)
 		n.requeue(queue)
 		return false, err
 	}
 	if load != nil && load.Err() == nil {
 		n.loaded = true
 	}
-	adds, werr := n.absorb(groups, n.now())
+	adds, werr := n.absorb(st, n.now())
 	lost, perr := n.resolvePublish(ctx, pubs)
 	var eerr error
 	for i, k := range n.epochKeys {

@@ -473,7 +473,7 @@ func commandStats(t testing.TB, srv *redistest.Server) map[string]int {
 }
 
 // TestCommandsBoundedByKeys: 10,000 deltas over 100 keys are one exchange
-// of 100 script calls.
+// of one script call (up to batchKeys keys each).
 func TestCommandsBoundedByKeys(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	n, err := Open(context.Background(), cfg(srv, "web1"))
@@ -497,8 +497,8 @@ func TestCommandsBoundedByKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := commandStats(t, srv)
-	if st["evalsha"] != 100 {
-		t.Errorf("%d EVALSHA for 10,000 deltas over 100 keys, want 100 (commandstats %v)", st["evalsha"], st)
+	if st["evalsha"] != 1 || st["hlen"] != 100 {
+		t.Errorf("%d EVALSHA (%d keys) for 10,000 deltas over 100 keys, want 1 (100) (commandstats %v)", st["evalsha"], st["hlen"], st)
 	}
 	var total uint64
 	c := srv.Client(t)

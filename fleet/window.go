@@ -10,70 +10,124 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// windowScript adds this node's units to one (rule, key)'s hash and
-// returns the fleet's total minus this node's own part, as one string of
-// "LIMIT:BUCKET:UNITS" records separated by commas (one bulk reply, not
-// two values per bucket: parsing a reply of up to 2×64 values per key was
-// most of a node's CPU in an exchange): for the buckets named (ARGV[5] = "0"), or for the
-// newest keepBuckets buckets of each limit named, up to the newest bucket
-// named for it (ARGV[5] = "1": the node asks for that when a key's newest
-// bucket moved, so that the buckets only other nodes wrote arrive). A pair
-// with units "0" only names its bucket (a follow-up read). The answer is
-// read with one HMGET: its cost does not grow with the number of nodes.
-// With ARGV[4] = "1" the script also deletes the fields of buckets more
-// than keepBuckets behind their limit's newest (one HKEYS scan; the node
-// asks for it once every pruneEvery buckets of a key).
+// windowScript adds this node's units to the windows of up to batchKeys
+// (rule, key)s, one hash each (KEYS), and returns, per key in KEYS' order,
+// the fleet's total minus this node's own part, as one string: a key's
+// "LIMIT:BUCKET:UNITS" records separated by commas, the keys' parts by
+// semicolons (one bulk reply for the whole batch: parsing a reply of up
+// to 2×64 values per key was most of a node's CPU in an exchange, and one
+// call per key paid the call's own cost, on both sides, per key). A key's
+// answer holds the buckets named for it (full "0"), or the newest
+// keepBuckets buckets of each limit named, up to the newest bucket named
+// for it (full "1": the node asks for that when a key's newest bucket
+// moved, so that the buckets only other nodes wrote arrive). A pair with
+// units "0" only names its bucket (a follow-up read). The answer is read
+// with one HMGET of the fields asked, or one HGETALL when the hash holds
+// no more fields than that (a key few nodes write): its cost does not
+// grow with the number of nodes. With prune "1" the script also deletes
+// the fields of buckets more than keepBuckets behind their limit's newest
+// (one HKEYS scan; the node asks for it once every pruneEvery buckets of
+// a key).
 //
-// KEYS[1] the hash; ARGV[1] node, ARGV[2] the expiry (ms), ARGV[3] the
-// buckets kept, ARGV[4] prune, ARGV[5] full, then field, units pairs.
+// ARGV[1] node, ARGV[2] the buckets kept, ARGV[3] the keys' specs in
+// KEYS' order, separated by semicolons, each "TTL,PRUNE,FULL" (TTL: the
+// expiry in ms) then ",LIMIT:BUCKET=UNITS" per bucket.
 const windowScript = `
-local k, node, ttl, keep, prune, full = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1', ARGV[5] == '1'
-local newest = {}
-for i = 6, #ARGV, 2 do
-  local f, u = ARGV[i], ARGV[i+1]
-  local l, b = string.match(f, '^(%d+):(%d+)$')
-  b = tonumber(b)
-  if u ~= '0' then
-    redis.call('HINCRBY', k, f, u)
-    redis.call('HINCRBY', k, f .. ':' .. node, u)
+local node, keep = ARGV[1], tonumber(ARGV[2])
+local suffix = ':' .. node
+local function one(k, spec)
+  local ttl, prune, full, rest = string.match(spec, '^(%d+),(%d),(%d)(.*)$')
+  ttl = tonumber(ttl)
+  local newest, asked = {}, {}
+  for l, b, u in string.gmatch(rest, '(%d+):(%d+)=(%d+)') do
+    local f = l .. ':' .. b
+    if u ~= '0' then
+      redis.call('HINCRBY', k, f, u)
+      redis.call('HINCRBY', k, f .. suffix, u)
+    end
+    asked[#asked+1] = f
+    b = tonumber(b)
+    if newest[l] == nil or b > newest[l] then newest[l] = b end
   end
-  if newest[l] == nil or b > newest[l] then newest[l] = b end
-end
-if redis.call('EXISTS', k) == 0 then return '' end
-if ttl > 0 and redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
-if prune then
-  local all, stale = redis.call('HKEYS', k), {}
-  for i = 1, #all do
-    local l, b = string.match(all[i], '^(%d+):(%d+)')
-    if l and newest[l] and tonumber(b) + keep < newest[l] then stale[#stale+1] = all[i] end
-  end
-  for i = 1, #stale, 1000 do
-    redis.call('HDEL', k, unpack(stale, i, math.min(i + 999, #stale)))
-  end
-end
-local out, fs, suffix = {}, {}, ':' .. node
-if full then
-  for l, nb in pairs(newest) do
-    for b = math.max(nb - keep + 1, 0), nb do
-      local f = l .. ':' .. string.format('%d', b)
-      fs[#fs+1] = f
-      fs[#fs+1] = f .. suffix
+  local n = redis.call('HLEN', k)
+  if n == 0 then return '' end
+  if ttl > 0 and redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
+  if prune == '1' then
+    local all, stale = redis.call('HKEYS', k), {}
+    for i = 1, #all do
+      local l, b = string.match(all[i], '^(%d+):(%d+)')
+      if l and newest[l] and tonumber(b) + keep < newest[l] then stale[#stale+1] = all[i] end
+    end
+    for i = 1, #stale, 1000 do
+      redis.call('HDEL', k, unpack(stale, i, math.min(i + 999, #stale)))
     end
   end
-else
-  for i = 6, #ARGV, 2 do
-    fs[#fs+1] = ARGV[i]
-    fs[#fs+1] = ARGV[i] .. suffix
+  local out, asks = {}, 0
+  if full == '1' then
+    for l, nb in pairs(newest) do asks = asks + 2 * (nb - math.max(nb - keep + 1, 0) + 1) end
+  else
+    asks = 2 * #asked
   end
-end
-local v = redis.call('HMGET', k, unpack(fs))
-for i = 1, #fs, 2 do
-  if v[i] then
-    out[#out+1] = fs[i] .. ':' .. string.format('%d', tonumber(v[i]) - (tonumber(v[i+1]) or 0))
+  if asks >= n then
+    local all, tot, own = redis.call('HGETALL', k), {}, {}
+    for i = 1, #all, 2 do
+      local l, b, who = string.match(all[i], '^(%d+):(%d+)(.*)$')
+      if l then
+        if who == '' then tot[#tot+1] = l; tot[#tot+1] = b; tot[#tot+1] = all[i+1]
+        elseif who == suffix then own[l .. ':' .. b] = all[i+1] end
+      end
+    end
+    local want
+    if full ~= '1' then
+      want = {}
+      for i = 1, #asked do want[asked[i]] = true end
+    end
+    for i = 1, #tot, 3 do
+      local l, b = tot[i], tot[i+1]
+      local f = l .. ':' .. b
+      local nb = newest[l]
+      if (want and want[f]) or (not want and nb and tonumber(b) <= nb and tonumber(b) > nb - keep) then
+        out[#out+1] = f .. ':' .. string.format('%d', tonumber(tot[i+2]) - (tonumber(own[f]) or 0))
+      end
+    end
+    return table.concat(out, ',')
   end
+  local fs = {}
+  if full == '1' then
+    for l, nb in pairs(newest) do
+      for b = math.max(nb - keep + 1, 0), nb do
+        local f = l .. ':' .. string.format('%d', b)
+        fs[#fs+1] = f
+        fs[#fs+1] = f .. suffix
+      end
+    end
+  else
+    for i = 1, #asked do
+      fs[#fs+1] = asked[i]
+      fs[#fs+1] = asked[i] .. suffix
+    end
+  end
+  local v = redis.call('HMGET', k, unpack(fs))
+  for i = 1, #fs, 2 do
+    if v[i] then
+      out[#out+1] = fs[i] .. ':' .. string.format('%d', tonumber(v[i]) - (tonumber(v[i+1]) or 0))
+    end
+  end
+  return table.concat(out, ',')
 end
-return table.concat(out, ',')
+local res, i = {}, 0
+for spec in string.gmatch(ARGV[3], '[^;]+') do
+  i = i + 1
+  res[i] = one(KEYS[i], spec)
+end
+return table.concat(res, ';')
 `
+
+// batchKeys is the most (rule, key)s one script call carries: the call's
+// own cost (the client's command, RESP framing, Redis's script set-up) is
+// paid per batch, not per key, and one call still holds Redis for only a
+// few milliseconds.
+const batchKeys = 256
 
 // keepBuckets is how many buckets of a limit, up to its newest, are read
 // and kept in Redis: a window is cut into at most 60 buckets (DESIGN.md,
@@ -108,14 +162,33 @@ type pend struct {
 	ttl   time.Duration
 }
 
-// absorbed is what this node has delivered of the others' part of one
-// (rule, key)'s buckets: one map entry per (rule, key), its buckets in a
-// small slice sorted by limit and bucket (a key has a few limits of at
-// most keepBuckets buckets each), so that an answer costs one map lookup,
-// not one per bucket. A bucket of which nothing was absorbed has no
-// record: a record of 0 units would change nothing.
-type absorbed struct {
-	buckets []absorbedBucket
+// keyInfo is what the node keeps per (rule, key), in one map entry so
+// that a key costs one lookup an exchange:
+//
+//   - what it has delivered of the others' part of the key's buckets: a
+//     small slice sorted by limit and bucket (a key has a few limits of
+//     at most keepBuckets buckets each). A bucket of which nothing was
+//     absorbed has no record: a record of 0 units would change nothing.
+//   - while known (state): the newest bucket at the last full read and at
+//     the last pruning, until expires.
+//   - while followed up (left > 0): its limits and the newest bucket
+//     written of each, read for followUps exchanges after its last change.
+//   - its hash's Cluster slot.
+//
+// The entry goes when none of the three is left.
+type keyInfo struct {
+	rk       rk
+	slot     uint16
+	state    bool
+	fullAt   uint64
+	prunedAt uint64
+	expires  time.Time
+	left     int
+	wttl     time.Duration
+	limits   []limitBucket
+	buckets  []absorbedBucket
+	exch     uint64 // the exchange that last made a group of it
+	gi       int32  // its group in that exchange
 }
 
 type absorbedBucket struct {
@@ -141,39 +214,60 @@ func cmpAbsorbed(a absorbedBucket, t limitBucket) int {
 	return 0
 }
 
-// watch is a (rule, key) still read for followUps exchanges: its limits
-// and the newest bucket written of each.
-type watch struct {
-	left   int
-	ttl    time.Duration
-	limits []limitBucket
-}
-
 type limitBucket struct {
 	limit  int
 	newest uint64
 }
 
-// keyState is, per (rule, key), the newest bucket at the last full read
-// and at the last pruning.
-type keyState struct {
-	fullAt, prunedAt uint64
-	expires          time.Time
+// pent is one pending delta taken by an exchange: its (rule, key) is its
+// group's. No pointer in it: the collector does not scan the exchange's
+// arrays of them.
+type pent struct {
+	k struct {
+		limit  int
+		bucket uint64
+	}
+	p pend
 }
 
-// group is one (rule, key)'s script call in an exchange.
+// group is one (rule, key)'s part of a script call in an exchange.
 type group struct {
-	rk     rk
-	ttl    time.Duration
-	args   []any
-	deltas []dkey // the pending deltas it carries (restored if it fails)
-	units  []pend
-	prune  bool
-	full   bool
+	ki          *keyInfo
+	ttl         time.Duration
+	lo, hi      int32 // its deltas: the exchange's ents[lo:hi] (restored if its call fails)
+	prune, full bool
+}
+
+// batch is one script call: its groups, in KEYS' order.
+type batch struct {
+	groups []int32
 	cmd    *redis.Cmd
 }
 
-func windowKey(k rk) string { return "logjail:w:{" + k.rule + "|" + k.key + "}" }
+// staged is an exchange's window calls. The node keeps one and reuses
+// its slices from exchange to exchange.
+type staged struct {
+	ents    []pent
+	groups  []group
+	batches []batch
+	keys    int // (rule, key)s carried
+	tmp     []pent
+	gis     []int32
+	order   []int32
+}
+
+const windowKeyPrefix = "logjail:w:{"
+
+func windowKey(k rk) string { return windowKeyPrefix + k.rule + "|" + k.key + "}" }
+
+// appendWindowKey appends windowKey(k) to b.
+func appendWindowKey(b []byte, k rk) []byte {
+	b = append(b, windowKeyPrefix...)
+	b = append(b, k.rule...)
+	b = append(b, '|')
+	b = append(b, k.key...)
+	return append(b, '}')
+}
 
 func field(limit int, bucket uint64) string {
 	b := make([]byte, 0, 24)
@@ -234,159 +328,285 @@ func (n *Node) trimPending() {
 	n.droppedDeltas += int64(drop)
 }
 
-// stageWindows takes the pending deltas and adds one script call per
-// (rule, key) changed, or still followed up, to pipe.
-func (n *Node) stageWindows(ctx context.Context, pipe redis.Pipeliner, pending map[dkey]pend) []*group {
+// stageWindows takes the pending deltas and adds to pipe one script call
+// per batch of up to batchKeys (rule, key)s changed, or still followed
+// up; with a Cluster client, a batch holds keys of one slot only.
+func (n *Node) stageWindows(ctx context.Context, pipe redis.Pipeliner, pending map[dkey]pend) *staged {
 	now := n.now()
-	groups := make(map[rk]*group)
+	n.exchNo++
+	st := &n.stage
+	st.ents = slices.Grow(st.ents[:0], len(pending))[:len(pending)]
+	st.gis = slices.Grow(st.gis[:0], len(pending))[:len(pending)]
+	st.groups, st.batches = st.groups[:0], st.batches[:0]
+	gis := st.gis
+	i := 0
 	for k, p := range pending {
 		r := rk{k.rule, k.key}
-		g := groups[r]
-		if g == nil {
-			g = &group{rk: r, args: make([]any, 5, 9)}
-			groups[r] = g
+		ki := n.keys[r]
+		if ki == nil {
+			ki = &keyInfo{rk: r}
+			ki.slot = uint16(keySlot(windowKey(r)))
+			n.keys[r] = ki
 		}
+		if ki.exch != n.exchNo {
+			ki.exch, ki.gi = n.exchNo, int32(len(st.groups))
+			st.groups = append(st.groups, group{ki: ki})
+		}
+		g := &st.groups[ki.gi]
+		g.hi++ // a count until the offsets below
 		g.ttl = max(g.ttl, p.ttl)
-		g.args = append(g.args, field(k.limit, k.bucket), strconv.FormatUint(p.units, 10))
-		g.deltas = append(g.deltas, k)
-		g.units = append(g.units, p)
+		gis[i] = ki.gi
+		e := &st.ents[i]
+		e.k.limit, e.k.bucket, e.p = k.limit, k.bucket, p
+		i++
 	}
-	for r, g := range groups {
-		w := n.watch[r]
-		w.left = followUps
-		w.ttl = max(w.ttl, g.ttl)
+	// Lay the deltas out by group.
+	off := int32(0)
+	for j := range st.groups {
+		g := &st.groups[j]
+		g.lo, g.hi, off = off, off, off+g.hi
+	}
+	ents := slices.Grow(st.tmp[:0], len(st.ents))[:len(st.ents)]
+	for i, e := range st.ents {
+		g := &st.groups[gis[i]]
+		ents[g.hi] = e
+		g.hi++
+	}
+	st.ents, st.tmp = ents, st.ents
+	changed := len(st.groups)
+	watching := make([]*keyInfo, 0, changed+len(n.watching))
+	for j := range changed {
+		g := &st.groups[j]
+		ki := g.ki
 		var newest uint64
-		for _, k := range g.deltas {
+		watching = append(watching, ki)
+		ki.left = followUps
+		ki.wttl = max(ki.wttl, g.ttl)
+		for _, e := range st.ents[g.lo:g.hi] {
+			k := e.k
 			newest = max(newest, k.bucket)
-			i := slices.IndexFunc(w.limits, func(lb limitBucket) bool { return lb.limit == k.limit })
+			i := slices.IndexFunc(ki.limits, func(lb limitBucket) bool { return lb.limit == k.limit })
 			if i < 0 {
-				w.limits = append(w.limits, limitBucket{k.limit, k.bucket})
+				ki.limits = append(ki.limits, limitBucket{k.limit, k.bucket})
 			} else {
-				w.limits[i].newest = max(w.limits[i].newest, k.bucket)
+				ki.limits[i].newest = max(ki.limits[i].newest, k.bucket)
 			}
 		}
-		n.watch[r] = w
-		ks, ok := n.keys[r]
-		g.full = !ok || newest > ks.fullAt
-		if !ok {
-			ks.prunedAt = newest
+		g.full = !ki.state || newest > ki.fullAt
+		if !ki.state {
+			ki.prunedAt, ki.fullAt = newest, 0
 		}
-		g.prune = newest >= ks.prunedAt+pruneEvery
+		g.prune = newest >= ki.prunedAt+pruneEvery
 		if g.prune {
-			ks.prunedAt = newest
+			ki.prunedAt = newest
 		}
-		ks.fullAt = max(ks.fullAt, newest)
-		ks.expires = now.Add(g.ttl)
-		n.keys[r] = ks
+		ki.state = true
+		ki.fullAt = max(ki.fullAt, newest)
+		ki.expires = now.Add(g.ttl)
 	}
-	for r, w := range n.watch {
-		if _, ok := groups[r]; ok {
-			continue
+	// Follow-ups: the keys changed in an earlier exchange but not in this one.
+	for _, ki := range n.watching {
+		if ki.exch == n.exchNo && ki.gi < int32(changed) {
+			continue // changed now: already in watching
 		}
-		g := &group{rk: r, ttl: w.ttl, args: make([]any, 5, 5+2*len(w.limits))}
-		for _, lb := range w.limits {
-			g.args = append(g.args, field(lb.limit, lb.newest), "0")
-		}
-		groups[r] = g
-		if w.left--; w.left <= 0 {
-			delete(n.watch, r)
-		} else {
-			n.watch[r] = w
+		ki.exch, ki.gi = n.exchNo, int32(len(st.groups))
+		st.groups = append(st.groups, group{ki: ki, ttl: ki.wttl})
+		if ki.left--; ki.left > 0 {
+			watching = append(watching, ki)
 		}
 	}
-	out := make([]*group, 0, len(groups))
-	for _, g := range groups {
-		g.args[0], g.args[1], g.args[2], g.args[3], g.args[4] = n.cfg.Node, g.ttl.Milliseconds(), keepBuckets, flag(g.prune), flag(g.full)
-		g.cmd = pipe.EvalSha(ctx, n.sha, []string{windowKey(g.rk)}, g.args...)
-		out = append(out, g)
+	n.watching = watching
+	st.keys = len(st.groups)
+	n.stageBatches(ctx, pipe, st)
+	// A key no longer followed up forgets its limits (after they were
+	// written into its call).
+	for j := range st.groups {
+		if ki := st.groups[j].ki; ki.left == 0 {
+			ki.limits, ki.wttl = nil, 0 // fewer objects for the collector to mark
+		}
 	}
-	return out
+	return st
 }
 
-// absorb reads the groups' answers into Adds; a failed group's deltas go
+// stageBatches cuts st's groups into script calls and adds them to pipe.
+func (n *Node) stageBatches(ctx context.Context, pipe redis.Pipeliner, st *staged) {
+	if n.cluster {
+		// One slot per call: a stable order by slot, then batches.
+		order := slices.Grow(st.order[:0], len(st.groups))[:len(st.groups)]
+		st.order = order
+		for j := range order {
+			order[j] = int32(j)
+		}
+		slices.SortStableFunc(order, func(a, b int32) int {
+			return int(st.groups[a].ki.slot) - int(st.groups[b].ki.slot)
+		})
+		for lo := 0; lo < len(order); {
+			hi, slot := lo+1, st.groups[order[lo]].ki.slot
+			for hi < len(order) && hi-lo < batchKeys && st.groups[order[hi]].ki.slot == slot {
+				hi++
+			}
+			st.batches = append(st.batches, batch{groups: order[lo:hi]})
+			lo = hi
+		}
+	} else {
+		all := slices.Grow(st.order[:0], len(st.groups))[:len(st.groups)]
+		st.order = all
+		for j := range all {
+			all[j] = int32(j)
+		}
+		for lo := 0; lo < len(all); lo += batchKeys {
+			st.batches = append(st.batches, batch{groups: all[lo:min(lo+batchKeys, len(all))]})
+		}
+	}
+	for bi := range st.batches {
+		b := &st.batches[bi]
+		args := make([]any, 0, 3+len(b.groups)+3)
+		args = append(args, "evalsha", n.sha, len(b.groups))
+		// The batch's hash names in one string, sliced: one allocation
+		// per call, not one per key.
+		names := n.names[:0]
+		for _, gi := range b.groups {
+			names = appendWindowKey(names, st.groups[gi].ki.rk)
+		}
+		n.names = names
+		all := string(names)
+		spec := n.spec[:0]
+		for i, gi := range b.groups {
+			g := &st.groups[gi]
+			l := len(windowKeyPrefix) + len(g.ki.rk.rule) + 1 + len(g.ki.rk.key) + 1
+			args = append(args, all[:l])
+			all = all[l:]
+			if i > 0 {
+				spec = append(spec, ';')
+			}
+			spec = strconv.AppendInt(spec, g.ttl.Milliseconds(), 10)
+			spec = append(spec, ',', flag(g.prune), ',', flag(g.full))
+			if g.lo == g.hi {
+				for _, lb := range g.ki.limits { // a follow-up: names the newest bucket of each limit
+					spec = appendPair(spec, lb.limit, lb.newest, 0)
+				}
+				continue
+			}
+			for _, e := range st.ents[g.lo:g.hi] {
+				spec = appendPair(spec, e.k.limit, e.k.bucket, e.p.units)
+			}
+		}
+		n.spec = spec
+		args = append(args, n.cfg.Node, keepBuckets, string(spec))
+		b.cmd = pipe.Do(ctx, args...)
+	}
+}
+
+// appendPair appends ",LIMIT:BUCKET=UNITS" to spec.
+func appendPair(spec []byte, limit int, bucket, units uint64) []byte {
+	spec = append(spec, ',')
+	spec = strconv.AppendInt(spec, int64(limit), 10)
+	spec = append(spec, ':')
+	spec = strconv.AppendUint(spec, bucket, 10)
+	spec = append(spec, '=')
+	return strconv.AppendUint(spec, units, 10)
+}
+
+// absorb reads the calls' answers into Adds; a failed call's deltas go
 // back to pending. It returns the first error that is not NOSCRIPT (a
 // Redis that lost its scripts: they are loaded at the next exchange).
-func (n *Node) absorb(groups []*group, now time.Time) ([]Add, error) {
+func (n *Node) absorb(st *staged, now time.Time) ([]Add, error) {
 	var adds []Add
 	var firstErr error
-	for _, g := range groups {
-		res, err := g.cmd.Text()
+	for bi := range st.batches {
+		b := &st.batches[bi]
+		res, err := b.cmd.Text()
 		if err != nil {
 			if strings.HasPrefix(err.Error(), "NOSCRIPT") {
 				n.loaded = false
 			} else if firstErr == nil {
 				firstErr = err
 			}
-			n.restore(g)
+			n.restoreBatch(st, b)
 			continue
 		}
-		var a *absorbed
-		exp := now.Add(g.ttl)
-		for rec := range strings.SplitSeq(res, ",") {
-			limit, bucket, others, ok := parseRecord(rec)
-			if !ok || others < 0 {
-				continue
-			}
-			if a == nil {
-				if a = n.absorbed[g.rk]; a == nil {
-					if others == 0 {
-						continue // nothing to record yet
-					}
-					a = &absorbed{}
-					n.absorbed[g.rk] = a
-				}
-			}
-			j, found := slices.BinarySearchFunc(a.buckets, limitBucket{limit, bucket}, cmpAbsorbed)
-			if !found {
-				if others == 0 {
-					continue
-				}
-				a.buckets = slices.Insert(a.buckets, j, absorbedBucket{limit: limit, bucket: bucket})
-			}
-			r := &a.buckets[j]
-			if u := uint64(others); u > r.units {
-				adds = append(adds, Add{Rule: g.rk.rule, Key: g.rk.key, Limit: limit, Bucket: bucket, Units: u - r.units})
-				r.units = u
-			} else if u < r.units {
-				r.units = u // Redis lost it (restart): what it says now is the start again
-			}
-			r.expires = exp
+		for _, gi := range b.groups {
+			g := &st.groups[gi]
+			part, rest, _ := strings.Cut(res, ";")
+			res = rest
+			adds = n.absorbKey(g.ki, part, now.Add(g.ttl), adds)
 		}
 	}
 	return adds, firstErr
 }
 
-func flag(b bool) string {
+// absorbKey reads one key's part of an answer into ki's records, and
+// appends an Add for each increase.
+func (n *Node) absorbKey(ki *keyInfo, part string, exp time.Time, adds []Add) []Add {
+	for part != "" {
+		var rec string
+		rec, part, _ = strings.Cut(part, ",")
+		limit, bucket, others, ok := parseRecord(rec)
+		if !ok || others < 0 {
+			continue
+		}
+		j, found := slices.BinarySearchFunc(ki.buckets, limitBucket{limit, bucket}, cmpAbsorbed)
+		if !found {
+			if others == 0 {
+				continue // nothing to record
+			}
+			ki.buckets = slices.Insert(ki.buckets, j, absorbedBucket{limit: limit, bucket: bucket})
+		}
+		r := &ki.buckets[j]
+		if u := uint64(others); u > r.units {
+			adds = append(adds, Add{Rule: ki.rk.rule, Key: ki.rk.key, Limit: limit, Bucket: bucket, Units: u - r.units})
+			r.units = u
+		} else if u < r.units {
+			r.units = u // Redis lost it (restart): what it says now is the start again
+		}
+		r.expires = exp
+	}
+	return adds
+}
+
+func flag(b bool) byte {
 	if b {
-		return "1"
+		return '1'
 	}
-	return "0"
+	return '0'
 }
 
-// restore puts a group's deltas back into pending: its call did not
-// reach Redis, or failed there.
-func (n *Node) restore(g *group) {
-	delete(n.keys, g.rk) // its next call reads all its buckets
+// restore puts all of st's deltas back into pending: the round trip
+// failed.
+func (n *Node) restore(st *staged) {
+	for bi := range st.batches {
+		n.restoreBatch(st, &st.batches[bi])
+	}
+}
+
+// restoreBatch puts a call's deltas back into pending: it did not reach
+// Redis, or failed there.
+func (n *Node) restoreBatch(st *staged, b *batch) {
 	n.mu.Lock()
-	for i, k := range g.deltas {
-		p := n.pending[k]
-		p.units += g.units[i].units
-		p.ttl = max(p.ttl, g.units[i].ttl)
-		n.pending[k] = p
-	}
-	n.mu.Unlock()
-}
-
-// forgetAbsorbed drops the absorbed records whose bucket no longer matters.
-func (n *Node) forgetAbsorbed(now time.Time) {
-	for k, a := range n.absorbed {
-		a.buckets = slices.DeleteFunc(a.buckets, func(b absorbedBucket) bool { return now.After(b.expires) })
-		if len(a.buckets) == 0 {
-			delete(n.absorbed, k)
+	defer n.mu.Unlock()
+	for _, gi := range b.groups {
+		g := &st.groups[gi]
+		g.ki.state = false // its next call reads all its buckets
+		for _, e := range st.ents[g.lo:g.hi] {
+			k := dkey{g.ki.rk.rule, g.ki.rk.key, e.k.limit, e.k.bucket}
+			p := n.pending[k]
+			p.units += e.p.units
+			p.ttl = max(p.ttl, e.p.ttl)
+			n.pending[k] = p
 		}
 	}
-	for k, s := range n.keys {
-		if now.After(s.expires) {
+}
+
+// forgetAbsorbed drops the absorbed records whose bucket no longer
+// matters, the state of keys past their expiry, and the keys left with
+// neither (and not followed up).
+func (n *Node) forgetAbsorbed(now time.Time) {
+	for k, ki := range n.keys {
+		ki.buckets = slices.DeleteFunc(ki.buckets, func(b absorbedBucket) bool { return now.After(b.expires) })
+		if ki.state && now.After(ki.expires) {
+			ki.state = false
+		}
+		if !ki.state && ki.left == 0 && len(ki.buckets) == 0 {
 			delete(n.keys, k)
 		}
 	}
