@@ -28,6 +28,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"iter"
@@ -313,25 +314,9 @@ func (w *Writer) wait() error {
 // collect takes what the next checkpoint writes and starts afresh.
 func (w *Writer) collect(det *detector.Detector, t time.Time) *state.Checkpoint {
 	c := &state.Checkpoint{Time: t, Global: det.SaveGlobal(), Events: w.events}
-	if n := det.Pending(); n > 0 {
-		c.Keys = make([]state.KeyRow, 0, n)
-	}
-	// The states' blobs are copied into shared chunks, not one allocation
-	// each (issue 23: 470k small allocations a checkpoint at 50,000
-	// lines/s over 200k keys). A deleted state's Data stays nil.
-	var chunk []byte
 	det.Changes(func(ks *detector.KeyState) {
-		var data []byte
-		if ks.Data != nil {
-			if chunk == nil || cap(chunk)-len(chunk) < len(ks.Data) {
-				chunk = make([]byte, 0, max(dataChunk, len(ks.Data)))
-			}
-			n := len(chunk)
-			chunk = append(chunk, ks.Data...)
-			data = chunk[n:len(chunk):len(chunk)]
-		}
 		c.Keys = append(c.Keys, state.KeyRow{
-			Rule: ks.Rule, Key: ks.Key, Data: data, LastSeen: ks.LastSeen,
+			Rule: ks.Rule, Key: ks.Key, Data: bytes.Clone(ks.Data), LastSeen: ks.LastSeen,
 			Requests: ks.Requests, Blocked: ks.Blocked, CPU: ks.CPU, Phase: string(ks.Phase), Until: ks.Until,
 		})
 	})
@@ -362,10 +347,6 @@ func (w *Writer) collect(det *detector.Detector, t time.Time) *state.Checkpoint 
 	clear(w.meta)
 	return c
 }
-
-// dataChunk is the size of the chunks collect copies the states' blobs
-// into.
-const dataChunk = 256 << 10
 
 // merge is the checkpoint that writes old then c: c's rows win.
 func merge(old, c *state.Checkpoint) *state.Checkpoint {

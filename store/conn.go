@@ -23,8 +23,6 @@ const (
 	sPruneKeys
 	sPruneUnseen
 	sPruneHistory
-	sInsertJournal
-	sClearJournal
 	nStmts
 )
 
@@ -50,12 +48,10 @@ var stmtSQL = [nStmts]string{
 			head_hash = ?6, size = ?7, updated_ms = ?8`,
 	sUpsertDetector: `INSERT INTO detector (id, time_ms, checkpoints, data) VALUES (1, ?1, 1, ?2)
 		ON CONFLICT (id) DO UPDATE SET time_ms = ?1, checkpoints = checkpoints + 1, data = ?2`,
-	sUpsertMeta:    `INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = ?2`,
-	sPruneKeys:     pruneKeysQuery,
-	sPruneUnseen:   pruneUnseenQuery,
-	sPruneHistory:  pruneHistoryQuery,
-	sInsertJournal: `INSERT INTO key_journal (states, data) VALUES (?1, ?2)`,
-	sClearJournal:  `DELETE FROM key_journal`,
+	sUpsertMeta:   `INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = ?2`,
+	sPruneKeys:    pruneKeysQuery,
+	sPruneUnseen:  pruneUnseenQuery,
+	sPruneHistory: pruneHistoryQuery,
 }
 
 // conn is the writer's connection as go-sqlite3 gives it, with the

@@ -163,12 +163,6 @@
 //	  size           the file's size when saved
 //	  updated_ms     log time of the checkpoint that saved it
 //
-//	key_journal      the key states of large checkpoints, not folded into
-//	                 keys yet (see "Key journal"); a migration of its own (4)
-//	  seq            INTEGER PRIMARY KEY, in the order written
-//	  states         how many states data holds
-//	  data           BLOB, the states in the journal's encoding
-//
 //	bouncers         the CrowdSec bouncers (bouncers.go, package crowdsec);
 //	                 name PRIMARY KEY, WITHOUT ROWID; a migration of its own
 //	  key_hash       BLOB, SHA-256 of the API key (UNIQUE); the key is not kept
@@ -206,12 +200,10 @@
 // Version 2 added the node column to bans and history (ALTER TABLE …
 // ADD COLUMN, which SQLite does without rewriting the rows): the rows of
 // a version-1 database read with an empty node (TestMigrations).
-// Version 4 added key_journal (empty in a migrated database).
 //
 // # Checkpoint cost
 //
-// Below journalMin changed keys (and with the journal empty: "Key
-// journal"), and when the journal is folded, a checkpoint writes its keys in (rule, key) order (30% faster than a
+// A checkpoint writes its keys in (rule, key) order (30% faster than a
 // map's order: each B-tree page is visited once), each key one upsert of a
 // prepared statement run on the driver's connection (see conn). A changed
 // key costs about 6 µs on the 2-core machine of the benchmarks, mostly in
@@ -223,42 +215,6 @@
 // take about 0.4 s, two thirds of it the commit; ten scattered keys cost
 // some twenty pages, so a quiet daemon checkpointing every 5 s writes a
 // few GB of WAL a day.
-//
-// # Key journal
-//
-// Issue 23: at 50,000 lines/s over 200k keys nearly every key changes
-// between two checkpoints, and 470k upserts at about 5 µs each made a
-// live daemon spend 6 to 7 times replay's CPU a line. So a checkpoint of
-// at least journalMin (2,048) changed states, and every checkpoint while
-// the journal holds any, appends its states to key_journal instead: in
-// (rule, key) order, rows of about 1 MiB, each state a flag byte (deleted,
-// new rule, times set), the rule's name only where it changes, the key,
-// then last_seen, requests, blocked (varints), cpu (8 bytes), phase, until
-// and the detector's blob, length-prefixed: about 0.5 µs a state, a tenth
-// of an upsert (BenchmarkFlush, package checkpoint). It is in the
-// checkpoint's transaction: all or nothing, as before.
-//
-// The journal is folded into keys (the newest state of each key upserted
-// once, deletions applied, the journal emptied, in one transaction) by
-// Prune, before it prunes (the daemon's cleaner, every minute by
-// default), by a checkpoint that would take it past foldRows (4M) states,
-// and by a writer's Close (when that fails, on a full disk, nothing is
-// lost: the journal stays, and the error is not Close's). So a daemon
-// upserts each busy key once a cleaner pass rather than once a checkpoint.
-// Keys (and so the restore, and the control socket's views) reads the
-// table and the journal in one read transaction and merges them: the
-// journal's newest state of a key replaces the table's, in (rule, key)
-// order; a row that does not decode is an error, never a shorter state.
-// TopKeys and an operator's sqlite3 read the table as last folded. A
-// writer counts the journal's states at Open (a writer that died leaves
-// some). TestKeyJournal.
-//
-// Memory: a fold, and Keys while the journal holds states, keep the
-// newest state of each journaled key in memory (about 200 B each, the
-// detector's blob included) where the table alone is streamed: up to
-// foldRows of them when every journaled key is distinct (a catch-up over
-// millions of new keys), about 100 MB at 470k. A clean stop folds, so a
-// restart after one reads the table alone.
 //
 // # Reading the bans
 //
@@ -293,8 +249,7 @@
 // 2,650 events kept, a checkpoint every 5 s, a prune with 1000 pages of
 // incremental vacuum every minute): the bound is 2.3 MB, the database
 // stays under 1.1 MB. A million tracked keys take about 320 MB (640 MB
-// bound). The key journal comes on top until it is folded: about 100 B a
-// state journaled since the last fold (at most foldRows, about 450 MB).
+// bound).
 //
 // Boundaries: It owns the SQLite database: the schema, and every read and
 // write of it. It is the only package that imports database/sql and

@@ -44,10 +44,7 @@ func (db *DB) Global() ([]byte, time.Time, error) { return db.snap().Global() }
 // Keys calls fn with every saved key state, in (rule, key) order,
 // streaming. The row and its Data are reused: fn must copy what it keeps.
 // An error from fn stops the walk and is returned as it is.
-func (db *DB) Keys(fn func(*KeyRow) error) error {
-	// One read transaction: the journal and the table of one checkpoint.
-	return db.View(func(s Reader) error { return s.Keys(fn) })
-}
+func (db *DB) Keys(fn func(*KeyRow) error) error { return db.snap().Keys(fn) }
 
 // Positions returns the saved source positions, by path.
 func (db *DB) Positions() ([]Position, error) { return db.snap().Positions() }
@@ -64,9 +61,7 @@ func (db *DB) History(q HistoryQuery) ([]Event, error) { return db.snap().Histor
 
 // TopKeys returns the n key states of rule with the most requests, the most
 // CPU, or the latest last-seen time (by "requests", "cpu", "last_seen"),
-// without their Data. By CPU only keys with some CPU are listed. It reads
-// the keys table as last folded (journal.go: at the cleaner's last pass,
-// or a writer's close), not the key journal.
+// without their Data. By CPU only keys with some CPU are listed.
 func (db *DB) TopKeys(rule, by string, n int) ([]KeyRow, error) {
 	return db.snap().TopKeys(rule, by, n)
 }
@@ -95,13 +90,8 @@ func (s *Snapshot) Global() ([]byte, time.Time, error) {
 
 const keysQuery = `SELECT rule, key, last_seen_ms, requests, blocked, cpu, phase, until_ms, data FROM keys ORDER BY rule, key`
 
-// Keys: see DB.Keys. The journal's states (journal.go) replace the
-// table's.
+// Keys: see DB.Keys.
 func (s *Snapshot) Keys(fn func(*KeyRow) error) error {
-	j, err := s.readJournal()
-	if err != nil {
-		return s.errf("read keys", "key journal: %w", err)
-	}
 	rows, err := s.q.QueryContext(context.Background(), keysQuery)
 	if err != nil {
 		return s.errf("read keys", "%w", err)
@@ -110,22 +100,18 @@ func (s *Snapshot) Keys(fn func(*KeyRow) error) error {
 	var r KeyRow
 	var seen, until sql.NullInt64
 	var data sql.RawBytes
-	next := func() (*KeyRow, error) {
-		if !rows.Next() {
-			return nil, nil
-		}
+	for rows.Next() {
 		if err := rows.Scan(&r.Rule, &r.Key, &seen, &r.Requests, &r.Blocked, &r.CPU, &r.Phase, &until, &data); err != nil {
-			return nil, s.errf("read keys", "%w", err)
+			return s.errf("read keys", "%w", err)
 		}
 		r.LastSeen, r.Until = fromMS(seen), fromMS(until)
 		r.Data = data
 		if r.Data == nil {
 			r.Data = []byte{}
 		}
-		return &r, nil
-	}
-	if err := mergeJournal(j, next, fn); err != nil {
-		return err
+		if err := fn(&r); err != nil {
+			return err
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return s.errf("read keys", "%w", err)

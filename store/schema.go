@@ -111,15 +111,6 @@ CREATE TABLE bouncer_decisions (
 	deleted  INTEGER NOT NULL DEFAULT 0
 );
 `,
-	// 4: the key journal (journal.go): the key states of large
-	// checkpoints, in a compact encoding, until they are folded into keys.
-	`
-CREATE TABLE key_journal (
-	seq    INTEGER PRIMARY KEY,
-	states INTEGER NOT NULL,
-	data   BLOB NOT NULL
-);
-`,
 }
 
 // Version is the schema version this build reads and writes.

@@ -107,9 +107,6 @@ type DB struct {
 	closed bool
 	wc     conn    // the writer's connection and its statements
 	order  []int32 // Checkpoint's buffer for the order of its keys
-	// journaled is how many key states key_journal holds (journal.go);
-	// pending, the count inside the transaction being written.
-	journaled, pending int64
 }
 
 // Open opens the database at path. A writer (the default) creates it and
@@ -231,9 +228,6 @@ func (db *DB) openWriter(abs, group string, migs []string) error {
 	if err := db.withConn(func(*conn) error { return nil }); err != nil {
 		return db.errf("open", "preparing statements: %w", err)
 	}
-	if err := db.w.QueryRow(`SELECT coalesce(sum(states), 0) FROM key_journal`).Scan(&db.journaled); err != nil {
-		return db.errf("open", "key journal: %w", err)
-	}
 	db.r = sql.OpenDB(&connector{dsn: dsn(abs, true), drv: &sqlite3.SQLiteDriver{ConnectHook: writerSideReaderHook}})
 	db.r.SetMaxOpenConns(4)
 	db.r.SetMaxIdleConns(2)
@@ -256,7 +250,6 @@ func (db *DB) Close() error {
 		errs = append(errs, db.r.Close())
 	}
 	if db.w != nil {
-		db.foldAtClose()
 		errs = append(errs, db.closeStmts())
 		errs = append(errs, db.w.Close())
 	}
