@@ -37,7 +37,8 @@
 # exit 1, after the table; a target missed is only a "no" in holds.
 #
 # Environment: LOGJAIL_BIN=path measures that binary (default: a build of
-# this tree without -race), BENCH_ROUNDS=n, BENCH_QUICK=1, LOGJAIL_SHARED
+# this tree without -race), BENCH_ROUNDS=n, BENCH_QUICK=1, BENCH_ONLY="2 5"
+# (only those rows; 6 needs 3, 7 is 5's), LOGJAIL_SHARED
 # (default ../shared), BENCH_DIR (where vs-fail2ban.sh keeps its generated
 # logs, default ~/.cache/logjail-bench). Progress goes to stderr, the table
 # to stdout. Needs python3, curl, GNU time, wrk, taskset, fail2ban-regex
@@ -289,6 +290,8 @@ row_checkpoint() {
 failed=0
 measure() { # measure N FN: runs FN; a failure leaves row N unmeasured
   local n=$1 fn=$2 rc
+  # BENCH_ONLY="2 5": only those rows (row 6 needs 3's bans, 7 is 5's).
+  [ -z "${BENCH_ONLY:-}" ] || [[ " $BENCH_ONLY " == *" $n "* ]] || return 0
   set +e
   (set -e; trap stop_daemon EXIT; "$fn") 2>&1 >/dev/null | tee "$work/err-$n" >&2
   rc=${PIPESTATUS[0]}
