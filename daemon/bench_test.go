@@ -375,23 +375,6 @@ func redisCalls(b *testing.B, srv *redistest.Server) (all, evalsha, keys int64) 
 	return all, evalsha, keys
 }
 
-// redisCPU is the CPU time redis-server has used (INFO cpu: user + sys).
-func redisCPU(b *testing.B, srv *redistest.Server) time.Duration {
-	info, err := srv.Client(b).Info(context.Background(), "cpu").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var sec float64
-	for _, l := range strings.Split(info, "\n") {
-		k, v, _ := strings.Cut(strings.TrimSpace(l), ":")
-		if k == "used_cpu_user" || k == "used_cpu_sys" {
-			f, _ := strconv.ParseFloat(v, 64)
-			sec += f
-		}
-	}
-	return time.Duration(sec * float64(time.Second))
-}
-
 // windowKeyBytes is the mean MEMORY USAGE of up to 1,000 window keys
 // (logjail:w:*) in Redis.
 func windowKeyBytes(b *testing.B, srv *redistest.Server) float64 {
@@ -453,7 +436,7 @@ func BenchmarkFleetIngest(b *testing.B) {
 					var rcpu0 time.Duration
 					if on {
 						calls0, eval0, keys0 = redisCalls(b, srv)
-						rcpu0 = redisCPU(b, srv)
+						rcpu0 = srv.CPU(b)
 					}
 					f, _ := os.OpenFile(log, os.O_APPEND|os.O_WRONLY, 0)
 					t0 := time.Now().UTC()
@@ -492,7 +475,7 @@ func BenchmarkFleetIngest(b *testing.B) {
 						b.ReportMetric(float64(keys-keys0)/took.Seconds(), "script-keys/s")
 						b.ReportMetric(windowKeyBytes(b, srv), "redis-B/key")
 						if keys > keys0 {
-							b.ReportMetric(float64((redisCPU(b, srv)-rcpu0).Microseconds())/float64(keys-keys0), "redis-cpu-us/key")
+							b.ReportMetric(float64((srv.CPU(b)-rcpu0).Microseconds())/float64(keys-keys0), "redis-cpu-us/key")
 						}
 					}
 					cmd.Process.Kill()

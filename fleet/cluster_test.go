@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -326,20 +325,5 @@ func BenchmarkClusterExchange1000Keys(b *testing.B) {
 	if len(n.epochKeys) != 4 {
 		b.Fatalf("epoch keys %q, want logjail:epoch and one per primary", n.epochKeys)
 	}
-	ds := make([]Delta, 1000)
-	for i := range ds {
-		ds[i] = Delta{Rule: "flood", Key: "198.51.100." + strconv.Itoa(i%256) + "/" + strconv.Itoa(i), Units: 3, TTL: time.Minute}
-	}
-	bucket := uint64(1_764_000_000)
-	b.ReportAllocs()
-	for b.Loop() {
-		bucket++
-		for i := range ds {
-			ds[i].Bucket = bucket
-		}
-		n.Send(ds)
-		if _, err := n.exchange(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchExchanges(b, n)
 }

@@ -135,6 +135,25 @@ func (s *Server) Client(t testing.TB) *redis.Client {
 	return c
 }
 
+// CPU is the CPU time the server has used so far (INFO cpu: user + sys),
+// for benchmarks that report Redis's cost per key.
+func (s *Server) CPU(t testing.TB) time.Duration {
+	t.Helper()
+	info, err := s.Client(t).Info(context.Background(), "cpu").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sec float64
+	for _, l := range strings.Split(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(l), ":")
+		if k == "used_cpu_user" || k == "used_cpu_sys" {
+			f, _ := strconv.ParseFloat(v, 64)
+			sec += f
+		}
+	}
+	return time.Duration(sec * float64(time.Second))
+}
+
 func (s *Server) options() *redis.Options {
 	o := &redis.Options{Addr: s.Addr(), Password: s.opts.Password, MaxRetries: -1, Protocol: 2,
 		DialTimeout: 2 * time.Second, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}
