@@ -150,6 +150,9 @@ func (s *Server) deleteBouncer(w http.ResponseWriter, r *http.Request) {
 	err := DeleteBouncer(s.o.DB, req.Name)
 	if err == nil {
 		s.o.Logger.Info("bouncer deleted", "name", req.Name, "by", who)
+		if s.o.BouncerDeleted != nil {
+			s.o.BouncerDeleted()
+		}
 	}
 	reply(w, req, err)
 }

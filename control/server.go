@@ -60,6 +60,10 @@ type ServerOptions struct {
 	DB     state.Ledger // read for list and history
 	Logger *slog.Logger
 	Now    func() time.Time
+	// BouncerDeleted, when set, is called after a bouncer is deleted and
+	// before the answer: the APIs that serve bouncers refuse its key from
+	// then on.
+	BouncerDeleted func()
 }
 
 // Server serves the control API on a unix socket. The socket is mode

@@ -193,6 +193,16 @@ func (a *API) auth(r *http.Request) (int, bool) {
 	return found, found >= 0
 }
 
+// Reread makes the next request read the bouncers from the database
+// again: the daemon calls it when `logjail bouncers delete` asks it, so
+// that the deleted key is refused from the moment the command returns
+// (one deleted on the database alone is refused within keysTTL).
+func (a *API) Reread() {
+	a.mu.Lock()
+	a.readAt = time.Time{}
+	a.mu.Unlock()
+}
+
 // readBouncers reads the bouncers from the database. a.mu is held.
 func (a *API) readBouncers(now time.Time) {
 	bs, err := a.db.ListBouncers()

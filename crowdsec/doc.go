@@ -82,8 +82,10 @@
 // at once when a key is unknown (a small indexed table): a key added (by
 // the CLI, with or without the daemon) works at once, so a bouncer
 // started right after `bouncers add` is not refused its first pull (the
-// bouncers quit when their first pull fails); a key deleted is refused
-// within a second. The price of a flood of wrong keys is one read of the
+// bouncers quit when their first pull fails); a key deleted through the
+// daemon is refused from the moment `bouncers delete` returns (the daemon
+// has the API read them again: API.Reread), one deleted on the database
+// alone within a second. The price of a flood of wrong keys is one read of the
 // table each; the API listens on loopback unless told otherwise. A pull records the bouncer's time, address and
 // User-Agent (a /v1/decisions query at most once a minute, as CrowdSec),
 // which `logjail bouncers list` and `logjail status` show.

@@ -20,6 +20,7 @@ import (
 // its bouncers from the decisions the database kept, from before the
 // manager's first Sync.
 type crowdsecAPIs struct {
+	apis  []*crowdsec.API
 	views []actions.Configured
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
@@ -57,6 +58,7 @@ func openCrowdsec(cfg *rules.Config, db state.Store, log *slog.Logger, now func(
 			}
 			return nil, fmt.Errorf("crowdsec %s: %w", cc.Name, err)
 		}
+		c.apis = append(c.apis, api)
 		c.views = append(c.views, actions.Configured{Backend: api, Type: "crowdsec", Kinds: cc.Kinds})
 		c.wg.Add(1)
 		go func() {
@@ -68,6 +70,13 @@ func openCrowdsec(cfg *rules.Config, db state.Store, log *slog.Logger, now func(
 		log.Info("crowdsec api", "name", cc.Name, "listen", l.Addr().String(), "tls", cc.TLSCert != "", "on", cc.Kinds, "throttle_as", cc.ThrottleAs)
 	}
 	return c, nil
+}
+
+// reread makes the APIs read their bouncers again (a key just deleted).
+func (c *crowdsecAPIs) reread() {
+	for _, a := range c.apis {
+		a.Reread()
+	}
 }
 
 // close stops the APIs (requests under way are answered).

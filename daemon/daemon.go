@@ -303,6 +303,7 @@ type decider struct {
 	p          *pipeline.Pipeline
 	w          *checkpoint.Writer
 	acts       *actions.Manager // the actions; never waited for
+	cs         *crowdsecAPIs    // the CrowdSec decisions APIs among them
 	lists      chan struct{}    // a list file changed (watch.go)
 	log        *slog.Logger
 	dl         *ops.DecisionLog // a line for every decision (ops, "The decision log")

@@ -179,6 +179,7 @@ func (d *decider) startActions() error {
 		return err
 	}
 	d.undo(cs.close)
+	d.cs = cs
 	d.acts, d.allowed, err = startActions(d.cfg, d.db, d.log, d.now, slices.Concat(d.eps.views, cs.views))
 	if err != nil {
 		return err
@@ -217,7 +218,7 @@ func (d *decider) openControl() error {
 			d.o.Control = NewControl()
 		}
 		srv, err := control.Listen(control.ServerOptions{Path: d.cfg.ControlSocket, Daemon: d.o.Control, DB: d.db,
-			Logger: d.log.With("component", "control"), Now: d.now})
+			Logger: d.log.With("component", "control"), Now: d.now, BouncerDeleted: d.cs.reread})
 		if err != nil {
 			return err
 		}
