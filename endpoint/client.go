@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"unsafe"
 )
 
 // Proxies are the trusted proxies of an endpoint: the peers whose
@@ -80,7 +81,7 @@ func fromForwarded(values [][]byte, trusted Proxies) (netip.Addr, error) {
 			if len(item) == 0 {
 				continue
 			}
-			a, err := parseHost(string(item))
+			a, err := parseHost(transient(item))
 			if err != nil {
 				return netip.Addr{}, fmt.Errorf("X-Forwarded-For: %w", err)
 			}
@@ -94,6 +95,20 @@ func fromForwarded(values [][]byte, trusted Proxies) (netip.Addr, error) {
 		return netip.Addr{}, errors.New("X-Forwarded-For: empty")
 	}
 	return last, nil
+}
+
+// transient is b as a string without a copy, for parseHost alone: the
+// string must not outlive b (the request's header), and parseHost keeps
+// none of it (its errors quote a copy, and an address it returns holds
+// no zone: netip interns a zone by copying it anyway). /auth reads
+// X-Forwarded-For on every request: a copy there was a third of its
+// allocations, and the garbage the collector runs for on a busy core
+// (issue 23, docs/performance.md).
+func transient(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
 
 // parseHost reads an address, with or without a port.

@@ -445,12 +445,20 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 			var buf [20]byte
 			h.SetBytesV("Retry-After", strconv.AppendInt(buf[:0], int64(ra), 10))
 		}
-		answer(ctx, fasthttp.StatusForbidden, js, entryAnswer(decisionBan, a, &e, now))
+		if !js { // the body's strings only for a caller that reads them (no allocation)
+			ctx.SetStatusCode(fasthttp.StatusForbidden)
+			return
+		}
+		answer(ctx, fasthttp.StatusForbidden, true, entryAnswer(decisionBan, a, &e, now))
 	default:
 		var buf [20]byte
 		h.Set(headerDecision, decisionThrottle)
 		h.SetBytesV("Retry-After", strconv.AppendInt(buf[:0], int64(max(1, e.RetryAfter(now))), 10))
-		answer(ctx, fasthttp.StatusTooManyRequests, js, entryAnswer(decisionThrottle, a, &e, now))
+		if !js {
+			ctx.SetStatusCode(fasthttp.StatusTooManyRequests)
+			return
+		}
+		answer(ctx, fasthttp.StatusTooManyRequests, true, entryAnswer(decisionThrottle, a, &e, now))
 	}
 }
 
