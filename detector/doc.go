@@ -82,8 +82,8 @@
 //     reads, are kept beside the slab, and not at all by a daemon
 //     (Options.NoPeaks). What a client key charged under three rules costs
 //     is in the README ("Memory and max_keys") and BenchmarkMemory; the
-//     process needs 32 to 64 MB more between collections in a replay, 32
-//     to 64 MB in a daemon (internal/gcgoal).
+//     process needs 32 to 64 MB more between collections in a replay, 16
+//     to 32 MB in a daemon (internal/gcgoal).
 //     Memory estimates it from the sizes of the slab, pools and key table,
 //     for status and metrics.
 //   - Keys are copied into the key table before they are stored: callers may

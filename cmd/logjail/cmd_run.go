@@ -39,16 +39,13 @@ and the running one kept. It needs a configuration file: the embedded
 example is for replay and parse only.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			// A daemon tracking a million keys grows by 32 MB at most
+			// A daemon tracking a million keys grows by 16 MB at most
 			// between collections, not by all of its live heap (gcgoal):
 			// its garbage is small, so it pays for its peak RSS with a few
-			// more collections. 32, not 16: under 50,000 lines/s a
-			// collection every 0.15 s kept the collector marking for
-			// most of the time, the decision endpoint's tail with it
-			// (issue 23, docs/performance.md). GOGC in the environment
-			// wins.
+			// more collections of a heap the collector does not scan.
+			// GOGC in the environment wins.
 			if os.Getenv("GOGC") == "" {
-				defer gcgoal.Start(100, 64<<20)()
+				defer gcgoal.Start(100, 32<<20)()
 			}
 			// On one core (taskset, a cgroup of one CPU) the runtime has
 			// one P, which polls the network only when it has nothing
