@@ -107,36 +107,7 @@ func BenchmarkLiveIngest(b *testing.B) {
 				log, cfg, state := benchEnv(dir)
 				cmd, out := startBench(b, cfg)
 				db := waitDB(b, state, out)
-				f, _ := os.OpenFile(log, os.O_APPEND|os.O_WRONLY, 0)
-				t0 := time.Now().UTC()
-				var size int64
-				start := time.Now()
-				for i := 0; i < lines; i += 1000 {
-					if rate > 0 {
-						if wait := time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(rate))); wait > 0 {
-							time.Sleep(wait)
-						}
-					}
-					var sb strings.Builder
-					for j := i; j < i+1000; j++ {
-						c := j % 62_500 // a /64 of 2001:db8::/32 each (the test ranges: 198.51.100.0/24 has 256 addresses)
-						fmt.Fprintf(&sb, "2001:db8:%x:%x::1 - - [%s] \"GET /%d HTTP/1.1\" 200 1 \"-\" \"t\"\n", c>>16, c&0xffff, t0.Add(time.Duration(j)*20*time.Microsecond).Format("02/Jan/2006:15:04:05 -0700"), j)
-					}
-					n, _ := f.WriteString(sb.String())
-					size += int64(n)
-				}
-				f.Close()
-				for {
-					ps, _ := db.Positions()
-					if len(ps) == 1 && ps[0].Offset == size {
-						break
-					}
-					if time.Since(start) > 2*time.Minute {
-						b.Fatalf("the daemon did not catch up: %+v\n%s", ps, out.String())
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
-				took := time.Since(start)
+				took := ingestPaced(b, log, db, out, lines, 62_500, rate)
 				db.Close()
 				cpu, rss := procStats(cmd.Process.Pid)
 				cmd.Process.Kill()
@@ -146,6 +117,43 @@ func BenchmarkLiveIngest(b *testing.B) {
 				b.ReportMetric(float64(rss)/1024, "rss-MB")
 			}
 		})
+	}
+}
+
+// ingestPaced appends lines access-log lines from clients clients (each a
+// /64 of 2001:db8::/32) to log, in 1,000-line writes paced at rate lines/s
+// (0: as fast as the writer can), and waits until the daemon's saved
+// position (db) reaches their end: it returns the time that took from the
+// first write.
+func ingestPaced(b *testing.B, log string, db *store.DB, out *syncBuffer, lines, clients, rate int) time.Duration {
+	f, _ := os.OpenFile(log, os.O_APPEND|os.O_WRONLY, 0)
+	t0 := time.Now().UTC()
+	var size int64
+	start := time.Now()
+	for i := 0; i < lines; i += 1000 {
+		if rate > 0 {
+			if wait := time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(rate))); wait > 0 {
+				time.Sleep(wait)
+			}
+		}
+		var sb strings.Builder
+		for j := i; j < i+1000; j++ {
+			c := j % clients
+			fmt.Fprintf(&sb, "2001:db8:%x:%x::1 - - [%s] \"GET /%d HTTP/1.1\" 200 1 \"-\" \"t\"\n", c>>16, c&0xffff, t0.Add(time.Duration(j)*20*time.Microsecond).Format("02/Jan/2006:15:04:05 -0700"), j)
+		}
+		n, _ := f.WriteString(sb.String())
+		size += int64(n)
+	}
+	f.Close()
+	for {
+		ps, _ := db.Positions()
+		if len(ps) == 1 && ps[0].Offset == size {
+			return time.Since(start)
+		}
+		if time.Since(start) > 2*time.Minute {
+			b.Fatalf("the daemon did not catch up: %+v\n%s", ps, out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -438,34 +446,7 @@ func BenchmarkFleetIngest(b *testing.B) {
 						calls0, eval0, keys0 = redisCalls(b, srv)
 						rcpu0 = srv.CPU(b)
 					}
-					f, _ := os.OpenFile(log, os.O_APPEND|os.O_WRONLY, 0)
-					t0 := time.Now().UTC()
-					var size int64
-					start := time.Now()
-					for i := 0; i < lines; i += 1000 {
-						if wait := time.Until(start.Add(time.Duration(i) * time.Second / rate)); wait > 0 {
-							time.Sleep(wait)
-						}
-						var sb strings.Builder
-						for j := i; j < i+1000; j++ {
-							c := j % clients
-							fmt.Fprintf(&sb, "2001:db8:%x:%x::1 - - [%s] \"GET /%d HTTP/1.1\" 200 1 \"-\" \"t\"\n", c>>16, c&0xffff, t0.Add(time.Duration(j)*20*time.Microsecond).Format("02/Jan/2006:15:04:05 -0700"), j)
-						}
-						n, _ := f.WriteString(sb.String())
-						size += int64(n)
-					}
-					f.Close()
-					for {
-						ps, _ := db.Positions()
-						if len(ps) == 1 && ps[0].Offset == size {
-							break
-						}
-						if time.Since(start) > 2*time.Minute {
-							b.Fatalf("the daemon did not catch up: %+v\n%s", ps, out.String())
-						}
-						time.Sleep(10 * time.Millisecond)
-					}
-					took := time.Since(start)
+					took := ingestPaced(b, log, db, out, lines, clients, rate)
 					db.Close()
 					cpu, _ := procStats(cmd.Process.Pid)
 					if on {
