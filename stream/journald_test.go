@@ -31,20 +31,16 @@ func nginx(text string) journaltest.Entry {
 
 // reader runs a journald source in the background and collects its lines.
 type reader struct {
-	t      *testing.T
+	batches
 	cancel context.CancelFunc
 	done   chan error
-	mu     sync.Mutex
-	lines  []follow.Line
-	cursor []string
-	paths  map[string]bool
 	pids   chan int
 	logs   *syncBuffer
 }
 
 func startJournald(t *testing.T, o stream.JournaldOptions) *reader {
 	t.Helper()
-	r := &reader{t: t, done: make(chan error, 1), paths: map[string]bool{}, pids: make(chan int, 16), logs: &syncBuffer{}}
+	r := &reader{batches: batches{t: t}, done: make(chan error, 1), pids: make(chan int, 16), logs: &syncBuffer{}}
 	o.Started = func(pid int) { r.pids <- pid }
 	o.Logger = slog.New(slog.NewTextHandler(r.logs, nil))
 	if o.Name == "" {
@@ -54,23 +50,7 @@ func startJournald(t *testing.T, o stream.JournaldOptions) *reader {
 	r.cancel = cancel
 	out := make(chan follow.Batch)
 	go func() { r.done <- stream.Journald(ctx, o, out) }()
-	go func() {
-		for {
-			select {
-			case b := <-out:
-				if len(b.Cursors) != len(b.Lines) {
-					t.Errorf("a batch of %d lines has %d cursors", len(b.Lines), len(b.Cursors))
-				}
-				r.mu.Lock()
-				r.lines = append(r.lines, b.Lines...)
-				r.cursor = append(r.cursor, b.Cursors...)
-				r.paths[b.Path] = true
-				r.mu.Unlock()
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	r.collect(ctx, out, true)
 	t.Cleanup(r.stop)
 	return r
 }
@@ -88,32 +68,10 @@ func (r *reader) stop() {
 	}
 }
 
-func (r *reader) texts() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, l := range r.lines {
-		out = append(out, l.Text)
-	}
-	return out
-}
-
 // waitLines waits until n lines have come (or 10 s), and returns them.
 func (r *reader) waitLines(n int) []string {
 	r.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond) // a poll of the lines, not a pause
-	defer tick.Stop()
-	for {
-		got := r.texts()
-		if len(got) >= n {
-			return got
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("got %d lines in 10 s, want %d: %q\nlogs:\n%s", len(got), n, got, r.logs.String())
-		}
-		<-tick.C
-	}
+	return r.batches.waitLines(n, func() string { return "logs:\n" + r.logs.String() })
 }
 
 // TestJournaldMatchAndFollow: the source reads the entries of its match

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,11 +18,8 @@ import (
 
 // syslogRun runs s in the background and collects its lines.
 type syslogRun struct {
-	t     *testing.T
-	s     *stream.Syslog
-	mu    sync.Mutex
-	lines []follow.Line
-	paths map[string]bool
+	batches
+	s *stream.Syslog
 }
 
 func runSyslog(t *testing.T, o stream.SyslogOptions) *syslogRun {
@@ -35,24 +31,12 @@ func runSyslog(t *testing.T, o stream.SyslogOptions) *syslogRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &syslogRun{t: t, s: s, paths: map[string]bool{}}
+	r := &syslogRun{batches: batches{t: t}, s: s}
 	ctx, cancel := context.WithCancel(context.Background())
 	out := make(chan follow.Batch)
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx, out) }()
-	go func() {
-		for {
-			select {
-			case b := <-out:
-				r.mu.Lock()
-				r.lines = append(r.lines, b.Lines...)
-				r.paths[b.Path] = true
-				r.mu.Unlock()
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	r.collect(ctx, out, false)
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -68,31 +52,9 @@ func runSyslog(t *testing.T, o stream.SyslogOptions) *syslogRun {
 	return r
 }
 
-func (r *syslogRun) texts() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]string, 0, len(r.lines))
-	for _, l := range r.lines {
-		out = append(out, l.Text)
-	}
-	return out
-}
-
 func (r *syslogRun) waitLines(n int) []string {
 	r.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond) // a poll of the lines, not a pause
-	defer tick.Stop()
-	for {
-		got := r.texts()
-		if len(got) >= n {
-			return got
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("got %d lines in 10 s, want %d (stats %+v)", len(got), n, r.s.Stats())
-		}
-		<-tick.C
-	}
+	return r.batches.waitLines(n, func() string { return fmt.Sprintf("stats %+v", r.s.Stats()) })
 }
 
 func send(t *testing.T, network, addr string, datagrams ...string) {
