@@ -311,20 +311,8 @@ func liftHAProxy(t *testing.T, dir string) liftAction {
 		}
 		cmd = exec.Command(haproxy, "-W", "-db", "-f", conf)
 		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); close(exited) }()
-		stop := func() {
-			cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-exited:
-			case <-time.After(10 * time.Second):
-				cmd.Process.Kill()
-				<-exited
-			}
-		}
+		proc := testenv.Start(t, cmd, syscall.SIGTERM, 10*time.Second)
+		exited, stop := proc.Exited, proc.Stop
 		err := func() error {
 			deadline := time.Now().Add(10 * time.Second)
 			tick := time.NewTicker(20 * time.Millisecond)

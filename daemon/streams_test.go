@@ -256,20 +256,8 @@ func startSyslogNginx(t *testing.T, nginx, dir string, udpPort int) int {
 		var out bytes.Buffer
 		cmd := exec.Command(nginx, "-e", filepath.Join(ndir, "error.log"), "-c", conf, "-p", ndir+"/")
 		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); close(exited) }()
-		stop := func() {
-			cmd.Process.Signal(syscall.SIGQUIT)
-			select {
-			case <-exited:
-			case <-time.After(10 * time.Second):
-				cmd.Process.Kill()
-				<-exited
-			}
-		}
+		proc := testenv.Start(t, cmd, syscall.SIGQUIT, 10*time.Second)
+		exited, stop := proc.Exited, proc.Stop
 		deadline := time.Now().Add(10 * time.Second)
 		tick := time.NewTicker(20 * time.Millisecond) // a poll of the port, not a pause
 		for {

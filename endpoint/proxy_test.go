@@ -19,6 +19,7 @@ import (
 	"github.com/logjail/logjail/control"
 	"github.com/logjail/logjail/daemon"
 	"github.com/logjail/logjail/internal/nstest"
+	"github.com/logjail/logjail/internal/testenv"
 )
 
 // proxyConfig: the proxy's access log is the log logjail follows; the
@@ -389,20 +390,9 @@ func startServer(t *testing.T, listen string, cmd *exec.Cmd) {
 	t.Helper()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
+	proc := testenv.Start(t, cmd, os.Interrupt, 5*time.Second)
+	t.Cleanup(proc.Stop)
+	exited := proc.Exited
 	deadline := time.Now().Add(10 * time.Second)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()

@@ -20,6 +20,9 @@
 // tests that could not run; `go test -json ./... | grep '"Action":"skip"'`
 // under CI=true lists none.
 //
+// Start runs a server a test needs (nginx, haproxy, a proxy) and stops it
+// by its own PID.
+//
 // Boundaries: It is the one place a test skips from; it never installs
 // anything (scripts/deps.sh does) and imports nothing of logjail's.
 package testenv

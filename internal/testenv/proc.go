@@ -1,0 +1,42 @@
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// Proc is a server a test started (nginx, haproxy, a proxy): stopped by
+// its own PID, never by name.
+type Proc struct {
+	cmd   *exec.Cmd
+	sig   os.Signal
+	grace time.Duration
+	// Exited is closed once the process has exited.
+	Exited chan struct{}
+}
+
+// Start starts cmd (its output wherever cmd says) or fails the test, and
+// reaps it when it exits. Stop sends it sig, and kills it if it has not
+// exited within grace.
+func Start(t testing.TB, cmd *exec.Cmd, sig os.Signal, grace time.Duration) *Proc {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &Proc{cmd: cmd, sig: sig, grace: grace, Exited: make(chan struct{})}
+	go func() { cmd.Wait(); close(p.Exited) }()
+	return p
+}
+
+// Stop stops the process and waits until it has exited.
+func (p *Proc) Stop() {
+	p.cmd.Process.Signal(p.sig)
+	select {
+	case <-p.Exited:
+	case <-time.After(p.grace):
+		p.cmd.Process.Kill()
+		<-p.Exited
+	}
+}
