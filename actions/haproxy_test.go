@@ -60,7 +60,7 @@ func hpStart(t *testing.T, prefix string) *hpServer {
 	upAddr := strings.TrimPrefix(up.URL, "http://")
 	var lastErr string
 	for range 5 { // a free port may be taken before haproxy binds it
-		s := &hpServer{haproxy: haproxy, conf: prefix + "haproxy.cfg", port: ngFreePort(t), out: new(bytes.Buffer)}
+		s := &hpServer{haproxy: haproxy, conf: prefix + "haproxy.cfg", port: testenv.FreePort(t), out: new(bytes.Buffer)}
 		if err := os.WriteFile(s.conf, fmt.Appendf(nil, hpConf, prefix, s.port, upAddr), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -144,7 +143,7 @@ func ngStart(t *testing.T, prefix string) *ngServer {
 	var lastErr string
 	for range 5 { // a free port may be taken before nginx binds it
 		s := &ngServer{nginx: nginx, prefix: prefix, conf: prefix + "nginx.conf", errlog: prefix + "error.log"}
-		s.port = ngFreePort(t)
+		s.port = testenv.FreePort(t)
 		if err := os.WriteFile(s.conf, fmt.Appendf(nil, ngConf, user, prefix, s.port), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -168,16 +167,6 @@ func ngStart(t *testing.T, prefix string) *ngServer {
 	}
 	t.Fatalf("nginx did not start: %s", lastErr)
 	return nil
-}
-
-func ngFreePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // get requests path as client: a new connection each time, so that a

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -318,7 +317,7 @@ nftables_hooks: [input]
 func TestCustomBouncer(t *testing.T) {
 	bin := testenv.Need(t, "crowdsec-custom-bouncer")[0]
 	dir := t.TempDir()
-	lj := &logjail{t: t, path: filepath.Join(dir, "logjail.db"), listen: freePort(t)}
+	lj := &logjail{t: t, path: filepath.Join(dir, "logjail.db"), listen: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))}
 	lj.start(nil)
 	defer func() { lj.stop() }()
 	key := lj.addBouncer("custom")
@@ -355,13 +354,4 @@ prometheus:
 	if n := strings.Count(read(), "add 198.51.100.7 "); n != 1 {
 		t.Errorf("add 198.51.100.7 called %d times, want 1", n)
 	}
-}
-
-func freePort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

@@ -305,7 +305,7 @@ func liftHAProxy(t *testing.T, dir string) liftAction {
 	var cmd *exec.Cmd
 	var out syncBuffer
 	for try := 0; ; try++ { // a free port may be taken before haproxy binds it
-		port = freeLoopbackPort(t)
+		port = testenv.FreePort(t)
 		if err := os.WriteFile(conf, fmt.Appendf(nil, liftHAProxyConf, dir, port, strings.TrimPrefix(up.URL, "http://")), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/logjail/logjail/internal/redistest"
+	"github.com/logjail/logjail/internal/testenv"
 	"github.com/logjail/logjail/store"
 )
 
@@ -251,16 +251,6 @@ func fleetSection(srv *redistest.Server, name string) string {
 	return fmt.Sprintf("fleet:\n  redis: %s\n  node: %s\n  sync: 200ms\n", srv.URL(), name)
 }
 
-// benchPort is a free loopback port.
-func benchPort(b *testing.B) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // benchDecision is an endpoint's X-Logjail-Decision for addr ("" when it
 // does not answer).
 func benchDecision(endpoint, addr string) string {
@@ -296,7 +286,7 @@ func BenchmarkFleetDecisionLatency(b *testing.B) {
 		dir := filepath.Join(b.TempDir(), name)
 		os.MkdirAll(dir, 0o755)
 		log, cfg, state := filepath.Join(dir, "access.log"), filepath.Join(dir, "logjail.yaml"), filepath.Join(dir, "state")
-		ep := fmt.Sprintf("127.0.0.1:%d", benchPort(b))
+		ep := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(b))
 		os.WriteFile(cfg, fmt.Appendf(nil, fleetBenchConfig, state, log, fleetSection(srv, name), "10 per 10s",
 			"actions:\n  - type: endpoint\n    listen: "+ep+"\n"), 0o600)
 		os.WriteFile(log, nil, 0o644)

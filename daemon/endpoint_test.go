@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,19 +19,9 @@ import (
 	"github.com/logjail/logjail/daemon"
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/endpoint"
+	"github.com/logjail/logjail/internal/testenv"
 	"github.com/logjail/logjail/store"
 )
-
-// freeLoopbackPort is a TCP port free on 127.0.0.1 now.
-func freeLoopbackPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // runDaemon runs daemon.Run in-process on the configuration text until
 // the test ends; it returns the moment just before Run was called, and a
@@ -170,7 +159,7 @@ func TestEndpointAnswersAtOnce(t *testing.T) {
 			seedStart := time.Now()
 			banned := seedBans(t, filepath.Join(dir, "state"), bans)
 			t.Logf("seeded %d bans in %v", bans, time.Since(seedStart).Round(time.Millisecond))
-			port := freeLoopbackPort(t)
+			port := testenv.FreePort(t)
 			start, exited := runDaemon(t, dir, fmt.Sprintf(startupConfig, dir, port, fail))
 			first := waitAuth(t, port, banned, 10*time.Second, exited, func(authAnswer) bool { return true })
 			took := time.Since(start)
@@ -286,7 +275,7 @@ func TestThrottleAgreesWithAuth(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "access.log"), []byte(log.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	port := freeLoopbackPort(t)
+	port := testenv.FreePort(t)
 	_, exited := runDaemon(t, dir, fmt.Sprintf(agreeConfig, dir, port))
 	// The last decision from the log: every state is in place once the
 	// user's ban (its addresses) reaches the endpoint.
@@ -381,7 +370,7 @@ func TestEndpointStopStopsDaemon(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "access.log"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	port := freeLoopbackPort(t)
+	port := testenv.FreePort(t)
 	path := filepath.Join(dir, "logjail.yaml")
 	if err := os.WriteFile(path, fmt.Appendf(nil, stopConfig, dir, port), 0o600); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/logjail/logjail/daemon"
 	"github.com/logjail/logjail/goodbots"
 	"github.com/logjail/logjail/internal/dnstest"
+	"github.com/logjail/logjail/internal/testenv"
 )
 
 const goodBotsDaemonConfig = `state_dir: %[1]s/state
@@ -50,7 +51,7 @@ func TestGoodBotsDNSLive(t *testing.T) {
 	v := goodbots.NewVerifier(goodbots.Options{Resolver: s.Resolver()})
 	defer v.Close()
 	dir := t.TempDir()
-	port := freeLoopbackPort(t)
+	port := testenv.FreePort(t)
 	cfgPath := filepath.Join(dir, "logjail.yaml")
 	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(goodBotsDaemonConfig, dir, port)), 0o600); err != nil {
 		t.Fatal(err)

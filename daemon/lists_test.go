@@ -14,6 +14,7 @@ import (
 
 	"github.com/logjail/logjail/control"
 	"github.com/logjail/logjail/daemon"
+	"github.com/logjail/logjail/internal/testenv"
 	"github.com/logjail/logjail/store"
 )
 
@@ -76,7 +77,7 @@ func TestListFilesTakeEffect(t *testing.T) {
 		fmt.Fprintf(&log, "203.0.113.9 - - [%s] \"GET / HTTP/1.1\" 200 1 \"-\" \"test\"\n", ts)
 	}
 	write("access.log", log.String())
-	port := freeLoopbackPort(t)
+	port := testenv.FreePort(t)
 	cfgPath := filepath.Join(dir, "logjail.yaml")
 	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, listsConfig, dir, port), 0o600); err != nil {
 		t.Fatal(err)
@@ -215,7 +216,7 @@ func TestAllowedWhileDownLiftedAtStart(t *testing.T) {
 	ts := time.Now().UTC().Format("02/Jan/2006:15:04:05 +0000")
 	write("access.log", strings.Repeat(fmt.Sprintf("203.0.113.9 - - [%s] \"GET / HTTP/1.1\" 200 1 \"-\" \"test\"\n", ts), 5))
 	cfgPath := filepath.Join(dir, "logjail.yaml")
-	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, listsConfig, dir, freeLoopbackPort(t)), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, listsConfig, dir, testenv.FreePort(t)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var logs syncBuffer
@@ -258,7 +259,7 @@ func TestAllowedWhileDownLiftedAtStart(t *testing.T) {
 	write("allow.txt", "203.0.113.9\n")
 	// A new port: the first run's may be some other process's ephemeral
 	// port by now (on a busy host it was: the start failed, EADDRINUSE).
-	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, listsConfig, dir, freeLoopbackPort(t)), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, listsConfig, dir, testenv.FreePort(t)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// The decision log's line of the lift (ops.SourceAllow).

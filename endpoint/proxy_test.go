@@ -64,7 +64,7 @@ func TestProxies(t *testing.T) {
 func testProxy(t *testing.T, proxy string) {
 	peer := nstest.NewPeer(t)
 	dir := t.TempDir()
-	epPort, proxyPort := freePort(t), freePort(t)
+	epPort, proxyPort := testenv.FreePort(t), testenv.FreePort(t)
 	upstream := startUpstream(t)
 	format := "combined"
 	if proxy == "caddy" {
@@ -225,16 +225,6 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // startUpstream is the application behind the proxy.

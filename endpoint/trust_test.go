@@ -16,6 +16,7 @@ import (
 
 	"github.com/logjail/logjail/daemon"
 	"github.com/logjail/logjail/internal/nstest"
+	"github.com/logjail/logjail/internal/testenv"
 )
 
 // trustConfig: the client's IPv4 address (198.51.100.2) is denied, its
@@ -76,7 +77,7 @@ func TestProxyTrust(t *testing.T) {
 func testTrust(t *testing.T, proxy string) {
 	peer := nstest.NewPeer(t)
 	dir := t.TempDir()
-	openPort, closedPort := freePort(t), freePort(t)
+	openPort, closedPort := testenv.FreePort(t), testenv.FreePort(t)
 	upstream := startUpstream(t)
 	if err := os.WriteFile(filepath.Join(dir, "access.log"), nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -85,11 +86,11 @@ func testTrust(t *testing.T, proxy string) {
 		return net.JoinHostPort(peer.Local4.String(), strconv.Itoa(port)), net.JoinHostPort(peer.Local6.String(), strconv.Itoa(port))
 	}
 	// sites: the proxy's front ends, by the fail mode they are for.
-	sites := map[string]int{"open": freePort(t)}
+	sites := map[string]int{"open": testenv.FreePort(t)}
 	format := "combined"
 	switch proxy {
 	case "nginx":
-		sites["closed"] = freePort(t)
+		sites["closed"] = testenv.FreePort(t)
 		o4, o6 := listen(sites["open"])
 		c4, c6 := listen(sites["closed"])
 		startNginx(t, dir, o4, nginxServer(nginxSnippet(nginxOpen, openPort, upstream), o4, o6)+

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/logjail/logjail/internal/redistest"
+	"github.com/logjail/logjail/internal/testenv"
 )
 
 // fleetConfig is one node's configuration: 1: its directory, 2: the
@@ -59,23 +60,12 @@ type fleetNode struct {
 	metrics  string // host:port
 }
 
-// freeLoopbackPort returns a port free on 127.0.0.1 just now.
-func freeLoopbackPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // newFleetNode writes a node's configuration (scope: flood's scope; extra:
 // more lines of the fleet: section, indented).
 func newFleetNode(t *testing.T, name, redisURL, scope, extra string) *fleetNode {
 	t.Helper()
 	e := newOpEnv(t)
-	ep, mp := freeLoopbackPort(t), freeLoopbackPort(t)
+	ep, mp := testenv.FreePort(t), testenv.FreePort(t)
 	if err := os.WriteFile(e.cfg, fmt.Appendf(nil, fleetConfig, e.dir, redisURL, name, ep, mp, scope, extra), 0o644); err != nil {
 		t.Fatal(err)
 	}

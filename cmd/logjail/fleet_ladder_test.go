@@ -24,6 +24,7 @@ import (
 
 	"github.com/logjail/logjail/control"
 	"github.com/logjail/logjail/internal/redistest"
+	"github.com/logjail/logjail/internal/testenv"
 )
 
 // ladderConfig is one node's configuration for the ladder tests: 1: its
@@ -88,7 +89,7 @@ const (
 func newLadderNode(t *testing.T, name, redisURL, scope string) *fleetNode {
 	t.Helper()
 	e := newOpEnv(t)
-	ep, mp := freeLoopbackPort(t), freeLoopbackPort(t)
+	ep, mp := testenv.FreePort(t), testenv.FreePort(t)
 	if err := os.WriteFile(e.cfg, fmt.Appendf(nil, ladderConfig, e.dir, redisURL, name, ep, mp, scope), 0o644); err != nil {
 		t.Fatal(err)
 	}

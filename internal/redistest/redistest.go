@@ -96,9 +96,9 @@ func (s *Server) startFree(bus bool) {
 	t.Helper()
 	var err error
 	for attempt := 1; attempt <= 5; attempt++ {
-		s.port = freePort(t)
+		s.port = testenv.FreePort(t)
 		if bus {
-			s.bus = freePort(t)
+			s.bus = testenv.FreePort(t)
 		}
 		if err = s.start(); err == nil {
 			t.Cleanup(s.Stop)
@@ -294,16 +294,6 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // makeCerts writes ca.pem, server.pem and server.key (for 127.0.0.1) into

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"testing"
@@ -39,4 +40,17 @@ func (p *Proc) Stop() {
 		p.cmd.Process.Kill()
 		<-p.Exited
 	}
+}
+
+// FreePort is a TCP port free on 127.0.0.1 just now, for a server a test
+// starts (another process may take it before the server binds it: tests
+// that start servers retry on "address already in use").
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
