@@ -168,7 +168,8 @@
 //     order (a stamp Changes hands out in list order); and a fingerprint of
 //     the limits its windows were built for. A key with two rate windows
 //     takes about 60 bytes. Static bans are key states too (rule "deny":
-//     prefix, origin, reason); a rule named "deny" would share their rows.
+//     prefix, origin, reason), which is why the configuration refuses a
+//     rule named "deny" or "operator" (rules.reservedRuleNames).
 //   - Detector-wide, from SaveGlobal: the newest time (with its zone offset),
 //     the Stats counters, the circuit breaker (the last ban times, open,
 //     trips, the last trip) and the counters of ban sequence numbers and

@@ -11,6 +11,12 @@ import (
 	"github.com/logjail/logjail/limits"
 )
 
+// reservedRuleNames are the rule names logjail's own bans carry: the deny
+// list's static bans (rule "deny") and an operator's (rule "operator").
+// A rule of the configuration named so would share their key states, their
+// rows in the database and the fleet's records, so it is refused.
+var reservedRuleNames = []string{"deny", "operator"}
+
 var ruleKeys = []string{"name", "sources", "match", "signatures", "key", "limits", "combine", "throttle", "ban", "log_only", "scope"}
 
 var rangeKeys = []string{"cidrs", "group", "signatures", "key", "limits", "combine", "throttle", "ban", "log_only", "scope"}
@@ -73,7 +79,9 @@ func (b *builder) rules(top field) {
 		if nameNode == nil {
 			b.errorf(n, path+".name", "name is required")
 		} else if r.Name != "" {
-			if first, dup := lines[r.Name]; dup {
+			if slices.Contains(reservedRuleNames, r.Name) {
+				b.errorf(nameNode, path+".name", "rule name %q is reserved: bans of the deny list are rule \"deny\", an operator's are rule \"operator\"; choose another name", r.Name)
+			} else if first, dup := lines[r.Name]; dup {
 				b.errorf(nameNode, path+".name", "duplicate rule name %q (first at line %d)", r.Name, first)
 			} else {
 				lines[r.Name] = nameNode.Line
