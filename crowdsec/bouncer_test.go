@@ -1,14 +1,12 @@
 package crowdsec_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -104,24 +102,12 @@ func unban(key string) detector.Decision {
 // its own PID.
 type proc struct {
 	cmd *exec.Cmd
-	out *syncBuffer
+	out *testenv.Buffer
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func startBouncer(t *testing.T, bin, config string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(bin, "-c", config), out: &syncBuffer{}}
+	p := &proc{cmd: exec.Command(bin, "-c", config), out: &testenv.Buffer{}}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

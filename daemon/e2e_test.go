@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -11,11 +10,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/logjail/logjail/internal/testenv"
 	"github.com/logjail/logjail/store"
 )
 
@@ -92,17 +91,7 @@ func (e *env) writeConfig(text string) {
 }
 
 // syncBuffer collects a process's output safely.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+type syncBuffer = testenv.Buffer
 
 // start runs `logjail run` and waits until it follows the log.
 func (e *env) start() {

@@ -1,13 +1,11 @@
 package stream_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/logjail/logjail/follow"
 	"github.com/logjail/logjail/internal/journaltest"
+	"github.com/logjail/logjail/internal/testenv"
 	"github.com/logjail/logjail/state"
 	"github.com/logjail/logjail/stream"
 )
@@ -35,12 +34,12 @@ type reader struct {
 	cancel context.CancelFunc
 	done   chan error
 	pids   chan int
-	logs   *syncBuffer
+	logs   *testenv.Buffer
 }
 
 func startJournald(t *testing.T, o stream.JournaldOptions) *reader {
 	t.Helper()
-	r := &reader{batches: batches{t: t}, done: make(chan error, 1), pids: make(chan int, 16), logs: &syncBuffer{}}
+	r := &reader{batches: batches{t: t}, done: make(chan error, 1), pids: make(chan int, 16), logs: &testenv.Buffer{}}
 	o.Started = func(pid int) { r.pids <- pid }
 	o.Logger = slog.New(slog.NewTextHandler(r.logs, nil))
 	if o.Name == "" {
@@ -254,17 +253,3 @@ func TestCheckMatch(t *testing.T) {
 		}
 	}
 }
-
-// syncBuffer collects log output safely.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

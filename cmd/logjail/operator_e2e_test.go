@@ -86,7 +86,7 @@ type opEnv struct {
 	socket  string
 	state   string
 	daemon  *exec.Cmd
-	out     *lockedBuffer
+	out     *testenv.Buffer
 }
 
 const opConfig = `state_dir: %[1]s/state
@@ -139,27 +139,10 @@ func newOpEnv(t *testing.T) *opEnv {
 	return e
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // start runs the daemon and waits until it follows the log and answers.
 func (e *opEnv) start() {
 	e.t.Helper()
-	e.out = &lockedBuffer{}
+	e.out = &testenv.Buffer{}
 	cmd := exec.Command(e.bin, "run", "--config", e.cfg, "--poll", "--log-level", "debug")
 	cmd.Stdout, cmd.Stderr = e.out, e.out
 	if err := cmd.Start(); err != nil {

@@ -74,7 +74,7 @@ type Server struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
-	out  *lockedBuffer
+	out  *testenv.Buffer
 }
 
 // Start starts redis-server with opts and returns once it answers PING.
@@ -198,7 +198,7 @@ func (s *Server) start() error {
 		args = append(args, "--appendonly", "no")
 	}
 	cmd := exec.Command(s.bin, args...)
-	out := &lockedBuffer{}
+	out := &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		return err
@@ -277,23 +277,6 @@ func (s *Server) Log() string {
 		return ""
 	}
 	return s.out.String()
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // makeCerts writes ca.pem, server.pem and server.key (for 127.0.0.1) into

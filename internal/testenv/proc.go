@@ -1,9 +1,11 @@
 package testenv
 
 import (
+	"bytes"
 	"net"
 	"os"
 	"os/exec"
+	"sync"
 	"testing"
 	"time"
 )
@@ -53,4 +55,25 @@ func FreePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Buffer collects a child process's output (cmd.Stdout, cmd.Stderr) while
+// the test reads it: a bytes.Buffer behind a mutex.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String returns what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
