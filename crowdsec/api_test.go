@@ -2,20 +2,12 @@ package crowdsec_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -26,6 +18,7 @@ import (
 
 	"github.com/logjail/logjail/actions"
 	"github.com/logjail/logjail/crowdsec"
+	"github.com/logjail/logjail/internal/testenv"
 	"github.com/logjail/logjail/state"
 	"github.com/logjail/logjail/store"
 )
@@ -392,8 +385,8 @@ func TestPrune(t *testing.T) {
 func TestTLS(t *testing.T) {
 	f := newFixture(t)
 	dir := t.TempDir()
-	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	pool := writeCert(t, certFile, keyFile)
+	certs := testenv.WriteCerts(t, dir)
+	certFile, keyFile, pool := certs.Cert, certs.Key, certs.Pool
 	cfg := actions.CrowdsecConfig{Name: "tls", Listen: "127.0.0.1:0", TLSCert: certFile, TLSKey: keyFile, ThrottleAs: "throttle"}
 	api, err := crowdsec.New(cfg, crowdsec.Options{DB: f.db})
 	if err != nil {
@@ -426,37 +419,6 @@ func TestTLS(t *testing.T) {
 	if _, err := crowdsec.Listen(actions.CrowdsecConfig{Listen: "127.0.0.1:0", TLSCert: certFile, TLSKey: filepath.Join(dir, "none.key")}); err == nil || !strings.Contains(err.Error(), "none.key") {
 		t.Errorf("a missing key file: %v, want an error naming it", err)
 	}
-}
-
-// writeCert writes a self-signed certificate for 127.0.0.1 and its key,
-// and returns a pool that trusts it.
-func writeCert(t *testing.T, certFile, keyFile string) *x509.CertPool {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "logjail test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return pool
 }
 
 // TestNested: a ban of a prefix and a ban of an address inside it are two

@@ -51,7 +51,7 @@ func StartCluster(t testing.TB, n int, opts Options) *Cluster {
 	if opts.TLS {
 		// One CA and one certificate (for 127.0.0.1) for every primary.
 		certs = t.TempDir()
-		ca = makeCerts(t, certs)
+		ca = testenv.WriteCerts(t, certs).CA
 	}
 	for range n {
 		s := &Server{t: t, bin: bin, dir: t.TempDir(), opts: opts, CAFile: ca, tls: certs}

@@ -25,15 +25,9 @@ package redistest
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/url"
 	"os"
@@ -83,7 +77,7 @@ func Start(t testing.TB, opts Options) *Server {
 	bin := testenv.Need(t, "redis-server")[0]
 	s := &Server{t: t, bin: bin, dir: t.TempDir(), opts: opts}
 	if opts.TLS {
-		s.CAFile, s.tls = makeCerts(t, s.dir), s.dir
+		s.CAFile, s.tls = testenv.WriteCerts(t, s.dir).CA, s.dir
 	}
 	s.startFree(false)
 	return s
@@ -277,50 +271,4 @@ func (s *Server) Log() string {
 		return ""
 	}
 	return s.out.String()
-}
-
-// makeCerts writes ca.pem, server.pem and server.key (for 127.0.0.1) into
-// dir and returns the CA's path.
-func makeCerts(t testing.TB, dir string) string {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "redistest CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	srvDER, err := x509.CreateCertificate(rand.Reader, srv, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	write := func(name, typ string, der []byte) {
-		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("ca.pem", "CERTIFICATE", caDER)
-	write("server.pem", "CERTIFICATE", srvDER)
-	write("server.key", "EC PRIVATE KEY", keyDER)
-	return filepath.Join(dir, "ca.pem")
 }
