@@ -48,6 +48,8 @@ func (c *Config) Classify(src *Source, e *parser.Entry, dst []Charge) ([]Charge,
 // most KeyCacheSize addresses of each kind and starts over when full. A
 // KeyCache is used by one goroutine and belongs to one Config (the keys
 // depend on ipv6_prefix and ipv4_prefix). The zero value is ready.
+// ClassifyKeys makes no address key text but for ADDRESS|ua:TEXT keys:
+// there it holds those addresses' texts only (and the user agents).
 type KeyCache struct {
 	ip, prefix map[netip.Addr]string
 	// agents remembers goodbots.Agent of recent user agents (good_bots):
