@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -67,12 +68,17 @@ func BenchmarkCharge(b *testing.B) {
 		b.Run(fmt.Sprintf("keys=%s", count(clients)), func(b *testing.B) {
 			rs := benchRules()
 			keys, addrs, lines := benchLog(clients, 1<<20)
+			fixed := make([]rules.FixedKey, len(keys))
+			for i, k := range keys {
+				fixed[i], _ = rules.ParseFixedKey(k)
+			}
 			var out []Decision
 			now := at(0)
 			step := time.Millisecond
 			charge := func(d *Detector, l benchLine) {
 				now = now.Add(step)
-				c := rules.Charge{Rule: rs[0], Key: keys[l.key], Addr: addrs[l.key], CPU: float64(l.cpu), Duration: float64(l.cpu)}
+				// As the pipeline charges (rules.Config.ClassifyKeys): the fixed key alone.
+				c := rules.Charge{Rule: rs[0], Fixed: fixed[l.key], Addr: addrs[l.key], CPU: float64(l.cpu), Duration: float64(l.cpu)}
 				out = d.Charge(now, &c, out[:0])
 				c.Rule = rs[1]
 				out = d.Charge(now, &c, out[:0])
@@ -123,4 +129,57 @@ func count(n int) string {
 		return fmt.Sprintf("%dk", n/1_000)
 	}
 	return fmt.Sprint(n)
+}
+
+// BenchmarkChargeKeys is row 1 of `make bench` (scripts/bench-table.sh) in
+// the detector alone: one rule ("100000 per 1h", it never trips), IPv6
+// clients keyed by address (ipv6_prefix: 128), every client seen once
+// first, then charged in turn at 3,000 a second of log time; at 2,000
+// keys and at 1,000,000. key=fixed charges as the pipeline does
+// (rules.Config.ClassifyKeys: Charge.Fixed), key=text with the key's text
+// alone (Charge.Key, parsed to the same key). ns/op is one charge.
+func BenchmarkChargeKeys(b *testing.B) {
+	cfg := &rules.Config{IPv4Prefix: 24, IPv6Prefix: 128}
+	r := &rules.Rule{Name: "rate", Limits: []rules.Limit{rate(100000, time.Hour)}, Ban: rules.Ban{For: time.Hour}}
+	for _, n := range []int{2_000, 1_000_000} {
+		charges := make([]rules.Charge, n)
+		for i := range charges {
+			a := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 4: byte(i >> 24), 5: byte(i >> 16), 6: byte(i >> 8), 7: byte(i), 15: 1})
+			charges[i] = rules.Charge{Rule: r, Key: cfg.IPKey(a), Fixed: cfg.IPFixed(a), Addr: a}
+		}
+		for _, path := range []string{"fixed", "text"} {
+			b.Run(fmt.Sprintf("keys=%s/key=%s", count(n), path), func(b *testing.B) {
+				cs := slices.Clone(charges)
+				for i := range cs {
+					if path == "text" {
+						cs[i].Fixed = rules.FixedKey{}
+					} else {
+						cs[i].Key = ""
+					}
+				}
+				d := New(Options{MaxKeys: n * 13 / 10, NoPeaks: true})
+				now := at(0)
+				var out []Decision
+				i := 0
+				charge := func() {
+					now = now.Add(time.Second / 3000)
+					out = d.Charge(now, &cs[i], out[:0])
+					if i++; i == len(cs) {
+						i = 0
+					}
+				}
+				for range n {
+					charge()
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					charge()
+				}
+				if len(out) != 0 || d.Stats().Keys != n {
+					b.Fatalf("%d keys, decisions %v", d.Stats().Keys, out)
+				}
+			})
+		}
+	}
 }

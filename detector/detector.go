@@ -129,15 +129,17 @@ type Detector struct {
 	latest []*ruleInfo
 
 	// keys maps a key to the first of its states (one per rule), chained
-	// by state.sib; lastKey and lastHead remember the previous lookup, since
-	// the charges of one entry come one rule after another with one key.
-	// lastKey is a view of the key table's own text (never the caller's
-	// string, which may be a buffer read into again); a drop of any key
-	// clears it.
-	keys     keyTable
-	lastKey  string
-	lastHead int32
-	chunks   [][]state
+	// by state.sib; lastKey (or lastFixed) and lastHead remember the
+	// previous lookup, since the charges of one entry come one rule after
+	// another with one key. It holds while lastHead ≥ 0: lastFixed when
+	// that key is a fixed one, else lastKey, a view of the key table's own
+	// text (never the caller's string, which may be a buffer read into
+	// again); a drop of any key clears it (lastHead -1).
+	keys      keyTable
+	lastKey   string
+	lastFixed rules.FixedKey
+	lastHead  int32
+	chunks    [][]state
 	// The pools states refer to: their windows' rings, their windows past
 	// the first, their ladders and addresses seen (aux), the addresses.
 	rings  pool.Pool[uint64]
@@ -239,7 +241,7 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 		t = d.newestT.Add(-d.opt.Skew)
 	}
 	ri := d.rule(c.Rule)
-	i, s := d.lookup(ri, c.Key)
+	i, s := d.lookupK(ri, chargeKey(c))
 	if s.phase == phaseBanned {
 		d.willSee(s, netip.Addr{}, ns) // a blocked entry notes no address
 	} else {
@@ -301,7 +303,11 @@ func (d *Detector) Newest() time.Time {
 // Status reports the ladder state of (r, key) at log time t: Ban or Throttle
 // with its until, or "" when the key is allowed or not tracked.
 func (d *Detector) Status(r *rules.Rule, key string, t time.Time) (Kind, time.Time) {
-	_, s := d.find(r, key)
+	return d.status(r, keyOf(key), t)
+}
+
+func (d *Detector) status(r *rules.Rule, k akey, t time.Time) (Kind, time.Time) {
+	_, s := d.findK(r, k)
 	if s == nil {
 		return "", time.Time{}
 	}
@@ -320,7 +326,7 @@ func (d *Detector) Status(r *rules.Rule, key string, t time.Time) (Kind, time.Ti
 
 // Banned reports whether the (rule, key) of c is banned at log time t.
 func (d *Detector) Banned(t time.Time, c *rules.Charge) bool {
-	k, _ := d.Status(c.Rule, c.Key, t)
+	k, _ := d.status(c.Rule, chargeKey(c), t)
 	return k == Ban
 }
 
@@ -504,12 +510,15 @@ func (d *Detector) retire(ri *ruleInfo) {
 }
 
 // find returns the state of (r, key) and its slot, or nil.
-func (d *Detector) find(r *rules.Rule, key string) (int32, *state) {
+func (d *Detector) find(r *rules.Rule, key string) (int32, *state) { return d.findK(r, keyOf(key)) }
+
+// findK returns the state of (r, k) and its slot, or nil.
+func (d *Detector) findK(r *rules.Rule, k akey) (int32, *state) {
 	id, ok := d.ruleIDs[r.Name]
 	if !ok {
 		return -1, nil
 	}
-	for i := d.chain(key); i >= 0; {
+	for i := d.chainK(k); i >= 0; {
 		s := d.at(i)
 		if d.ri(s).id == id {
 			return i, s
@@ -520,23 +529,45 @@ func (d *Detector) find(r *rules.Rule, key string) (int32, *state) {
 }
 
 // chain returns the first state of key's chain, or -1.
-func (d *Detector) chain(key string) int32 {
-	if d.lastHead >= 0 && key == d.lastKey {
-		return d.lastHead
+func (d *Detector) chain(key string) int32 { return d.chainK(keyOf(key)) }
+
+// chainK returns the first state of k's chain, or -1.
+func (d *Detector) chainK(k akey) int32 {
+	if d.lastHead >= 0 {
+		if k.f.IsZero() {
+			if d.lastFixed.IsZero() && k.text == d.lastKey {
+				return d.lastHead
+			}
+		} else if k.f == d.lastFixed {
+			return d.lastHead
+		}
 	}
-	id := d.keys.find(key, d.keys.hash(key))
+	id := d.keys.findK(k, d.keys.hashK(k))
 	if id == 0 {
 		return -1
 	}
 	i := d.keys.rec(id).head
-	d.lastKey, d.lastHead = d.keys.view(id), i // the table's text: key may be a reused buffer's
+	d.remember(k, id, i)
 	return i
+}
+
+// remember makes key id (k), whose first state is i, the previous lookup.
+func (d *Detector) remember(k akey, id uint32, i int32) {
+	if k.f.IsZero() {
+		d.lastKey, d.lastFixed = d.keys.view(id), rules.FixedKey{} // the table's text: k's may be a reused buffer's
+	} else {
+		d.lastKey, d.lastFixed = "", k.f
+	}
+	d.lastHead = i
 }
 
 // lookup returns the state of (ri, key), making it (and evicting the least
 // recently charged state if the cap is reached) if there is none.
-func (d *Detector) lookup(ri *ruleInfo, key string) (int32, *state) {
-	for i := d.chain(key); i >= 0; {
+func (d *Detector) lookup(ri *ruleInfo, key string) (int32, *state) { return d.lookupK(ri, keyOf(key)) }
+
+// lookupK is lookup of the key k.
+func (d *Detector) lookupK(ri *ruleInfo, k akey) (int32, *state) {
+	for i := d.chainK(k); i >= 0; {
 		s := d.at(i)
 		if d.ri(s).id == ri.id {
 			return i, s
@@ -546,7 +577,7 @@ func (d *Detector) lookup(ri *ruleInfo, key string) (int32, *state) {
 	if d.lruLen+d.banned >= d.maxKeys && d.lruLen > 0 {
 		d.evict()
 	}
-	head := d.chain(key)
+	head := d.chainK(k)
 	var i int32
 	if n := len(d.free); n > 0 {
 		i = d.free[n-1]
@@ -559,23 +590,27 @@ func (d *Detector) lookup(ri *ruleInfo, key string) (int32, *state) {
 		s.kid = d.at(head).kid
 		d.keys.rec(s.kid).head = i
 	} else {
-		s.kid = d.keys.insert(key, d.keys.hash(key), i)
+		s.kid = d.keys.insertK(k, d.keys.hashK(k), i)
 	}
 	s.sib = head
 	d.bindRule(s, ri)
-	s.setFlag(flagMulti, isMulti(ri.rule.Key, key))
+	s.setFlag(flagMulti, isMulti(ri.rule.Key, k))
 	d.initWindows(i, s)
-	d.lastKey, d.lastHead = d.keys.view(s.kid), i
+	d.remember(k, s.kid, i)
 	d.pushFront(i)
 	return i, s
 }
 
 // isMulti reports whether a key is not a single address, so that its
-// decisions list the addresses seen on it.
-func isMulti(k rules.KeyKind, key string) bool {
-	switch k {
+// decisions list the addresses seen on it: under an ip or prefix rule, a
+// key whose text has a "/" (a fixed key that is a prefix).
+func isMulti(kind rules.KeyKind, k akey) bool {
+	switch kind {
 	case rules.KeyIP, rules.KeyPrefix:
-		return strings.IndexByte(key, '/') >= 0
+		if !k.f.IsZero() {
+			return k.f.Multi()
+		}
+		return strings.IndexByte(k.text, '/') >= 0
 	}
 	return true
 }

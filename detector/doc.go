@@ -61,10 +61,12 @@
 //     grown as needed (most keys hold one or two), and no charge allocates
 //     once a key's rings have grown to its traffic. No state holds a
 //     pointer: a state is 88 bytes in a slab of chunks; its key is an id in
-//     the key table (an open-addressing index of ids, each key's text once in
-//     a byte pool), its compiled rule an index, its ladder and addresses
-//     seen a reference into a pool, a ring of more than one element a run
-//     of a pool of uint64 pages (keys.go, internal/pool, limits.Window).
+//     the key table (an open-addressing index of ids over 32-byte records:
+//     an address or prefix key as its 128 bits, family and length, any
+//     other key as its 64-bit hash with its text once in a byte pool), its
+//     compiled rule an index, its ladder and addresses seen a reference
+//     into a pool, a ring of more than one element a run of a pool of
+//     uint64 pages (keys.go, internal/pool, limits.Window).
 //     The collector scans none of it, and a million keys are a few large
 //     allocations. A key's
 //     ladder (extra) exists only once it went over a limit; the addresses
@@ -88,6 +90,33 @@
 //     for status and metrics.
 //   - Keys are copied into the key table before they are stored: callers may
 //     pass strings that point into reused read buffers.
+//   - Fixed keys (issue 23). An address or prefix key comes from the
+//     pipeline as rules.Charge.Fixed (rules.Config.ClassifyKeys): its 128
+//     bits, compared in the key's record, with no text made for a line;
+//     its text (rules.FixedKey.String, byte for byte rules.Config.IPKey's
+//     and PrefixKey's) is made only where a key is shown: decisions,
+//     KeyState.Key, KeyNow, KeyPeak (a view valid during the call, as for
+//     every key). A key given as text (Status, Lift, Query, an operator's
+//     ban, a checkpoint's KeyState.Key, the fleet, a Charge without Fixed)
+//     that is the canonical text of an address or prefix
+//     (rules.ParseFixedKey) is that fixed key, so a key has one entry
+//     whichever way it comes; any other text (user:NAME, ua:TEXT,
+//     ADDRESS|ua:TEXT, range:NAME, a prefix not masked) is a text key: its
+//     64-bit hash, then its whole text, compared, so that no collision
+//     merges two keys. TestFixedKeysDecideAsText feeds the same events by
+//     text, by fixed key and by both (v4, IPv6, /24, /64, /128, a range
+//     keyed by prefix, a grouped range, users): the same decisions, texts,
+//     peaks, checkpoints and state. A charge by text pays a parse
+//     (about 100 ns; the pipeline never charges an address key by text).
+//     At 1M keys in row 1's order a lookup's cost is the index slot (one
+//     random read) and the record (57% and 40% of keyTable.findK's
+//     samples): a record held in the slot itself would save the second,
+//     but the slot would grow from 4 to 24 bytes over twice the keys'
+//     count (the index is a power of two, at most three quarters full),
+//     about 26 MB more at 1M keys, which issue 15's bound (1M /64 keys
+//     under three rules, starved daemon, 386 MB of ≤ 400 MB) does not
+//     leave; and the checkpoint (snapshot.go) sets a key's first state in
+//     its record.
 //   - A Detector is not safe for concurrent use: one goroutine charges it and
 //     reads it. A daemon that answers queries from other goroutines wraps it.
 //   - Per-key state is made of plain values (integers, floats, references

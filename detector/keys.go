@@ -2,37 +2,82 @@ package detector
 
 import (
 	"hash/maphash"
+	"math/bits"
 	"unsafe"
 
 	"github.com/logjail/logjail/internal/pool"
+	"github.com/logjail/logjail/rules"
 )
 
 // keyTable interns the detector's keys: each distinct key tracked has an id
-// (a reference into recs), its text once in a byte pool, and the first of
-// its states (one per rule, chained by state.sib). The index is an
-// open-addressing table of ids with linear probing, at most three quarters
-// full; the hash is not kept (a resize hashes the keys again). Nothing here
-// holds a pointer per key, so a million keys cost the collector nothing to
-// scan and about 40 bytes each (their text, a 16-byte record and 4 to 8
-// bytes of index), 16 more for a key that is not an address once one of
-// its states saw an address (claimAddr).
+// (a reference into recs) and the first of its states (one per rule,
+// chained by state.sib). An address or prefix key (rules.FixedKey) is kept
+// as its 128 bits, family and length in its record, and its text is made
+// only when asked for (textOf, view); any other key (user:NAME, ua:TEXT,
+// ADDRESS|ua:TEXT, range:NAME) is kept as its 64-bit hash in its record and
+// its text once in a byte pool, compared whole on a hash match, so that no
+// collision merges two keys. The index is an open-addressing table of ids
+// with linear probing, at most three quarters full. A lookup of a fixed
+// key reads its slot and its record (16 bytes compared there): no text,
+// no hash of a text. Nothing here holds a pointer per key, so a million
+// keys cost the collector nothing to scan and about 40 bytes each (a
+// 32-byte record and 4 to 8 bytes of index; a text key's text besides), 16
+// more for a key that is not an address once one of its states saw an
+// address (claimAddr).
 type keyTable struct {
-	seed  maphash.Seed
-	slots []uint32 // ids, 0 for an empty slot; a power of two long
-	recs  pool.Pool[keyRec]
-	text  pool.Pool[byte]
-	addrs pool.Pool[addrKey] // the first address seen on a key (keyTable.claimAddr)
-	long  map[uint32]string  // text of keys too long for a pool run, by id
-	n     int                // keys
+	seed   maphash.Seed
+	k0, k1 uint64   // the seeds of a fixed key's hash
+	slots  []uint32 // ids, 0 for an empty slot; a power of two long
+	recs   pool.Pool[keyRec]
+	text   pool.Pool[byte]
+	addrs  pool.Pool[addrKey] // the first address seen on a key (keyTable.claimAddr)
+	long   map[uint32]string  // text of keys too long for a pool run, by id
+	n      int                // keys
+	buf    []byte             // the text of a fixed key (bytesOf), until the next
 }
 
-// keyRec is one key: where its text is, its first state and the address
-// its states with flagOne saw.
+// keyRec is one key: the key itself (a fixed key's bits, or a text key's
+// hash and where its text is), its first state and the address its states
+// with flagOne saw.
 type keyRec struct {
-	ref  uint32 // its text in text (0: in long)
-	n    uint32 // its length
-	head int32  // its first state
-	addr uint32 // its address in addrs, 0 if none
+	hi, lo uint64 // a fixed key's Hi and Lo; a text key's hash, and its text's ref in text (0: in long)
+	head   int32  // its first state
+	addr   uint32 // its address in addrs, 0 if none
+	tag    uint32 // a fixed key's fixedTag; 0 for a text key
+	n      uint32 // a text key's length
+}
+
+// fixedTag is the tag of a fixed key's record: never 0.
+func fixedTag(k rules.FixedKey) uint32 { return 1<<31 | uint32(k.Fam)<<8 | uint32(k.Bits) }
+
+func (r *keyRec) fixed() rules.FixedKey {
+	return rules.FixedKey{Hi: r.hi, Lo: r.lo, Bits: uint8(r.tag), Fam: uint8(r.tag >> 8)}
+}
+
+// akey is a key as the table looks it up: a fixed key (f not zero), else
+// the text.
+type akey struct {
+	f    rules.FixedKey
+	text string
+}
+
+// keyOf returns the key whose text is text: a fixed key when text is the
+// canonical text of an address or prefix (rules.ParseFixedKey), so that a
+// key given as text (an operator's, a checkpoint's, the fleet's) is the
+// one the charges of its address made.
+func keyOf(text string) akey {
+	if f, ok := rules.ParseFixedKey(text); ok {
+		return akey{f: f}
+	}
+	return akey{text: text}
+}
+
+// chargeKey returns the key of c: its fixed key, else its text's.
+func chargeKey(c *rules.Charge) akey {
+	if !c.Fixed.IsZero() {
+		return akey{f: c.Fixed}
+	}
+	return keyOf(c.Key)
 }
 
 // addrKey is an address as addrSeen keeps it, without a time.
@@ -64,49 +109,99 @@ const (
 )
 
 func newKeyTable() keyTable {
-	return keyTable{seed: maphash.MakeSeed(), slots: make([]uint32, keyMinSlots)}
+	seed := maphash.MakeSeed()
+	return keyTable{seed: seed, k0: maphash.String(seed, "k0"), k1: maphash.String(seed, "k1"), slots: make([]uint32, keyMinSlots)}
 }
 
 // hash returns the hash of key the table uses.
-func (t *keyTable) hash(key string) uint32 { return uint32(maphash.String(t.seed, key)) }
+func (t *keyTable) hash(key string) uint64 { return t.hashK(keyOf(key)) }
 
-// hashOf returns the hash of id's text (the same as hash's).
-func (t *keyTable) hashOf(id uint32) uint32 { return uint32(maphash.Bytes(t.seed, t.bytesOf(id))) }
+// hashK returns the hash of k.
+func (t *keyTable) hashK(k akey) uint64 {
+	if !k.f.IsZero() {
+		return t.hashFixed(k.f)
+	}
+	return maphash.String(t.seed, k.text)
+}
+
+// hashFixed mixes a fixed key's bits with the table's seeds (two rounds of
+// a 128-bit multiply folded), so that keys that differ in any bit spread.
+func (t *keyTable) hashFixed(k rules.FixedKey) uint64 {
+	h := mix(k.Hi^t.k0, k.Lo^t.k1)
+	return mix(h^uint64(fixedTag(k)), 0x9e3779b97f4a7c15^t.k0)
+}
+
+func mix(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
+}
+
+// hashOf returns the hash of id's key (the same as hashK's).
+func (t *keyTable) hashOf(id uint32) uint64 {
+	r := t.rec(id)
+	if r.tag != 0 {
+		return t.hashFixed(r.fixed())
+	}
+	return r.hi
+}
 
 func (t *keyTable) rec(id uint32) *keyRec { return &t.recs.Get(id, 1)[0] }
 
-// bytesOf returns id's text, valid until id is removed.
+// bytesOf returns id's text, valid until id is removed (a text key's) or
+// until the next call (a fixed key's, made in t.buf).
 func (t *keyTable) bytesOf(id uint32) []byte {
 	r := t.rec(id)
-	if r.ref == 0 {
+	if r.tag != 0 {
+		t.buf = r.fixed().AppendText(t.buf[:0])
+		return t.buf
+	}
+	if r.lo == 0 {
 		s := t.long[id]
 		return unsafe.Slice(unsafe.StringData(s), len(s))
 	}
-	return t.text.Get(r.ref, uint16(r.n))
+	return t.text.Get(uint32(r.lo), uint16(r.n))
 }
 
-// view returns id's text without a copy: valid until id is removed, and
-// only to be read (KeyPeak.Key).
+// view returns id's text without a copy: valid until id is removed (a
+// fixed key's: until the next view), and only to be read (KeyPeak.Key).
 func (t *keyTable) view(id uint32) string {
 	b := t.bytesOf(id)
 	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // textOf returns a copy of id's text.
-func (t *keyTable) textOf(id uint32) string { return string(t.bytesOf(id)) }
-
-// equal reports whether id's text is key.
-func (t *keyTable) equal(id uint32, key string) bool { return string(t.bytesOf(id)) == key }
+func (t *keyTable) textOf(id uint32) string {
+	if r := t.rec(id); r.tag != 0 {
+		return r.fixed().String()
+	}
+	return string(t.bytesOf(id))
+}
 
 // find returns the id of key (hash h), or 0.
-func (t *keyTable) find(key string, h uint32) uint32 {
+func (t *keyTable) find(key string, h uint64) uint32 { return t.findK(keyOf(key), h) }
+
+// findK returns the id of k (hash h), or 0: a fixed key is compared in its
+// record, a text key's hash there and then its text.
+func (t *keyTable) findK(k akey, h uint64) uint32 {
 	mask := uint32(len(t.slots) - 1)
-	for i := h & mask; ; i = (i + 1) & mask {
+	if !k.f.IsZero() {
+		tag := fixedTag(k.f)
+		for i := uint32(h) & mask; ; i = (i + 1) & mask {
+			id := t.slots[i]
+			if id == 0 {
+				return 0
+			}
+			if r := t.rec(id); r.hi == k.f.Hi && r.lo == k.f.Lo && r.tag == tag {
+				return id
+			}
+		}
+	}
+	for i := uint32(h) & mask; ; i = (i + 1) & mask {
 		id := t.slots[i]
 		if id == 0 {
 			return 0
 		}
-		if r := t.rec(id); int(r.n) == len(key) && t.equal(id, key) {
+		if r := t.rec(id); r.tag == 0 && r.hi == h && int(r.n) == len(k.text) && string(t.bytesOf(id)) == k.text {
 			return id
 		}
 	}
@@ -114,21 +209,34 @@ func (t *keyTable) find(key string, h uint32) uint32 {
 
 // insert adds key (hash h, not in the table) with its first state head and
 // returns its id.
-func (t *keyTable) insert(key string, h uint32, head int32) uint32 {
+func (t *keyTable) insert(key string, h uint64, head int32) uint32 {
+	return t.insertK(keyOf(key), h, head)
+}
+
+// insertK adds k (hash h, not in the table) with its first state head and
+// returns its id.
+func (t *keyTable) insertK(k akey, h uint64, head int32) uint32 {
 	if (t.n+1)*4 > len(t.slots)*3 {
 		t.resize(len(t.slots) * 2)
 	}
 	id := t.recs.Alloc(1)
 	r := t.rec(id)
-	*r = keyRec{n: uint32(len(key)), head: head}
-	if len(key) > keyMaxRun {
+	switch key := k.text; {
+	case !k.f.IsZero():
+		*r = keyRec{hi: k.f.Hi, lo: k.f.Lo, tag: fixedTag(k.f), head: head}
+	case len(key) > keyMaxRun:
+		*r = keyRec{hi: h, n: uint32(len(key)), head: head}
 		if t.long == nil {
 			t.long = map[uint32]string{}
 		}
 		t.long[id] = string([]byte(key))
-	} else if len(key) > 0 {
-		r.ref = t.text.Alloc(uint16(len(key)))
-		copy(t.text.Get(r.ref, uint16(len(key))), key)
+	default:
+		*r = keyRec{hi: h, n: uint32(len(key)), head: head}
+		if len(key) > 0 {
+			ref := t.text.Alloc(uint16(len(key)))
+			copy(t.text.Get(ref, uint16(len(key))), key)
+			r.lo = uint64(ref)
+		}
 	}
 	t.place(id, h)
 	t.n++
@@ -136,9 +244,9 @@ func (t *keyTable) insert(key string, h uint32, head int32) uint32 {
 }
 
 // place puts id in the first empty slot from its home.
-func (t *keyTable) place(id, h uint32) {
+func (t *keyTable) place(id uint32, h uint64) {
 	mask := uint32(len(t.slots) - 1)
-	i := h & mask
+	i := uint32(h) & mask
 	for t.slots[i] != 0 {
 		i = (i + 1) & mask
 	}
@@ -159,7 +267,7 @@ func (t *keyTable) resize(n int) {
 func (t *keyTable) remove(id uint32) {
 	r := t.rec(id)
 	mask := uint32(len(t.slots) - 1)
-	i := t.hashOf(id) & mask
+	i := uint32(t.hashOf(id)) & mask
 	for t.slots[i] != id {
 		i = (i + 1) & mask
 	}
@@ -170,16 +278,18 @@ func (t *keyTable) remove(id uint32) {
 		if e == 0 {
 			break
 		}
-		k := t.hashOf(e) & mask
+		k := uint32(t.hashOf(e)) & mask
 		if (j > i && (k <= i || k > j)) || (j < i && k <= i && k > j) {
 			t.slots[i] = e
 			i = j
 		}
 	}
 	t.slots[i] = 0
-	if r.ref != 0 {
-		t.text.Release(r.ref, uint16(r.n))
-	} else if r.n > 0 {
+	switch {
+	case r.tag != 0:
+	case r.lo != 0:
+		t.text.Release(uint32(r.lo), uint16(r.n))
+	case r.n > 0:
 		delete(t.long, id)
 	}
 	t.addrs.Release(r.addr, 1)

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	gocmp "github.com/google/go-cmp/cmp"
+
+	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/rules"
 )
 
@@ -135,5 +138,128 @@ func TestReloadsReuseCompiledRules(t *testing.T) {
 	}
 	if n := len(d.infos); n > 8 {
 		t.Errorf("%d compiled rules kept after 70,000 reloads, want a handful", n)
+	}
+}
+
+// TestFixedKeysDecideAsText feeds the same events (v4 and IPv6 clients,
+// ip keys, /24 and /64 prefix keys, a range with limits keyed by prefix, a
+// grouped range, users) to three detectors: charges with the key's text
+// only (the path before fixed keys), with the fixed key only (ClassifyKeys,
+// the pipeline's) and with both (ClassifyCached). Under several
+// ipv4_prefix and ipv6_prefix settings, every decision, key text, peak,
+// Status, Banned answer, checkpoint record and internal state is the same,
+// and so is what is restored from either's checkpoint.
+func TestFixedKeysDecideAsText(t *testing.T) {
+	for _, prefixes := range []string{"ipv6_prefix: 64", "ipv6_prefix: 128\nipv4_prefix: 16", "ipv6_prefix: 56\nipv4_prefix: 32", "ipv6_prefix: 64\nipv4_prefix: 24"} {
+		t.Run(strings.ReplaceAll(prefixes, "\n", ","), func(t *testing.T) {
+			cfg := parseConfig(t, strings.Replace(snapConfigWith(100_000), "ipv6_prefix: 64", prefixes, 1))
+			evs := snapEvents(cfg, 6000)
+			modes := []struct {
+				name     string
+				classify func(*rules.KeyCache, *parser.Entry, []rules.Charge) []rules.Charge
+			}{
+				{"text", func(_ *rules.KeyCache, e *parser.Entry, dst []rules.Charge) []rules.Charge {
+					dst, _ = cfg.Classify(cfg.Sources[0], e, dst)
+					for i := range dst {
+						if dst[i].Key == "" {
+							t.Fatalf("Classify made no key text: %+v", dst[i])
+						}
+						dst[i].Fixed = rules.FixedKey{}
+					}
+					return dst
+				}},
+				{"fixed", func(kc *rules.KeyCache, e *parser.Entry, dst []rules.Charge) []rules.Charge {
+					dst, _ = cfg.ClassifyKeys(kc, cfg.Sources[0], e, dst)
+					return dst
+				}},
+				{"both", func(kc *rules.KeyCache, e *parser.Entry, dst []rules.Charge) []rules.Charge {
+					dst, _ = cfg.ClassifyCached(kc, cfg.Sources[0], e, dst)
+					return dst
+				}},
+			}
+			type result struct {
+				out    []Decision
+				dump   detectorDump
+				peaks  []peakDump
+				answer []string
+				saved  keyStore
+				global []byte
+			}
+			var res []result
+			fixedCharges := 0
+			for _, m := range modes {
+				d := detectorFor(cfg)
+				var kc rules.KeyCache
+				var out []Decision
+				var charges []rules.Charge
+				started := false
+				for i := range evs {
+					ev := &evs[i]
+					switch ev.kind {
+					case evReset:
+						d.ResetBreaker()
+					case evLift:
+						out = d.Lift(ev.e.Time, cfg.Rule(ev.rule), ev.key, out)
+					default:
+						e := &ev.e
+						if !started {
+							started = true
+							out = d.Static(e.Time, cfg.StaticBans(), out)
+						}
+						charges = m.classify(&kc, e, charges[:0])
+						if len(charges) == 0 {
+							out = d.Advance(e.Time, out)
+						}
+						for j := range charges {
+							if m.name == "fixed" && charges[j].Key == "" {
+								fixedCharges++
+							}
+							out = d.Charge(e.Time, &charges[j], out)
+						}
+					}
+				}
+				r := result{out: out, dump: dump(d), peaks: peaks(d), saved: keyStore{}}
+				r.answer = answers(d, cfg, r.peaks, evs[len(evs)-1].e.Time)
+				r.saved.checkpoint(t, d)
+				r.global = d.SaveGlobal()
+				res = append(res, r)
+			}
+			if fixedCharges == 0 {
+				t.Fatal("no charge carried a fixed key alone")
+			}
+			if len(res[0].out) < 50 {
+				t.Fatalf("%d decisions: the events decide too little to compare", len(res[0].out))
+			}
+			for _, r := range res[1:] {
+				if diff := gocmp.Diff(res[0].out, r.out, strictOpts...); diff != "" {
+					t.Errorf("decisions (-text +fixed):\n%s", diff)
+				}
+				if diff := gocmp.Diff(res[0].dump, r.dump, strictOpts...); diff != "" {
+					t.Errorf("state (-text +fixed):\n%s", diff)
+				}
+				if diff := gocmp.Diff(res[0].peaks, r.peaks, strictOpts...); diff != "" {
+					t.Errorf("peaks (-text +fixed):\n%s", diff)
+				}
+				if diff := gocmp.Diff(res[0].answer, r.answer); diff != "" {
+					t.Errorf("Status and Banned (-text +fixed):\n%s", diff)
+				}
+				if diff := gocmp.Diff(res[0].saved, r.saved); diff != "" {
+					t.Errorf("checkpoint (-text +fixed):\n%s", diff)
+				}
+			}
+			// A checkpoint of the fixed keys restores the same state.
+			back := detectorFor(cfg)
+			states := make([]*KeyState, 0, len(res[1].saved))
+			for _, ks := range res[1].saved {
+				states = append(states, ks)
+			}
+			slices.SortFunc(states, func(a, b *KeyState) int { return strings.Compare(a.Rule+"\x00"+a.Key, b.Rule+"\x00"+b.Key) })
+			if _, err := back.Restore(cfg, res[1].global, slices.Values(states)); err != nil {
+				t.Fatal(err)
+			}
+			if diff := gocmp.Diff(res[0].peaks, peaks(back), strictOpts...); diff != "" {
+				t.Errorf("restored peaks (-text +restored):\n%s", diff)
+			}
+		})
 	}
 }

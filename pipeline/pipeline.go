@@ -133,7 +133,7 @@ func (p *Pipeline) Process(src *rules.Source, e *parser.Entry, out []detector.De
 	}
 	p.counts.Entries++
 	var v rules.Verdict
-	p.charges, v = p.cfg.ClassifyCached(&p.keys, src, e, p.charges[:0])
+	p.charges, v = p.cfg.ClassifyKeys(&p.keys, src, e, p.charges[:0])
 	switch v {
 	case rules.VerdictAllowed:
 		p.counts.Allowed++

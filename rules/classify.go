@@ -48,6 +48,8 @@ func (c *Config) Classify(src *Source, e *parser.Entry, dst []Charge) ([]Charge,
 // most KeyCacheSize addresses of each kind and starts over when full. A
 // KeyCache is used by one goroutine and belongs to one Config (the keys
 // depend on ipv6_prefix and ipv4_prefix). The zero value is ready.
+// ClassifyKeys makes no address key text but for ADDRESS|ua:TEXT keys:
+// there it holds those addresses' texts only (and the user agents).
 type KeyCache struct {
 	ip, prefix map[netip.Addr]string
 	// agents remembers goodbots.Agent of recent user agents (good_bots):
@@ -97,6 +99,19 @@ func (k *KeyCache) get(m *map[netip.Addr]string, a netip.Addr, build func(netip.
 
 // ClassifyCached is Classify with a KeyCache (nil: none).
 func (c *Config) ClassifyCached(kcache *KeyCache, src *Source, e *parser.Entry, dst []Charge) ([]Charge, Verdict) {
+	return c.classify(keyCache{cache: kcache}, src, e, dst)
+}
+
+// ClassifyKeys is ClassifyCached for a caller that feeds the charges to a
+// detector and reads no key text: an address or prefix key is carried as
+// Charge.Fixed alone (Key is ""), so that no key text is made for a line.
+// Every other key is as ClassifyCached makes it.
+func (c *Config) ClassifyKeys(kcache *KeyCache, src *Source, e *parser.Entry, dst []Charge) ([]Charge, Verdict) {
+	return c.classify(keyCache{cache: kcache, noText: true}, src, e, dst)
+}
+
+func (c *Config) classify(kc keyCache, src *Source, e *parser.Entry, dst []Charge) ([]Charge, Verdict) {
+	kcache := kc.cache
 	a := e.IP
 	if c.allow.Contains(a) {
 		return dst, VerdictAllowed
@@ -118,7 +133,6 @@ func (c *Config) ClassifyCached(kcache *KeyCache, src *Source, e *parser.Entry, 
 	if e.Has&parser.HasDuration != 0 {
 		dur = e.Duration
 	}
-	kc := keyCache{cache: kcache}
 	if ri, ok := c.ranges.Lookup(a); ok {
 		rg := &c.rangeDefs[ri]
 		switch rg.mode {
@@ -132,13 +146,13 @@ func (c *Config) ClassifyCached(kcache *KeyCache, src *Source, e *parser.Entry, 
 			return dst, VerdictCharged
 		}
 		r := c.Rules[rg.rule]
-		key := rg.key
+		key, fixed := rg.key, FixedKey{}
 		if !rg.group {
-			if key, ok = kc.key(c, r.Key, e); !ok {
+			if key, fixed, ok = kc.key(c, r.Key, e); !ok {
 				return dst, VerdictCharged
 			}
 		}
-		return append(dst, Charge{Rule: r, Key: key, Addr: a, CPU: cpu, Duration: dur, Signature: sig}), VerdictCharged
+		return append(dst, Charge{Rule: r, Key: key, Fixed: fixed, Addr: a, CPU: cpu, Duration: dur, Signature: sig}), VerdictCharged
 	}
 	var claims string
 	if c.bots != nil && e.Has&parser.HasUserAgent != 0 {
@@ -163,19 +177,22 @@ func (c *Config) ClassifyCached(kcache *KeyCache, src *Source, e *parser.Entry, 
 			continue
 		}
 		r := c.Rules[i]
-		key, ok := kc.key(c, r.Key, e)
+		key, fixed, ok := kc.key(c, r.Key, e)
 		if !ok {
 			continue
 		}
-		dst = append(dst, Charge{Rule: r, Key: key, Addr: a, CPU: cpu, Duration: dur, Claims: claims, Signature: sig})
+		dst = append(dst, Charge{Rule: r, Key: key, Fixed: fixed, Addr: a, CPU: cpu, Duration: dur, Claims: claims, Signature: sig})
 	}
 	return dst, VerdictCharged
 }
 
-// keyCache builds each kind of key of one entry at most once.
+// keyCache builds each kind of key of one entry at most once: an address
+// or prefix key as a FixedKey, and its text unless noText (ClassifyKeys).
 type keyCache struct {
 	ip, prefix, ua string
+	ipF, prefixF   FixedKey
 	cache          *KeyCache
+	noText         bool
 }
 
 func (kc *keyCache) ipKey(c *Config, e *parser.Entry) {
@@ -188,38 +205,46 @@ func (kc *keyCache) ipKey(c *Config, e *parser.Entry) {
 	}
 }
 
-func (kc *keyCache) key(c *Config, k KeyKind, e *parser.Entry) (string, bool) {
+func (kc *keyCache) key(c *Config, k KeyKind, e *parser.Entry) (string, FixedKey, bool) {
 	switch k {
 	case KeyIP:
-		kc.ipKey(c, e)
-		return kc.ip, true
+		if kc.ipF.IsZero() {
+			kc.ipF = c.IPFixed(e.IP)
+		}
+		if !kc.noText {
+			kc.ipKey(c, e)
+		}
+		return kc.ip, kc.ipF, true
 	case KeyPrefix:
-		if kc.prefix == "" {
+		if kc.prefixF.IsZero() {
+			kc.prefixF = c.PrefixFixed(e.IP)
+		}
+		if kc.prefix == "" && !kc.noText {
 			if kc.cache != nil {
 				kc.prefix = kc.cache.get(&kc.cache.prefix, e.IP, c.PrefixKey)
 			} else {
 				kc.prefix = c.PrefixKey(e.IP)
 			}
 		}
-		return kc.prefix, true
+		return kc.prefix, kc.prefixF, true
 	case KeyUser:
 		if e.Has&parser.HasUser == 0 || e.User == "" {
-			return "", false
+			return "", FixedKey{}, false
 		}
-		return "user:" + parser.Printable(e.User), true
+		return "user:" + parser.Printable(e.User), FixedKey{}, true
 	case KeyUserAgent:
 		if kc.ua == "" {
 			kc.ua = uaKey(e)
 		}
-		return kc.ua, true
+		return kc.ua, FixedKey{}, true
 	case KeyIPUserAgent:
 		kc.ipKey(c, e)
 		if kc.ua == "" {
 			kc.ua = uaKey(e)
 		}
-		return kc.ip + "|" + kc.ua, true
+		return kc.ip + "|" + kc.ua, FixedKey{}, true
 	}
-	return "", false
+	return "", FixedKey{}, false
 }
 
 // uaKey is "ua:TEXT"; an entry without a user agent is "ua:". TEXT is

@@ -20,7 +20,12 @@
 // Keys have one canonical form (DESIGN.md, "Keys"): an address
 // (203.0.113.7), an IPv6 client by its ipv6_prefix (2001:db8:1:2::/64), a
 // prefix (203.0.113.0/24), range:NAME, user:NAME, ua:TEXT and
-// ADDRESS|ua:TEXT. See Config.IPKey, Config.PrefixKey and Classify.
+// ADDRESS|ua:TEXT. See Config.IPKey, Config.PrefixKey and Classify. An
+// address or prefix key is also a FixedKey (Config.IPFixed, PrefixFixed:
+// 128 bits, family, length), whose text is the key's, byte for byte;
+// ClassifyKeys, the pipeline's, carries it alone (Charge.Key ""), so that
+// no key text is made for a line (no allocation: TestClassifyKeys), and
+// ParseFixedKey takes the canonical text back to it.
 // NAME and TEXT are the user and the user agent through parser.Printable:
 // a key never holds a control character (NUL, newline, ESC) nor a byte that
 // is not UTF-8, so no action, file, argv or terminal gets one from a

@@ -84,8 +84,12 @@ type Fleet struct {
 // Charge is one request charged to one key by one rule.
 type Charge struct {
 	Rule *Rule
-	Key  string     // canonical key string
-	Addr netip.Addr // the client address (the address a ban on a non-address key blocks)
+	Key  string // canonical key string; "" for an address or prefix key from ClassifyKeys
+	// Fixed is an address or prefix key as a fixed-size value (its text is
+	// Key's), which the detector keys by without the text; the zero value
+	// for every other key (Key is then the key).
+	Fixed FixedKey
+	Addr  netip.Addr // the client address (the address a ban on a non-address key blocks)
 	// CPU is the cost `% cpu` limits weigh: the entry's CPU seconds, or its
 	// duration under cpu_fallback: duration, else 0.
 	CPU float64

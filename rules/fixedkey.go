@@ -1,0 +1,172 @@
+package rules
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"strings"
+)
+
+// FixedKey is an address or prefix key (`key: ip`, `key: prefix`, and a
+// range's rule keyed by either) as a fixed-size value: the address or the
+// masked prefix as 128 bits, its family and its length. It is what the
+// detector's key table compares and keeps, so that no key text is made for
+// a line (Config.ClassifyKeys); its text (String) is the key's one
+// canonical form, byte for byte Config.IPKey's or Config.PrefixKey's. The
+// zero value is no key: the charge's key is its text (Charge.Key).
+//
+// Two keys are the same key exactly when their FixedKeys are equal: an
+// IPv4 key (Fam 4, the address in the low 32 bits of Lo) and the
+// IPv4-mapped IPv6 key of the same bits (Fam 6) differ, as their texts do.
+type FixedKey struct {
+	Hi, Lo uint64 // the address, or the prefix masked, big-endian
+	Bits   uint8  // the prefix length; 32 or 128, the family's, for an address
+	Fam    uint8  // 4 or 6; 0: no fixed key
+}
+
+// IsZero reports whether k is no key.
+func (k FixedKey) IsZero() bool { return k.Fam == 0 }
+
+// Multi reports whether k is a prefix shorter than its family's length:
+// more than one address.
+func (k FixedKey) Multi() bool { return int(k.Bits) < k.full() }
+
+func (k FixedKey) full() int {
+	if k.Fam == 4 {
+		return 32
+	}
+	return 128
+}
+
+// fixedKeyOf returns the key of a (unmapped, without its zone) cut to bits
+// (the whole address when bits is its length or more).
+func fixedKeyOf(a netip.Addr, bits int) FixedKey {
+	a = a.Unmap()
+	if a.Is4() {
+		bits = min(max(bits, 0), 32)
+		v := uint64(binary.BigEndian.Uint32(a.AsSlice()))
+		if bits < 32 {
+			v &= ^uint64(0) << (32 - bits) & 0xffffffff
+		}
+		return FixedKey{Lo: v, Bits: uint8(bits), Fam: 4}
+	}
+	return mappedKey(a, bits)
+}
+
+// mappedKey is the IPv6 key of a (an IPv4-mapped address stays IPv6) cut
+// to bits.
+func mappedKey(a netip.Addr, bits int) FixedKey {
+	b := a.As16()
+	hi, lo := binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
+	bits = min(max(bits, 0), 128)
+	switch {
+	case bits == 0:
+		hi, lo = 0, 0
+	case bits < 64:
+		hi &= ^uint64(0) << (64 - bits)
+		lo = 0
+	case bits == 64:
+		lo = 0
+	case bits < 128:
+		lo &= ^uint64(0) << (128 - bits)
+	}
+	return FixedKey{Hi: hi, Lo: lo, Bits: uint8(bits), Fam: 6}
+}
+
+// Addr returns k's address (the prefix's first one); invalid for the zero key.
+func (k FixedKey) Addr() netip.Addr {
+	switch k.Fam {
+	case 4:
+		var b [4]byte
+		binary.BigEndian.PutUint32(b[:], uint32(k.Lo))
+		return netip.AddrFrom4(b)
+	case 6:
+		var b [16]byte
+		binary.BigEndian.PutUint64(b[:8], k.Hi)
+		binary.BigEndian.PutUint64(b[8:], k.Lo)
+		return netip.AddrFrom16(b)
+	}
+	return netip.Addr{}
+}
+
+// AppendText appends k's text to b: the address for a whole address, else
+// the prefix ("203.0.113.0/24", "2001:db8:1:2::/64"), as IPKey and
+// PrefixKey write them. The zero key appends nothing.
+func (k FixedKey) AppendText(b []byte) []byte {
+	a := k.Addr()
+	if !a.IsValid() {
+		return b
+	}
+	if !k.Multi() {
+		return a.AppendTo(b)
+	}
+	return netip.PrefixFrom(a, int(k.Bits)).AppendTo(b)
+}
+
+// String returns k's text (AppendText).
+func (k FixedKey) String() string {
+	var buf [64]byte
+	return string(k.AppendText(buf[:0]))
+}
+
+// ParseFixedKey returns the fixed key whose text is s, exactly: false
+// when s is not the canonical text of an address or a masked prefix
+// (user:NAME, range:NAME, ADDRESS|ua:TEXT, an address with a zone, a
+// prefix not masked, upper-case hexadecimal), which stays a text key.
+// So every key has one form: the text of a FixedKey is never a text key.
+func ParseFixedKey(s string) (FixedKey, bool) {
+	if len(s) == 0 || len(s) > 49 || !isHexOrColon(s[0]) {
+		return FixedKey{}, false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isHexOrColon(c) && c != '.' && c != '/' {
+			return FixedKey{}, false // no parse (whose error allocates) of most text keys
+		}
+	}
+	var k FixedKey
+	if strings.IndexByte(s, '/') >= 0 {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return FixedKey{}, false
+		}
+		k = fixedKeyOf(p.Addr(), p.Bits())
+		if p.Addr().Is4In6() {
+			k = mappedKey(p.Addr(), p.Bits()) // fixedKeyOf unmaps: a mapped prefix is a key of its own
+		}
+	} else {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return FixedKey{}, false
+		}
+		k = fixedKeyOf(a, a.BitLen())
+		if a.Is4In6() {
+			k = mappedKey(a, 128)
+		}
+	}
+	var buf [64]byte
+	if string(k.AppendText(buf[:0])) != s {
+		return FixedKey{}, false
+	}
+	return k, true
+}
+
+func isHexOrColon(c byte) bool {
+	return c == ':' || '0' <= c && c <= '9' || 'a' <= c && c <= 'f'
+}
+
+// IPFixed is IPKey(a) as a FixedKey: its text is IPKey's.
+func (c *Config) IPFixed(a netip.Addr) FixedKey {
+	a = a.Unmap()
+	if a.Is6() {
+		return fixedKeyOf(a, c.IPv6Prefix)
+	}
+	return fixedKeyOf(a, 32)
+}
+
+// PrefixFixed is PrefixKey(a) as a FixedKey: its text is PrefixKey's.
+func (c *Config) PrefixFixed(a netip.Addr) FixedKey {
+	a = a.Unmap()
+	if a.Is6() {
+		return fixedKeyOf(a, c.IPv6Prefix)
+	}
+	return fixedKeyOf(a, c.IPv4Prefix)
+}

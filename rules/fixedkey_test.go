@@ -1,0 +1,154 @@
+package rules
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+
+	"github.com/logjail/logjail/parser"
+)
+
+// TestFixedKeyText: for v4, IPv6 and IPv4-mapped addresses (with a zone
+// too) under every prefix length, the fixed key of IPKey and PrefixKey
+// writes their text byte for byte and parses back from it to itself.
+func TestFixedKeyText(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	addrs := []netip.Addr{
+		netip.MustParseAddr("203.0.113.7"), netip.MustParseAddr("198.51.100.255"), netip.MustParseAddr("0.0.0.0"),
+		netip.MustParseAddr("::ffff:203.0.113.7"), netip.MustParseAddr("2001:db8::"), netip.MustParseAddr("2001:db8::1"),
+		netip.MustParseAddr("2001:db8:1:2:3:4:5:6"), netip.MustParseAddr("fe80::1%eth0"), netip.MustParseAddr("::"),
+		netip.MustParseAddr("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
+	}
+	for range 200 {
+		var b [16]byte
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		addrs = append(addrs, netip.AddrFrom16(b), netip.AddrFrom4([4]byte(b[:4])))
+	}
+	n := 0
+	for v4 := 1; v4 <= 32; v4++ {
+		for v6 := 1; v6 <= 128; v6++ {
+			if v4 != 24 && v4 != 32 && v6%7 != 0 && v6 != 64 && v6 != 128 {
+				continue
+			}
+			c := &Config{IPv4Prefix: v4, IPv6Prefix: v6}
+			for _, a := range addrs {
+				for _, k := range []struct {
+					name  string
+					text  string
+					fixed FixedKey
+				}{{"IPKey", c.IPKey(a), c.IPFixed(a)}, {"PrefixKey", c.PrefixKey(a), c.PrefixFixed(a)}} {
+					n++
+					if got := k.fixed.String(); got != k.text {
+						t.Fatalf("v4 /%d v6 /%d %s: %s = %q, its fixed key %+v writes %q", v4, v6, a, k.name, k.text, k.fixed, got)
+					}
+					back, ok := ParseFixedKey(k.text)
+					if !ok || back != k.fixed {
+						t.Fatalf("ParseFixedKey(%q) = %+v %v, want %+v", k.text, back, ok, k.fixed)
+					}
+					if multi := k.fixed.Multi(); multi != (k.text != a.Unmap().WithZone("").String()) {
+						t.Fatalf("%q: Multi %v", k.text, multi)
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d keys", n)
+}
+
+// TestParseFixedKeyRefuses: texts that are no canonical address or
+// prefix stay text keys, and a mapped address is not its IPv4 one.
+func TestParseFixedKeyRefuses(t *testing.T) {
+	for _, s := range []string{
+		"", "user:alice", "ua:curl", "range:googlebot", "203.0.113.7|ua:curl", "203.0.113.7/32",
+		"203.0.113.7/24", "2001:DB8::1", "2001:db8:0::1", "fe80::1%eth0", "2001:db8::/129", "203.0.113.07",
+		"2001:db8::1.2.3.4", "2001:db8::1/64", "198.51.100.", "::ffff:203.0.113.0/24",
+	} {
+		if k, ok := ParseFixedKey(s); ok {
+			t.Errorf("ParseFixedKey(%q) = %+v, want a text key", s, k)
+		}
+	}
+	v4, _ := ParseFixedKey("203.0.113.7")
+	mapped, ok := ParseFixedKey("::ffff:203.0.113.7")
+	if !ok || mapped == v4 || mapped.String() != "::ffff:203.0.113.7" {
+		t.Errorf("::ffff:203.0.113.7 = %+v %v, the same key as 203.0.113.7 (%+v)", mapped, ok, v4)
+	}
+	if p, ok := ParseFixedKey("::ffff:203.0.113.0/120"); !ok || p.String() != "::ffff:203.0.113.0/120" {
+		t.Errorf("::ffff:203.0.113.0/120 = %+v %v", p, ok)
+	}
+}
+
+// TestClassifyKeys: ClassifyKeys charges what ClassifyCached charges, an
+// address or prefix key as its fixed key alone (whose text is
+// ClassifyCached's key), every other key as its text; and it makes no
+// text: no allocation for an entry of a new address.
+func TestClassifyKeys(t *testing.T) {
+	c := mustParse(t, `
+ipv6_prefix: 64
+sources: [{name: web, paths: [/x]}]
+ranges:
+  office: {cidrs: [198.51.100.0/24], key: prefix, limits: ["5 per second"]}
+  crawler: {cidrs: [203.0.113.128/25], group: true, limits: ["5 per second"]}
+rules:
+  - {name: ip, limits: ["5 per second"]}
+  - {name: nets, key: prefix, limits: ["5 per second"]}
+  - {name: users, key: user, limits: ["5 per second"]}
+  - {name: ipua, key: ip+user_agent, limits: ["5 per second"]}
+`, testOptions)
+	src := c.Source("web")
+	var kc, kc2 KeyCache
+	var a, b []Charge
+	for i := range 300 {
+		e := parser.Entry{User: "alice", UserAgent: "curl", Has: parser.HasUser | parser.HasUserAgent}
+		switch i % 4 {
+		case 0:
+			e.IP = netip.AddrFrom4([4]byte{203, 0, 113, byte(i)}) // the crawler range from .128
+		case 1:
+			e.IP = netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}) // office
+		default:
+			e.IP = netip.MustParseAddr(fmt.Sprintf("2001:db8:%x::%x", i, i))
+		}
+		a, _ = c.ClassifyCached(&kc, src, &e, a[:0])
+		b, _ = c.ClassifyKeys(&kc2, src, &e, b[:0])
+		if len(a) != len(b) || len(a) == 0 {
+			t.Fatalf("%s: %d charges, ClassifyKeys %d", e.IP, len(a), len(b))
+		}
+		for j := range a {
+			x, y := a[j], b[j]
+			if x.Fixed.IsZero() {
+				if x.Key != y.Key || !y.Fixed.IsZero() {
+					t.Errorf("%s: text key %q, ClassifyKeys %q %+v", e.IP, x.Key, y.Key, y.Fixed)
+				}
+			} else if y.Key != "" || y.Fixed != x.Fixed || x.Fixed.String() != x.Key {
+				t.Errorf("%s: key %q (%+v), ClassifyKeys %q %+v", e.IP, x.Key, x.Fixed, y.Key, y.Fixed)
+			}
+			x.Key, x.Fixed, y.Key, y.Fixed = "", FixedKey{}, "", FixedKey{}
+			if x != y {
+				t.Errorf("%s: charge %+v, ClassifyKeys %+v", e.IP, x, y)
+			}
+		}
+	}
+	// Address keys alone: nothing allocated for an entry of a new /64.
+	c = mustParse(t, `
+sources: [{name: web, paths: [/x]}]
+rules:
+  - {name: ip, limits: ["5 per second"]}
+  - {name: nets, key: prefix, limits: ["5 per second"]}
+`, testOptions)
+	src = c.Source("web")
+	var kc3 KeyCache
+	next := uint32(0)
+	allocs := testing.AllocsPerRun(1000, func() {
+		next++
+		e := parser.Entry{IP: netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, byte(next >> 24), byte(next >> 16), byte(next >> 8), byte(next), 15: 1})}
+		b, _ = c.ClassifyKeys(&kc3, src, &e, b[:0])
+		if len(b) != 2 || b[0].Key != "" || b[1].Key != "" || b[1].Fixed.IsZero() {
+			t.Fatalf("charges %+v", b)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("ClassifyKeys of a new address: %v allocations, want 0", allocs)
+	}
+}
