@@ -202,6 +202,11 @@ type block struct {
 	trunc   []int // indices of lines longer than source.MaxLine
 	first   int   // 1-based number of lines[0]
 	entries []parser.Entry
+	// fields holds the entries' Entry.Fields (parser.ParseStringBuf): one
+	// slice a block, not one a line. It is new for every use of the block,
+	// never reused: an entry the guard holds keeps its fields after its
+	// block is released.
+	fields  []parser.Field
 	rejects []rejectAt
 	token   bool          // holds one of the pool's tokens
 	done    chan struct{} // closed when entries and rejects are ready
@@ -217,7 +222,15 @@ func (b *block) parse() {
 	t := 0
 	for i, line := range b.lines {
 		n := b.first + i
-		e, err := b.parser.ParseString(line, n)
+		var e parser.Entry
+		var err error
+		e, b.fields, err = b.parser.ParseStringBuf(line, n, b.fields)
+		if len(e.Fields) > 0 && cap(b.fields) == 0 {
+			// The block's first line with fields: room for the rest
+			// (a format whose lines carry none, or rarely, allocates
+			// nothing more).
+			b.fields = make([]parser.Field, 0, (len(b.lines)-i-1)*b.parser.FieldsPerLine())
+		}
 		if err == nil && t < len(b.trunc) && b.trunc[t] == i {
 			err = source.TooLong(n)
 		}
@@ -399,6 +412,7 @@ func (r *reader) release(b *block) {
 		}
 	}
 	clear(b.entries) // let the chunks' strings go
+	b.fields = nil
 	select {
 	case r.free <- b:
 	default:
