@@ -4,6 +4,18 @@
 // of the arguments does not matter and rotated siblings interleave), and fed
 // to a pipeline.Pipeline. The result is a Report for a person tuning thresholds.
 //
+// Parsing: each input's reader cuts it into blocks of consecutive lines
+// (blockLines, 512), which GOMAXPROCS workers parse beside the merger, one
+// channel send a block. A line costs no allocation: its strings point into
+// the chunk it was read in, and the entries' named fields (Entry.Fields,
+// genlog.yaml's cpu=$upstream_http_x_cpu_time) go into one slice a block
+// (parser.Parser.ParseStringBuf), allocated for each use of the block and
+// never reused, since an entry the guard holds outlives its block; a
+// format whose lines carry no named field allocates none. Classifying in
+// the workers too (branch h-par) was tried again and not kept: on a busy
+// 2-core host it cost 10% more CPU a line and more wall time than the
+// merger classifying (docs/performance.md, "Replay's CPU per line").
+//
 // Each file's entries pass its own pipeline.Guard before the merge: a line
 // far ahead of its neighbours in its file is an outlier (Report
 // Input.Outliers and Files[].Outliers), not charged, and cannot reorder the
