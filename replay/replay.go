@@ -237,11 +237,12 @@ func (b *block) parse() {
 		var e parser.Entry
 		var err error
 		e, b.fields, err = b.parser.ParseStringBuf(line, n, b.fields)
-		if len(e.Fields) > 0 && cap(b.fields) == 0 {
-			// The block's first line with fields: room for the rest
-			// (a format whose lines carry none, or rarely, allocates
-			// nothing more).
-			b.fields = make([]parser.Field, 0, (len(b.lines)-i-1)*b.parser.FieldsPerLine())
+		if per := b.parser.FieldsPerLine(); len(e.Fields) > 0 && cap(b.fields)-len(b.fields) < per {
+			// The block's first line with fields, or the room is used
+			// up: room for the rest of the block at this line's count,
+			// and one line more at the most (a format whose lines carry
+			// none, or rarely, allocates nothing more).
+			b.fields = make([]parser.Field, 0, (len(b.lines)-i-1)*len(e.Fields)+per)
 		}
 		if err == nil && t < len(b.trunc) && b.trunc[t] == i {
 			err = source.TooLong(n)
