@@ -25,7 +25,12 @@
 //     anything else missing or unreadable is absent (its Has bit clear);
 //   - ParseString does not copy: the Entry's strings may point into the
 //     line (a value is decoded into a new string only when it carries
-//     escapes). Parse copies the line once.
+//     escapes). Parse copies the line once. ParseStringBuf is ParseString
+//     with the Entry's other named fields (Entry.Fields) kept in a buffer
+//     the caller reuses (replay: one a block of lines), so that a format
+//     with named fields (a log_format's cpu=$upstream_http_x_cpu_time)
+//     allocates nothing a line either; the Entry is ParseString's, field
+//     for field (TestParseStringBufSameEntry on the corpus, the fuzzers).
 //
 // Host-first logs. The presets vhost_combined (Apache's `%v:%p %h %l %u %t
 // "%r" %>s %O ...`, Debian's other_vhosts_access.log) and host_combined

@@ -36,6 +36,8 @@ func checkSane(t *testing.T, p *Parser, line string) {
 		e.Has&HasDuration != 0 && e.Duration < 0 || e.Has&HasCPU != 0 && e.CPU < 0 {
 		t.Fatalf("bad numbers %+v: %q", e, line)
 	}
+	// ParseStringBuf (the path of a reused buffer) reads the same.
+	sameAsParseString(t, p, line, make([]Field, 1, 1+p.FieldsPerLine()))
 	// Parse (the copying path) reads the same.
 	if e2, err := p.Parse([]byte(line), 1); err != nil || !e2.Time.Equal(e.Time) || e2.IP != e.IP {
 		t.Fatalf("Parse and ParseString differ on %q: %v", line, err)

@@ -322,8 +322,47 @@ func (p *Parser) ParseString(line string, lineNo int) (Entry, error) {
 	return e, err
 }
 
+// ParseStringBuf is ParseString with the Entry's other named fields
+// (Entry.Fields) stored in buf's spare capacity instead of a slice of their
+// own: it returns the Entry, whose Fields is then the part of buf it takes
+// (capped, so that appending to it cannot write over a later entry's), and
+// buf grown by it. A caller that parses many lines into one buffer with
+// room for them (FieldsPerLine a line) allocates nothing for any of them;
+// a line whose fields do not fit in what is left gets a slice of its own,
+// as ParseString's. The Entry is otherwise ParseString's, field for field
+// (an Entry without fields has a nil Fields), and buf is never written
+// below its length.
+func (p *Parser) ParseStringBuf(line string, lineNo int, buf []Field) (Entry, []Field, error) {
+	tail := buf[len(buf):len(buf):cap(buf)]
+	if cap(tail) == 0 {
+		tail = nil
+	}
+	e, _, err := p.parseInto(line, lineNo, tail)
+	if err != nil || len(e.Fields) == 0 {
+		e.Fields = nil
+		return e, buf, err
+	}
+	n := len(e.Fields)
+	e.Fields = e.Fields[:n:n]
+	if cap(tail) >= n && &tail[:1][0] == &e.Fields[0] {
+		buf = buf[:len(buf)+n]
+	}
+	return e, buf, err
+}
+
+// FieldsPerLine is how many Entry.Fields a line of the format may carry
+// at most, but for the rare duplicate: the room a line takes in
+// ParseStringBuf's buffer.
+func (p *Parser) FieldsPerLine() int { return p.nFields + 1 }
+
 // parse also reports whether the line matched the format completely.
 func (p *Parser) parse(line string, lineNo int) (Entry, bool, error) {
+	return p.parseInto(line, lineNo, nil)
+}
+
+// parseInto is parse, appending the Entry's Fields to fields (a nil or
+// empty slice; its spare capacity is used first).
+func (p *Parser) parseInto(line string, lineNo int, fields []Field) (Entry, bool, error) {
 	if n := len(line); n > 0 && line[n-1] == '\n' {
 		line = line[:n-1]
 	}
@@ -334,12 +373,14 @@ func (p *Parser) parse(line string, lineNo int) (Entry, bool, error) {
 	if trimSpace(line) == "" {
 		return e, false, &Error{Line: lineNo, Field: "line", Reason: "empty"}
 	}
+	e.Fields = fields
 	var st lineState
 	var full bool
 	if p.hand != nil {
 		// Like the JSON walk, a hand reader may hand what it is given to a
 		// recursive walk (Envoy's JSON lines): keep its escape to them.
 		he, hst := new(Entry), new(lineState)
+		he.Fields = fields
 		full = p.hand.read(p, line, lineNo, he, hst)
 		e, st = *he, *hst
 		if st.directive != "" {
@@ -359,6 +400,7 @@ func (p *Parser) parse(line string, lineNo int) (Entry, bool, error) {
 		// The JSON walk is recursive, so what it is handed escapes: keep
 		// that to JSON lines.
 		je, jst := new(Entry), new(lineState)
+		je.Fields = fields
 		full = p.scanJSON(p.json, line, je, jst)
 		e, st = *je, *jst
 	} else {

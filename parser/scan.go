@@ -80,10 +80,22 @@ type lineState struct {
 	directive string // a hand format's directive or comment line: why it is no entry (ErrDirective)
 	failField string // a hand format's unreadable line: the field that failed,
 	fail      string // and why
+	noEscape  bool   // the whole line has no '\\': no value needs unescape
+}
+
+// unescape is the package's unescape, skipped for a line that has no
+// backslash at all (scan looks once, for the whole line, instead of once a
+// field).
+func (st *lineState) unescape(v string) string {
+	if st.noEscape {
+		return v
+	}
+	return unescape(v)
 }
 
 // scan reads s with the format's items. It returns whether every item was read.
 func (p *Parser) scan(s string, e *Entry, st *lineState) bool {
+	st.noEscape = strings.IndexByte(s, '\\') < 0
 	return p.scanItems(p.items, s, e, st)
 }
 
@@ -356,19 +368,19 @@ func (p *Parser) set(it *item, v string, e *Entry, st *lineState) {
 			}
 		}
 	case kRequest:
-		setRequest(v, e)
+		setRequest(v, e, st)
 	case kMethod:
-		if v = unescape(v); !absent(v) {
+		if v = st.unescape(v); !absent(v) {
 			e.Method, e.Has = v, e.Has|HasMethod
 		}
 	case kURI:
-		setURI(unescape(v), e)
+		setURI(st.unescape(v), e)
 	case kPath:
-		if v = unescape(v); !absent(v) {
+		if v = st.unescape(v); !absent(v) {
 			e.Path, e.Has = v, e.Has|HasPath
 		}
 	case kQuery:
-		v = unescape(v)
+		v = st.unescape(v)
 		if len(v) > 0 && v[0] == '?' {
 			v = v[1:]
 		}
@@ -376,7 +388,7 @@ func (p *Parser) set(it *item, v string, e *Entry, st *lineState) {
 			e.Query, e.Has = v, e.Has|HasQuery
 		}
 	case kProtocol:
-		if v = unescape(v); !absent(v) {
+		if v = st.unescape(v); !absent(v) {
 			e.Protocol, e.Has = v, e.Has|HasProtocol
 		}
 	case kStatus:
@@ -392,15 +404,15 @@ func (p *Parser) set(it *item, v string, e *Entry, st *lineState) {
 			st.bad = true
 		}
 	case kReferer:
-		if v = unescape(v); !absent(v) {
+		if v = st.unescape(v); !absent(v) {
 			e.Referer, e.Has = v, e.Has|HasReferer
 		}
 	case kUA:
-		if v = unescape(v); !absent(v) {
+		if v = st.unescape(v); !absent(v) {
 			e.UserAgent, e.Has = v, e.Has|HasUserAgent
 		}
 	case kUser:
-		if v = unescape(trimSpace(v)); !absent(v) {
+		if v = st.unescape(trimSpace(v)); !absent(v) {
 			e.User, e.Has = v, e.Has|HasUser
 		}
 	case kHost:
@@ -408,7 +420,7 @@ func (p *Parser) set(it *item, v string, e *Entry, st *lineState) {
 			p.addField(it.name, v, e, st)
 			return
 		}
-		if v = unescape(v); !absent(v) {
+		if v = st.unescape(v); !absent(v) {
 			e.Host, e.Has = v, e.Has|HasHost
 		}
 	case kDuration:
@@ -439,7 +451,7 @@ func (p *Parser) set(it *item, v string, e *Entry, st *lineState) {
 		}
 	case kHostPort:
 		host, port := splitHostPort(v)
-		if host = unescape(host); !absent(host) {
+		if host = st.unescape(host); !absent(host) {
 			e.Host, e.Has = host, e.Has|HasHost
 		}
 		if port != "" {
@@ -484,7 +496,7 @@ func splitHostPort(v string) (host, port string) {
 }
 
 func (p *Parser) addField(name, v string, e *Entry, st *lineState) {
-	v = unescape(v)
+	v = st.unescape(v)
 	if absent(v) {
 		return
 	}
@@ -513,11 +525,11 @@ func (p *Parser) setConn(v string, level int8, st *lineState) {
 // setRequest splits "METHOD target PROTOCOL". A request line that is not one
 // (a TLS handshake, garbage, "-") leaves method, path and protocol absent and
 // is kept as the field "request", as logged.
-func setRequest(raw string, e *Entry) {
+func setRequest(raw string, e *Entry, st *lineState) {
 	if absent(raw) {
 		return
 	}
-	v := unescape(raw)
+	v := st.unescape(raw)
 	sp := strings.IndexByte(v, ' ')
 	if sp <= 0 || !isMethod(v[:sp]) {
 		e.Fields = append(e.Fields, Field{Name: "request", Value: raw})
@@ -611,7 +623,7 @@ func parseFloat(s string) (float64, bool) {
 func sumFloats(s string) (float64, bool) {
 	sum, n := 0.0, 0
 	for s != "" {
-		j := strings.IndexAny(s, ",:")
+		j := indexListSep(s)
 		part := s
 		if j >= 0 {
 			part, s = s[:j], s[j+1:]
@@ -630,6 +642,17 @@ func sumFloats(s string) (float64, bool) {
 		n++
 	}
 	return sum, n > 0
+}
+
+// indexListSep is strings.IndexAny(s, ",:") for the short values of a
+// timing field, without IndexAny's set building.
+func indexListSep(s string) int {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == ',' || c == ':' {
+			return i
+		}
+	}
+	return -1
 }
 
 func isDigits(s string) bool {

@@ -4,6 +4,18 @@
 // of the arguments does not matter and rotated siblings interleave), and fed
 // to a pipeline.Pipeline. The result is a Report for a person tuning thresholds.
 //
+// Parsing: each input's reader cuts it into blocks of consecutive lines
+// (blockLines, 512), which GOMAXPROCS workers parse beside the merger, one
+// channel send a block. A line costs no allocation: its strings point into
+// the chunk it was read in, and the entries' named fields (Entry.Fields,
+// genlog.yaml's cpu=$upstream_http_x_cpu_time) go into one slice a block
+// (parser.Parser.ParseStringBuf), allocated for each use of the block and
+// never reused, since an entry the guard holds outlives its block; a
+// format whose lines carry no named field allocates none. Classifying in
+// the workers too (branch h-par) was tried again and not kept: on a busy
+// 2-core host it cost 10% more CPU a line and more wall time than the
+// merger classifying (docs/performance.md, "Replay's CPU per line").
+//
 // Each file's entries pass its own pipeline.Guard before the merge: a line
 // far ahead of its neighbours in its file is an outlier (Report
 // Input.Outliers and Files[].Outliers), not charged, and cannot reorder the
@@ -202,6 +214,11 @@ type block struct {
 	trunc   []int // indices of lines longer than source.MaxLine
 	first   int   // 1-based number of lines[0]
 	entries []parser.Entry
+	// fields holds the entries' Entry.Fields (parser.ParseStringBuf): one
+	// slice a block, not one a line. It is new for every use of the block,
+	// never reused: an entry the guard holds keeps its fields after its
+	// block is released.
+	fields  []parser.Field
 	rejects []rejectAt
 	token   bool          // holds one of the pool's tokens
 	done    chan struct{} // closed when entries and rejects are ready
@@ -217,7 +234,16 @@ func (b *block) parse() {
 	t := 0
 	for i, line := range b.lines {
 		n := b.first + i
-		e, err := b.parser.ParseString(line, n)
+		var e parser.Entry
+		var err error
+		e, b.fields, err = b.parser.ParseStringBuf(line, n, b.fields)
+		if per := b.parser.FieldsPerLine(); len(e.Fields) > 0 && cap(b.fields)-len(b.fields) < per {
+			// The block's first line with fields, or the room is used
+			// up: room for the rest of the block at this line's count,
+			// and one line more at the most (a format whose lines carry
+			// none, or rarely, allocates nothing more).
+			b.fields = make([]parser.Field, 0, (len(b.lines)-i-1)*len(e.Fields)+per)
+		}
 		if err == nil && t < len(b.trunc) && b.trunc[t] == i {
 			err = source.TooLong(n)
 		}
@@ -399,6 +425,7 @@ func (r *reader) release(b *block) {
 		}
 	}
 	clear(b.entries) // let the chunks' strings go
+	b.fields = nil
 	select {
 	case r.free <- b:
 	default:
