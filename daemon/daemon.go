@@ -111,14 +111,11 @@
 // is not enough: the parse workers and the decider could hold both. So
 // ingest passes a gate (gate.go) of as many slots as the process has
 // CPUs: a parse worker holds a slot while it parses a batch, the decider
-// while it charges one, checkpoints or cleans; each gives it up between
-// slices of a batch (a goroutine waiting for it is parked), and on one
-// core one P is always left to the endpoint. The follower and the
-// dispatcher do little per batch and pass no gate; nor does the
-// checkpoint's writer (package checkpoint: its own goroutine, mostly in
-// SQLite's C code, which holds no P), whose thread still shares the core
-// with the endpoint's. On a machine of several cores (as many Ps as
-// CPUs) the gate bounds nothing. The figures are in
+// while it charges one, each gives it up between slices (a goroutine
+// waiting for it is parked), and on one core one P is always left to
+// the endpoint. The follower, the dispatcher and the checkpoint's writer
+// do little per batch and pass no gate. On a machine of several cores
+// (as many Ps as CPUs) the gate bounds nothing. The figures are in
 // docs/performance.md ("Row 3, open loop").
 //
 // Boundaries: It owns `logjail run`: the stages that wire every other
@@ -450,20 +447,16 @@ func (d *decider) run(ctx context.Context, ordered <-chan *parsed, reload <-chan
 			d.gate.leave()
 		case <-tick.C:
 			if d.dirty {
-				d.gate.enter()
 				d.mu.Lock()
 				d.flush()
 				d.mu.Unlock()
-				d.gate.leave()
 			}
 		case <-d.soon:
 			d.soon = nil
 			if d.dirty {
-				d.gate.enter()
 				d.mu.Lock()
 				d.flush()
 				d.mu.Unlock()
-				d.gate.leave()
 			}
 		case <-alive.C:
 			if d.o.Hooks.Alive != nil {
@@ -472,11 +465,9 @@ func (d *decider) run(ctx context.Context, ordered <-chan *parsed, reload <-chan
 			d.dl.Tick()
 			d.releaseDue()
 		case <-cleanAt:
-			d.gate.enter()
 			d.mu.Lock()
 			d.clean(ops.VacuumPages)
 			d.mu.Unlock()
-			d.gate.leave()
 			schedule()
 		case <-reload:
 			d.mu.Lock()

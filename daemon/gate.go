@@ -4,8 +4,8 @@ import "runtime"
 
 // gate bounds how many Ps ingest holds at once (issue 23, the package
 // doc's "The decision path"): a parse worker holds a slot while it
-// parses a batch, the decider while it charges one, checkpoints or cleans,
-// and each gives it up between slices of sliceLines of a batch (pass). With fewer slots than Ps, a P is
+// parses a batch, the decider while it charges one, and each gives it up
+// between slices of sliceLines (pass). With fewer slots than Ps, a P is
 // always left to the endpoint: it waits in the network poller, and the
 // kernel wakes its thread when a request arrives, whatever ingest is
 // doing. A goroutine waiting for a slot is parked, not spinning.
