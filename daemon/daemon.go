@@ -107,16 +107,8 @@
 // run` therefore raises GOMAXPROCS to 2 when the runtime would have one
 // (cmd_run.go; GOMAXPROCS in the environment wins): the second P sleeps
 // in the network poller, the kernel wakes its thread when a request
-// arrives and shares the core between the two threads. A second P alone
-// is not enough: the parse workers and the decider could hold both. So
-// ingest passes a gate (gate.go) of as many slots as the process has
-// CPUs: a parse worker holds a slot while it parses a batch, the decider
-// while it charges one, each gives it up between slices (a goroutine
-// waiting for it is parked), and on one core one P is always left to
-// the endpoint. The follower, the dispatcher and the checkpoint's writer
-// do little per batch and pass no gate. On a machine of several cores
-// (as many Ps as CPUs) the gate bounds nothing. The figures are in
-// docs/performance.md ("Row 3, open loop").
+// arrives and shares the core between the two threads. The figures are
+// in docs/performance.md.
 //
 // Boundaries: It owns `logjail run`: the stages that wire every other
 // package together. It must not hold logic another package owns: each stage
@@ -130,6 +122,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -269,17 +262,15 @@ func compile(src *rules.Source, b follow.Batch) (*parser.Parser, error) {
 	return p, nil
 }
 
-func (p *parsed) parse(g gate) {
+func (p *parsed) parse() {
 	defer close(p.done)
-	g.enter()
-	defer g.leave()
 	if p.parser == nil { // no format could be chosen: every line is rejected
 		p.rejected, p.firstErr = len(p.batch.Lines), errors.New("no format reads these lines")
 		return
 	}
 	for i, l := range p.batch.Lines {
 		if i > 0 && i%sliceLines == 0 {
-			g.pass() // a slice parsed: the endpoint's goroutines may run (sliceLines)
+			runtime.Gosched() // a slice parsed: the endpoint's goroutines may run (sliceLines)
 		}
 		e, err := p.parser.ParseString(l.Text, int(l.Line))
 		if err == nil && l.Truncated {
@@ -347,7 +338,6 @@ type decider struct {
 	srv           *control.Server // the control socket's; nil when not served
 	allowed       []state.Ban     // the resumed rule bans the allow list covers (startActions)
 	stopFollowing func()          // stops the followers, once the decider has stopped
-	gate          gate            // bounds the Ps ingest holds (gate.go)
 	undos         []func()        // closes what the stages opened, the last first
 }
 
@@ -440,11 +430,9 @@ func (d *decider) run(ctx context.Context, ordered <-chan *parsed, reload <-chan
 			case <-ctx.Done():
 				return d.stop()
 			}
-			d.gate.enter()
 			d.mu.Lock()
 			d.batch(p)
 			d.mu.Unlock()
-			d.gate.leave()
 		case <-tick.C:
 			if d.dirty {
 				d.mu.Lock()
@@ -596,7 +584,7 @@ const sliceLines = 256
 // reads meanwhile is the detector between two whole lines.
 func (d *decider) yield() {
 	d.mu.Unlock()
-	d.gate.pass()
+	runtime.Gosched()
 	d.mu.Lock()
 }
 

@@ -56,7 +56,7 @@ func Run(ctx context.Context, o Options) error {
 func newDecider(o *Options) *decider {
 	d := &decider{o: o, log: o.Logger, now: o.Now, configPath: o.ConfigPath, bots: o.Verifier,
 		lastLine: map[string]time.Time{}, rejectLogged: map[string]time.Time{},
-		guards: map[string]*fileGuard{}, clocks: map[string]*clockCounts{}, gate: newGate()}
+		guards: map[string]*fileGuard{}, clocks: map[string]*clockCounts{}}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
@@ -259,9 +259,8 @@ func (d *decider) reloads() <-chan struct{} {
 	return ch
 }
 
-// parseWorkers is how many goroutines parse lines: one per slot of
-// ingest's gate (gate.go), one per core.
-func parseWorkers() int { return ingestSlots() }
+// parseWorkers is how many goroutines parse lines: one per core.
+func parseWorkers() int { return max(1, runtime.GOMAXPROCS(0)) }
 
 // startSources starts, in g, one follower per source, the dispatcher and
 // the parsing workers; it returns the parsed batches in arrival order.
@@ -288,7 +287,7 @@ func (d *decider) startSources(gctx context.Context, g *errgroup.Group) <-chan *
 	for range workers {
 		g.Go(func() error {
 			for p := range work {
-				p.parse(d.gate)
+				p.parse()
 			}
 			return nil
 		})

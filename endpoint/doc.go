@@ -112,14 +112,7 @@
 // built only when asked for, and X-Forwarded-For is parsed in place of
 // the request's header, so a busy endpoint makes no garbage for the
 // collector to run for (its mark phases were most of the tail on one
-// core; docs/performance.md, "Round 2"; TestAuthAllocatesNothing). On one
-// core the daemon leaves the endpoint a P of its own: ingest passes a
-// gate of one slot (package daemon, "The decision path"), so a request is
-// picked up by a P waiting in the network poller, not by sysmon's poll
-// every 10 ms. How long a proxy waits is measured open loop, each request
-// timed from when it was due at a fixed rate (scripts/bench-endpoint.sh,
-// internal/openload): a closed-loop load that saturates the core measures
-// its own queue.
+// core; docs/performance.md, "Round 2"; TestAuthAllocatesNothing).
 //
 // The endpoint is the `endpoint` row of the actions registry: the daemon
 // runs it itself (it reads the detector, not only the bans), and the
