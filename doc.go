@@ -58,6 +58,9 @@
 //   - internal/gcgoal: how far a large live heap may grow between
 //     collections (replay and the daemon hold millions of windows).
 //   - internal/nstest: network namespaces for the firewall tests.
+//   - internal/openload: the open-loop HTTP load generator (a fixed rate,
+//     each request timed from its due time) that scripts/bench-endpoint.sh
+//     runs on /auth; its main is internal/cmd/openload.
 //   - internal/feedtest: the tests' reading loop (one file through the
 //     pipeline into a store, checkpointing as the daemon does).
 //   - internal/testenv: how a test that cannot run here skips (and fails
