@@ -186,7 +186,7 @@
 //
 //   - A checkpoint writes its changed states, sorted by (rule, key), each
 //     once (its last mention), the dropped ones as tombstones, as one new
-//     run of compact parts of about 256 KiB (partBytes) in its transaction:
+//     run of compact parts of about 64 KiB (partBytes) in its transaction:
 //     a few hundred bytes a state, written in sequence, no index.
 //   - A later run's entry of a (rule, key) replaces the earlier runs'; a
 //     tombstone deletes it. Keys merges the runs in (rule, key) order,
@@ -195,13 +195,15 @@
 //     checkpoint.Restore, control's views) read exactly the rows the
 //     keys table held (checkpoint's TestRunsRestoreAsRows).
 //   - Compaction, in the checkpoint's transaction: once the runs after the
-//     oldest (the base) hold half its bytes (baseRatio), every run is
-//     merged into a new base without tombstones or replaced states; past
-//     24 runs (maxRuns) the runs after the base are merged into one. The
-//     runs so hold at most about 1.5 times the live states (plus one
-//     checkpoint's), a state is rewritten about three times over its life
-//     in steady state, and a reader merges at most 25 runs. Memory stays
-//     bounded by the parts being merged, whatever the number of keys.
+//     oldest (the base) hold as many bytes as it (baseRatio), every run
+//     is merged into a new base without tombstones or replaced states;
+//     past 64 runs (maxRuns) the runs after the base are merged into one.
+//     The runs so hold at most about twice the live states (plus one
+//     checkpoint's), a state is written about twice in steady state (its
+//     checkpoint, its share of a base), and a reader merges at most 65
+//     runs. A merge copies each entry's body as it is (its name is
+//     compressed again). Memory stays bounded by the parts being merged
+//     (one 64 KiB part a run), whatever the number of keys.
 //     A merge into a new base of a million states takes some seconds, in
 //     the checkpoint writer's goroutine (the daemon's asynchronous
 //     writer): the daemon reads on meanwhile, and its next checkpoint
@@ -238,7 +240,7 @@
 // # Checkpoint cost
 //
 // A checkpoint sorts its changed states (sortRows), encodes them into a
-// reused part buffer and inserts a part per 256 KiB through a prepared
+// reused part buffer and inserts a part per 64 KiB through a prepared
 // statement on the driver's connection (see conn). checkpoint's
 // BenchmarkFlush (collecting included) on the 2-core machine: 10k changed
 // states of 10k in 1.5 µs a state (19.5 µs with the keys table), 10k of 1M
@@ -261,12 +263,12 @@
 //
 // The database holds the key runs and the history kept:
 //
-//	size ≤ 2.5 × K × (B + 40 B) + C + 2 × E × 190 B + 64 KiB
+//	size ≤ 3 × K × (B + 40 B) + C + 2 × E × 190 B + 64 KiB
 //
 // K is the most (rule, key) states present (the keys seen within twice
 // the longest window, plus those banned), B their blob's size (about 200
 // B), 40 B the rest of an entry; C the bytes one checkpoint writes (its
-// changed states, as entries). The runs hold at most 1.5 K states; a merge
+// changed states, as entries). The runs hold at most 2 K states; a merge
 // into a new base writes it (K) before it frees the runs it replaces. E is the events within history_retention; 190 B
 // is an event's row (about 110 B with a 40-character reason) and its two
 // index entries (about 45 B), in a B-tree between half and wholly full.

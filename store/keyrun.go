@@ -24,16 +24,18 @@ const (
 	// runShift: a part's row id is run<<runShift | part.
 	runShift = 20
 	// partBytes: a part is cut once its entries reach this many bytes.
-	partBytes = 256 << 10
+	partBytes = 64 << 10
 	// maxRuns: past this many runs, the runs after the base are merged
-	// into one, which bounds what a reader merges (maxRuns parts in
-	// memory).
-	maxRuns = 24
+	// into one, which bounds what a reader merges (maxRuns parts, 4 MiB,
+	// in memory).
+	maxRuns = 64
 	// baseRatio: once the runs after the base (the oldest run) hold
 	// 1/baseRatio of its bytes, every run is merged into a new base,
 	// without the tombstones and the states they replace: the runs hold
-	// at most about 1+1/baseRatio times the live states.
-	baseRatio = 2
+	// at most about 1+1/baseRatio times the live states, and a state is
+	// written about 1+baseRatio times in steady state: 1 trades space for
+	// CPU (a live daemon's checkpoints are mostly merges).
+	baseRatio = 1
 )
 
 // Tiers of a run (key_runs.tier): what made it.
@@ -54,24 +56,37 @@ const (
 var errCorruptRun = errors.New("corrupt key run")
 
 // appendEntry encodes r after prev's name (the previous entry of the part,
-// nil at its start) and returns b and r's name, in name (reused).
+// nil at its start) and returns b and r's name, in name (reused); body is
+// a scratch buffer.
 //
 // An entry: uvarint bytes shared with the previous entry's name, uvarint
 // length and bytes of the rest of the name (the name: uvarint length of
-// the rule, the rule, the key), a flags byte (entTomb, entLastSeen,
-// entUntil); unless a tombstone: varint last seen (ms), varint requests,
-// varint blocked, 8 bytes of CPU (IEEE 754, little endian), uvarint
-// length and bytes of the phase, varint until (ms), uvarint length and
-// bytes of the data.
-func appendEntry(b, prev, name []byte, r *KeyRow) ([]byte, []byte) {
+// the rule, the rule, the key), uvarint length and bytes of the body. The
+// body: a flags byte (entTomb, entLastSeen, entUntil); unless a
+// tombstone, varint last seen (ms), varint requests, varint blocked, 8
+// bytes of CPU (IEEE 754, little endian), uvarint length and bytes of the
+// phase, varint until (ms), uvarint length and bytes of the data. A merge
+// copies the body as it is.
+func appendEntry(b, prev, name, body []byte, r *KeyRow) ([]byte, []byte, []byte) {
 	name = binary.AppendUvarint(name[:0], uint64(len(r.Rule)))
 	name = append(append(name, r.Rule...), r.Key...)
+	body = appendBody(body[:0], r)
+	return appendRaw(b, prev, name, body), name, body
+}
+
+// appendRaw appends the entry of name and body after prev's name.
+func appendRaw(b, prev, name, body []byte) []byte {
 	shared := commonPrefix(prev, name)
 	b = binary.AppendUvarint(b, uint64(shared))
 	b = binary.AppendUvarint(b, uint64(len(name)-shared))
 	b = append(b, name[shared:]...)
+	b = binary.AppendUvarint(b, uint64(len(body)))
+	return append(b, body...)
+}
+
+func appendBody(b []byte, r *KeyRow) []byte {
 	if r.Data == nil {
-		return append(b, entTomb), name
+		return append(b, entTomb)
 	}
 	var fl byte
 	if !r.LastSeen.IsZero() {
@@ -93,7 +108,7 @@ func appendEntry(b, prev, name []byte, r *KeyRow) ([]byte, []byte) {
 		b = binary.AppendVarint(b, r.Until.UnixMilli())
 	}
 	b = binary.AppendUvarint(b, uint64(len(r.Data)))
-	return append(b, r.Data...), name
+	return append(b, r.Data...)
 }
 
 func commonPrefix(a, b []byte) int {
@@ -106,20 +121,23 @@ func commonPrefix(a, b []byte) int {
 	return n
 }
 
-// entry is one decoded entry: its slices point into the cursor's name
-// and part, valid until the cursor moves.
+// entry is one entry: its name decoded, its body raw until parse. Its
+// slices point into the cursor's name and part, valid until the cursor
+// moves.
 type entry struct {
 	rule, key []byte
 	tomb      bool
-	lastSeen  int64 // ms; 0 with !hasSeen
-	hasSeen   bool
-	requests  int64
-	blocked   int64
-	cpu       float64
-	phase     []byte
-	until     int64 // ms; 0 with !hasUntil
-	hasUntil  bool
-	data      []byte
+	body      []byte
+	// Set by parse:
+	lastSeen int64 // ms; 0 with !hasSeen
+	hasSeen  bool
+	requests int64
+	blocked  int64
+	cpu      float64
+	phase    []byte
+	until    int64 // ms; 0 with !hasUntil
+	hasUntil bool
+	data     []byte
 }
 
 // compareEntries orders entries by (rule, key).
@@ -222,9 +240,38 @@ func (c *cursor) next() error {
 	return nil
 }
 
-// decode reads the entry at the start of c.blob.
+// decode reads the entry at the start of c.blob: its name, and its body
+// raw.
 func (c *cursor) decode() error {
 	b := c.blob
+	shared, n := binary.Uvarint(b)
+	if n <= 0 || shared > uint64(len(c.name)) {
+		return fmt.Errorf("name: bad shared length")
+	}
+	b = b[n:]
+	rest, n := binary.Uvarint(b)
+	if n <= 0 || rest > uint64(len(b)-n) {
+		return fmt.Errorf("name: truncated")
+	}
+	c.name = append(c.name[:shared], b[n:n+int(rest)]...)
+	b = b[n+int(rest):]
+	lr, k := binary.Uvarint(c.name)
+	if k <= 0 || lr > uint64(len(c.name)-k) {
+		return fmt.Errorf("bad name %q", c.name)
+	}
+	bl, n := binary.Uvarint(b)
+	if n <= 0 || bl == 0 || bl > uint64(len(b)-n) {
+		return fmt.Errorf("name %q: body truncated", c.name)
+	}
+	body := b[n : n+int(bl) : n+int(bl)]
+	c.e = entry{rule: c.name[k : k+int(lr)], key: c.name[k+int(lr):], body: body, tomb: body[0]&entTomb != 0}
+	c.blob = b[n+int(bl):]
+	return nil
+}
+
+// parse decodes e's body.
+func (e *entry) parse() error {
+	b := e.body
 	uv := func(what string) (uint64, error) {
 		v, n := binary.Uvarint(b)
 		if n <= 0 {
@@ -249,77 +296,57 @@ func (c *cursor) decode() error {
 		b = b[n:]
 		return s, nil
 	}
-	shared, err := uv("name")
-	if err != nil {
-		return err
-	}
-	if shared > uint64(len(c.name)) {
-		return fmt.Errorf("name shares %d bytes of %d", shared, len(c.name))
-	}
-	n, err := uv("name")
-	if err != nil {
-		return err
-	}
-	rest, err := take("name", n)
-	if err != nil {
-		return err
-	}
-	c.name = append(c.name[:shared], rest...)
-	lr, k := binary.Uvarint(c.name)
-	if k <= 0 || lr > uint64(len(c.name)-k) {
-		return fmt.Errorf("bad name %q", c.name)
-	}
-	e := &c.e
-	*e = entry{rule: c.name[k : k+int(lr)], key: c.name[k+int(lr):]}
-	if len(b) == 0 {
-		return errors.New("flags: truncated")
+	fail := func(err error) error {
+		return fmt.Errorf("%w: rule %q key %q: %w", errCorruptRun, e.rule, e.key, err)
 	}
 	fl := b[0]
 	b = b[1:]
-	if fl&^(entTomb|entLastSeen|entUntil) != 0 || fl&entTomb != 0 && fl != entTomb {
-		return fmt.Errorf("flags %#x", fl)
+	if fl&^(entTomb|entLastSeen|entUntil) != 0 || fl&entTomb != 0 && (fl != entTomb || len(b) != 0) {
+		return fail(fmt.Errorf("flags %#x", fl))
 	}
-	if fl&entTomb != 0 {
-		e.tomb = true
-		c.blob = b
+	if e.tomb {
 		return nil
 	}
+	var err error
 	if fl&entLastSeen != 0 {
 		if e.lastSeen, err = sv("last seen"); err != nil {
-			return err
+			return fail(err)
 		}
 		e.hasSeen = true
 	}
 	if e.requests, err = sv("requests"); err != nil {
-		return err
+		return fail(err)
 	}
 	if e.blocked, err = sv("blocked"); err != nil {
-		return err
+		return fail(err)
 	}
 	cpu, err := take("cpu", 8)
 	if err != nil {
-		return err
+		return fail(err)
 	}
 	e.cpu = math.Float64frombits(binary.LittleEndian.Uint64(cpu))
-	if n, err = uv("phase"); err != nil {
-		return err
+	n, err := uv("phase")
+	if err != nil {
+		return fail(err)
 	}
 	if e.phase, err = take("phase", n); err != nil {
-		return err
+		return fail(err)
 	}
 	if fl&entUntil != 0 {
 		if e.until, err = sv("until"); err != nil {
-			return err
+			return fail(err)
 		}
 		e.hasUntil = true
 	}
 	if n, err = uv("data"); err != nil {
-		return err
+		return fail(err)
 	}
 	if e.data, err = take("data", n); err != nil {
-		return err
+		return fail(err)
 	}
-	c.blob = b
+	if len(b) != 0 {
+		return fail(errors.New("trailing bytes"))
+	}
 	return nil
 }
 
@@ -429,38 +456,29 @@ type runWriter struct {
 	buf    []byte
 	prev   []byte // the name of buf's last entry
 	name   []byte
-	row    KeyRow
+	body   []byte
 }
 
 func (w *runWriter) add(r *KeyRow) error {
-	w.buf, w.name = appendEntry(w.buf, w.prev, w.name, r)
+	w.buf, w.name, w.body = appendEntry(w.buf, w.prev, w.name, w.body, r)
+	return w.added()
+}
+
+// addEntry writes e as it is (a merge's output): its body is copied.
+func (w *runWriter) addEntry(e *entry) error {
+	w.name = binary.AppendUvarint(w.name[:0], uint64(len(e.rule)))
+	w.name = append(append(w.name, e.rule...), e.key...)
+	w.buf = appendRaw(w.buf, w.prev, w.name, e.body)
+	return w.added()
+}
+
+func (w *runWriter) added() error {
 	w.prev, w.name = w.name, w.prev
 	w.n++
 	if len(w.buf) >= partBytes {
 		return w.flush()
 	}
 	return nil
-}
-
-// addEntry writes e as it is (a merge's output).
-func (w *runWriter) addEntry(e *entry) error {
-	r := &w.row
-	*r = KeyRow{Rule: unsafeString(e.rule), Key: unsafeString(e.key), Requests: e.requests, Blocked: e.blocked,
-		CPU: e.cpu, Phase: unsafeString(e.phase), Data: e.data}
-	if e.hasSeen {
-		r.LastSeen = time.UnixMilli(e.lastSeen)
-	}
-	if e.hasUntil {
-		r.Until = time.UnixMilli(e.until)
-	}
-	if e.tomb {
-		r.Data = nil
-	} else if r.Data == nil {
-		r.Data = []byte{}
-	}
-	err := w.add(r)
-	*r = KeyRow{}
-	return err
 }
 
 func (w *runWriter) flush() error {

@@ -177,6 +177,9 @@ func (db *DB) pruneKeys(w *conn, now time.Time, p PruneOptions) (int64, error) {
 			return nil
 		}
 		live++
+		if err := e.parse(); err != nil {
+			return err
+		}
 		if e.hasSeen && e.lastSeen >= before {
 			return nil
 		}
@@ -189,7 +192,7 @@ func (db *DB) pruneKeys(w *conn, now time.Time, p PruneOptions) (int64, error) {
 		}
 		n++
 		t := *e
-		t.tomb = true
+		t.tomb, t.body = true, []byte{entTomb}
 		return rw.addEntry(&t)
 	})
 	if err != nil {
@@ -270,6 +273,9 @@ func (s *Snapshot) eachKey(op string, fn func(e *entry) error) error {
 	err = m.each(func(e *entry) error {
 		if e.tomb {
 			return nil
+		}
+		if err := e.parse(); err != nil {
+			return err
 		}
 		if err := fn(e); err != nil {
 			fnErr = err

@@ -179,7 +179,7 @@ func TestSize(t *testing.T) {
 
 	// The bound (doc.go, "Size"), from the largest key count seen and a
 	// day of events.
-	bound := int64(5*maxKeys*sizeKeyBytes/2 + maxChanged*sizeKeyBytes + sizeBTreeSlack*len(hist)*sizeEventBytes + sizeFixedBytes)
+	bound := int64(3*maxKeys*sizeKeyBytes + maxChanged*sizeKeyBytes + sizeBTreeSlack*len(hist)*sizeEventBytes + sizeFixedBytes)
 	walBound := int64(sizeWALPages*4096 + sizeWALTxnMargin)
 	t.Logf("a day: %d checkpoints, %d changed keys (%.1f a checkpoint), %d events; at most %d keys tracked, %d events kept",
 		ckpts, changed, float64(changed)/float64(ckpts), events, maxKeys, len(hist))
