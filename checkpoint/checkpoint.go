@@ -21,6 +21,14 @@
 // the history per ban: the one of the clock that ends it first; Keep drops
 // the other.
 //
+// Cost: a checkpoint copies the changed states (detector.ChangesView,
+// whose keys are views) into one buffer of data and one string of keys, so
+// that taking it allocates a few times, not once a state; the state
+// (package store: key runs) writes them as one sorted run of compact
+// entries, not a row each (store's doc, "Key runs"; docs/performance.md).
+// A restore reads the runs merged, newest wins, which give back exactly
+// the rows a table of one row per (rule, key) held (TestRunsRestoreAsRows).
+//
 // Boundaries: It owns turning the detector's state and the logs' positions
 // into state rows and back. It must not know the implementation of the
 // state (it takes state's interfaces, never *store.DB), speak SQL (store
