@@ -171,3 +171,40 @@ func count(n int) string {
 	}
 	return fmt.Sprint(n)
 }
+
+// BenchmarkPruneScan is a cleaner pass's Prune over 1M states of which
+// none is idle ("none idle": no part may hold one, nothing is read), and
+// of which one is old but banned (held: every state is read, a merge, the
+// price of keeping no index of the last-seen times).
+func BenchmarkPruneScan(b *testing.B) {
+	const tracked = 1_000_000
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	for _, held := range []bool{false, true} {
+		name := "none idle"
+		if held {
+			name = "one held"
+		}
+		b.Run(name, func(b *testing.B) {
+			db := mustOpen(b, filepath.Join(b.TempDir(), "logjail.db"), Options{})
+			all := benchKeys(tracked, t0)
+			if held {
+				all[tracked/2].LastSeen = t0.Add(-time.Hour)
+				all[tracked/2].Phase, all[tracked/2].Until = PhaseBan, t0.Add(time.Hour)
+			}
+			for i := 0; i < tracked; i += 100_000 {
+				if err := db.Checkpoint(&Checkpoint{Time: t0, Keys: all[i : i+100_000]}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				st, err := db.Prune(t0, PruneOptions{KeysBefore: t0.Add(-time.Minute)})
+				if err != nil || st.Keys != 0 {
+					b.Fatal(st, err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/tracked, "ns/key")
+		})
+	}
+}

@@ -27,7 +27,7 @@ const (
 )
 
 var stmtSQL = [nStmts]string{
-	sInsertPart: `INSERT INTO key_runs (id, tier, n, size, data) VALUES (?1, ?2, ?3, ?4, ?5)`,
+	sInsertPart: `INSERT INTO key_runs (id, tier, n, size, prune_ms, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)`,
 	sReadPart:   partQuery,
 	sDeleteRuns: `DELETE FROM key_runs WHERE id >= ?1 AND id < ?2`,
 	sHeld:       heldQuery,

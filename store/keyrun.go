@@ -449,7 +449,7 @@ func (m *merger) each(fn func(e *entry) error) error {
 type runWriter struct {
 	run    int64
 	tier   int64
-	insert func(id, tier, n int64, data []byte) error // data's size is len(data)
+	insert func(id, tier, n int64, pruneMS any, data []byte) error // data's size is len(data); pruneMS nil or int64
 	part   int64
 	n      int64 // entries in buf
 	bytes  int64 // bytes of the parts written
@@ -457,19 +457,46 @@ type runWriter struct {
 	prev   []byte // the name of buf's last entry
 	name   []byte
 	body   []byte
+	// The least prunable time of buf's entries (prunable).
+	pruneMS  int64
+	hasPrune bool
 }
 
 func (w *runWriter) add(r *KeyRow) error {
 	w.buf, w.name, w.body = appendEntry(w.buf, w.prev, w.name, w.body, r)
+	if r.Data != nil {
+		w.prunable(!r.LastSeen.IsZero(), r.LastSeen.UnixMilli(), r.Phase != "" && r.Until.IsZero())
+	}
 	return w.added()
 }
 
 // addEntry writes e as it is (a merge's output): its body is copied.
 func (w *runWriter) addEntry(e *entry) error {
+	if !e.tomb {
+		if err := e.parse(); err != nil {
+			return err
+		}
+		w.prunable(e.hasSeen, e.lastSeen, len(e.phase) != 0 && !e.hasUntil)
+	}
 	w.name = binary.AppendUvarint(w.name[:0], uint64(len(e.rule)))
 	w.name = append(append(w.name, e.rule...), e.key...)
 	w.buf = appendRaw(w.buf, w.prev, w.name, e.body)
 	return w.added()
+}
+
+// prunable notes the time before which a Prune could delete the entry
+// (its last seen; any time if never seen), unless held for good (a
+// throttle or ban without end): the part's prune_ms is the least.
+func (w *runWriter) prunable(seen bool, ms int64, forever bool) {
+	switch {
+	case forever:
+		return
+	case !seen:
+		ms = math.MinInt64
+	}
+	if !w.hasPrune || ms < w.pruneMS {
+		w.pruneMS, w.hasPrune = ms, true
+	}
 }
 
 func (w *runWriter) added() error {
@@ -488,12 +515,16 @@ func (w *runWriter) flush() error {
 	if w.part >= 1<<runShift {
 		return fmt.Errorf("key run %d: more than %d parts", w.run, 1<<runShift)
 	}
-	if err := w.insert(w.run<<runShift|w.part, w.tier, w.n, w.buf); err != nil {
+	var prune any
+	if w.hasPrune {
+		prune = w.pruneMS
+	}
+	if err := w.insert(w.run<<runShift|w.part, w.tier, w.n, prune, w.buf); err != nil {
 		return fmt.Errorf("key run %d part %d: %w", w.run, w.part, err)
 	}
 	w.part++
 	w.bytes += int64(len(w.buf))
-	w.n, w.buf, w.prev = 0, w.buf[:0], w.prev[:0]
+	w.n, w.buf, w.prev, w.hasPrune = 0, w.buf[:0], w.prev[:0], false
 	return nil
 }
 

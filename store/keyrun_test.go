@@ -97,3 +97,49 @@ func slicesSortRows(rows []KeyRow) {
 	}
 	copy(rows, sorted)
 }
+
+// TestPruneAfterMerges: Prune finds the idle states in runs merged into a
+// new base (their parts' prune_ms made by the merge), leaves a state whose
+// old entry a later run replaced, and reads nothing when no part may hold
+// an idle state.
+func TestPruneAfterMerges(t *testing.T) {
+	db := mustOpen(t, filepath.Join(t.TempDir(), "logjail.db"), Options{})
+	now := at("2026-11-22T12:00:00Z")
+	old := now.Add(-time.Hour)
+	row := func(key string, seen time.Time) KeyRow {
+		return KeyRow{Rule: "flood", Key: key, Data: []byte{1, 2, 3}, LastSeen: seen, Requests: 1}
+	}
+	var first []KeyRow
+	for i := range 300 {
+		first = append(first, row(fmt.Sprintf("idle-%03d", i), old), row(fmt.Sprintf("back-%03d", i), old))
+	}
+	if err := db.Checkpoint(&Checkpoint{Time: old, Keys: first}); err != nil {
+		t.Fatal(err)
+	}
+	// The back-* keys come back, in several checkpoints: merges.
+	for c := range 6 {
+		var rows []KeyRow
+		for i := range 300 {
+			rows = append(rows, row(fmt.Sprintf("back-%03d", i), now.Add(-time.Duration(c)*time.Second)))
+		}
+		if err := db.Checkpoint(&Checkpoint{Time: now, Keys: rows}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var bases int
+	if err := db.w.QueryRow(`SELECT count(DISTINCT id >> 20) FROM key_runs WHERE tier = 2`).Scan(&bases); err != nil || bases != 1 {
+		t.Fatalf("%d runs are a base (%v), want 1 (the checkpoints merged)", bases, err)
+	}
+	st, err := db.Prune(now, PruneOptions{KeysBefore: now.Add(-20 * time.Minute)})
+	if err != nil || st.Keys != 300 {
+		t.Fatalf("pruned %d states (%v), want the 300 idle ones", st.Keys, err)
+	}
+	left := readKeys(t, db)
+	if len(left) != 300 || left[0].Key != "back-000" || left[299].Key != "back-299" {
+		t.Errorf("%d states left (%v … %v), want the 300 that came back", len(left), left[0].Key, left[len(left)-1].Key)
+	}
+	// Nothing idle left: nothing read, nothing pruned.
+	if st, err := db.Prune(now, PruneOptions{KeysBefore: now.Add(-20 * time.Minute)}); err != nil || st.Keys != 0 {
+		t.Errorf("a second prune: %+v, %v", st, err)
+	}
+}

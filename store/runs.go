@@ -65,8 +65,8 @@ func (w *conn) loadPart(id int64) ([]byte, error) {
 	return b, nil
 }
 
-func (w *conn) insertPart(id, tier, n int64, data []byte) error {
-	return w.execArgs(sInsertPart, id, tier, n, int64(len(data)), data)
+func (w *conn) insertPart(id, tier, n int64, pruneMS any, data []byte) error {
+	return w.execArgs(sInsertPart, id, tier, n, int64(len(data)), pruneMS, data)
 }
 
 // writeRun writes rows (each (rule, key) once, the last mention: a nil
@@ -154,9 +154,16 @@ func (db *DB) compact(w *conn, runs []runInfo, base bool) error {
 
 // pruneKeys writes a tombstone for every key state last seen before
 // p.KeysBefore (or never) that is neither throttled nor banned at now (see
-// Prune), and returns how many. It reads every run: its cost is that of
-// reading the states (a merge), not of rewriting them.
+// Prune), and returns how many. Where a part may hold such a state (its
+// prune_ms: the least last-seen time of its states, not counting those
+// throttled or banned for good), it reads every run: the cost of reading
+// the states (a merge), not of rewriting them; otherwise nothing.
 func (db *DB) pruneKeys(w *conn, now time.Time, p PruneOptions) (int64, error) {
+	// No part holds a state idle by p.KeysBefore: nothing to read.
+	if least, err := w.queryInt(`SELECT min(prune_ms) IS NOT NULL AND min(prune_ms) < ` +
+		fmt.Sprint(p.KeysBefore.UnixMilli()) + ` FROM key_runs`); err != nil || least == 0 {
+		return 0, err
+	}
 	runs, err := w.runs()
 	if err != nil {
 		return 0, fmt.Errorf("key runs: %w", err)
@@ -390,8 +397,9 @@ func convertKeys(tx *sql.Tx) error {
 		return fmt.Errorf("keys: %w", err)
 	}
 	defer rows.Close()
-	rw := &runWriter{run: 1, tier: tierBase, insert: func(id, tier, n int64, data []byte) error {
-		_, err := tx.Exec(`INSERT INTO key_runs (id, tier, n, size, data) VALUES (?1, ?2, ?3, ?4, ?5)`, id, tier, n, len(data), data)
+	rw := &runWriter{run: 1, tier: tierBase, insert: func(id, tier, n int64, pruneMS any, data []byte) error {
+		_, err := tx.Exec(`INSERT INTO key_runs (id, tier, n, size, prune_ms, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)`,
+			id, tier, n, len(data), pruneMS, data)
 		return err
 	}}
 	var r KeyRow

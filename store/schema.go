@@ -124,6 +124,7 @@ CREATE TABLE key_runs (
 	tier INTEGER NOT NULL,
 	n    INTEGER NOT NULL,
 	size INTEGER NOT NULL,
+	prune_ms INTEGER,
 	data BLOB NOT NULL
 );
 `
