@@ -430,3 +430,14 @@ func convertKeys(tx *sql.Tx) error {
 	}
 	return nil
 }
+
+// KeyRuns returns how many runs hold the key states and how many of them
+// are a base (every run merged, doc.go "Key runs"): right after a merge
+// into a new base, 1 and 1.
+func (db *DB) KeyRuns() (runs, bases int, err error) {
+	err = db.r.QueryRow(`SELECT count(DISTINCT id >> 20), count(DISTINCT CASE WHEN tier = 2 THEN id >> 20 END) FROM key_runs`).Scan(&runs, &bases)
+	if err != nil {
+		return 0, 0, db.errf("key runs", "%w", err)
+	}
+	return runs, bases, nil
+}
