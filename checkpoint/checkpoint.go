@@ -21,6 +21,14 @@
 // the history per ban: the one of the clock that ends it first; Keep drops
 // the other.
 //
+// Cost: a checkpoint copies the changed states (detector.ChangesView,
+// whose keys are views) into one buffer of data and one string of keys, so
+// that taking it allocates a few times, not once a state; the state
+// (package store: key runs) writes them as one sorted run of compact
+// entries, not a row each (store's doc, "Key runs"; docs/performance.md).
+// A restore reads the runs merged, newest wins, which give back exactly
+// the rows a table of one row per (rule, key) held (TestRunsRestoreAsRows).
+//
 // Boundaries: It owns turning the detector's state and the logs' positions
 // into state rows and back. It must not know the implementation of the
 // state (it takes state's interfaces, never *store.DB), speak SQL (store
@@ -28,7 +36,6 @@
 package checkpoint
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"iter"
@@ -60,6 +67,9 @@ type Writer struct {
 	inflight    chan error        // the checkpoint being written, if any
 	failedAsync *state.Checkpoint // set by the writing goroutine on error
 	failed      *state.Checkpoint // a checkpoint that failed: the next one writes it too
+	arena       int               // bytes of key state data the last checkpoint collected
+	keys        []byte            // collect's buffer of the keys' text
+	keyEnds     []int             // collect's ends of each key in keys
 }
 
 // NewWriter returns a Writer that checkpoints into db, on the caller's
@@ -314,12 +324,38 @@ func (w *Writer) wait() error {
 // collect takes what the next checkpoint writes and starts afresh.
 func (w *Writer) collect(det *detector.Detector, t time.Time) *state.Checkpoint {
 	c := &state.Checkpoint{Time: t, Global: det.SaveGlobal(), Events: w.events}
-	det.Changes(func(ks *detector.KeyState) {
+	// The states' Data go into one buffer (sized by the last checkpoint's),
+	// not one allocation each.
+	if n := det.Pending(); n > 0 {
+		c.Keys = make([]state.KeyRow, 0, n)
+	}
+	// The keys are copied into one buffer too, made one string at the end.
+	arena := make([]byte, 0, min(w.arena, 8<<20))
+	keys := w.keys[:0]
+	det.ChangesView(func(ks *detector.KeyState) {
+		var data []byte
+		if ks.Data != nil {
+			start := len(arena)
+			arena = append(arena, ks.Data...)
+			data = arena[start:len(arena):len(arena)]
+		}
+		keys = append(keys, ks.Key...)
 		c.Keys = append(c.Keys, state.KeyRow{
-			Rule: ks.Rule, Key: ks.Key, Data: bytes.Clone(ks.Data), LastSeen: ks.LastSeen,
+			Rule: ks.Rule, Key: "", Data: data, LastSeen: ks.LastSeen, // Key: below
 			Requests: ks.Requests, Blocked: ks.Blocked, CPU: ks.CPU, Phase: string(ks.Phase), Until: ks.Until,
 		})
+		w.keyEnds = append(w.keyEnds, len(keys))
 	})
+	w.arena = len(arena)
+	text, start := string(keys), 0
+	for i, end := range w.keyEnds {
+		c.Keys[i].Key = text[start:end]
+		start = end
+	}
+	w.keys, w.keyEnds = keys[:0], w.keyEnds[:0]
+	if cap(w.keys) > 1<<20 { // a catch-up's, kept no longer
+		w.keys, w.keyEnds = nil, nil
+	}
 	for k, until := range w.throttles {
 		if !until.After(t) {
 			if b, pending := w.bans[k]; !pending || b == nil || b.Kind == string(detector.Throttle) {

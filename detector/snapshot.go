@@ -146,7 +146,15 @@ func (d *Detector) forget(s *state) {
 // states charged since the last call are the first ones of the LRU list.
 // Each state's Data carries its place in the LRU order (a stamp handed out
 // here, in list order), so that Restore rebuilds the same order.
-func (d *Detector) Changes(fn func(ks *KeyState)) {
+func (d *Detector) Changes(fn func(ks *KeyState)) { d.changes(fn, false) }
+
+// ChangesView is Changes with ks.Key valid only during fn too (a view of
+// the detector's own text of the key, not a copy): a caller that keeps
+// the key copies it (checkpoint.Writer copies every key of a checkpoint
+// into one string).
+func (d *Detector) ChangesView(fn func(ks *KeyState)) { d.changes(fn, true) }
+
+func (d *Detector) changes(fn func(ks *KeyState), view bool) {
 	d.track()
 	ks := &d.ks
 	for i, g := range d.gone {
@@ -172,7 +180,7 @@ func (d *Detector) Changes(fn func(ks *KeyState)) {
 		for i := last; i >= 0; {
 			s := d.at(i)
 			d.lruStamp++
-			d.report(i, s, d.lruStamp, fn)
+			d.report(i, s, d.lruStamp, fn, view)
 			i = s.prev
 		}
 	}
@@ -181,7 +189,7 @@ func (d *Detector) Changes(fn func(ks *KeyState)) {
 		s := d.at(i)
 		s.flags &^= flagListed
 		if s.kid != 0 && s.flags&flagDirty != 0 {
-			d.report(i, s, 0, fn)
+			d.report(i, s, 0, fn, view)
 		}
 	}
 	d.dirty = d.dirty[:0]
@@ -201,14 +209,19 @@ func (d *Detector) Changes(fn func(ks *KeyState)) {
 	*ks = KeyState{}
 }
 
-// report encodes s for fn and marks it clean and stored.
-func (d *Detector) report(i int32, s *state, stamp uint64, fn func(*KeyState)) {
+// report encodes s for fn and marks it clean and stored; with view, the
+// key is a view of its text.
+func (d *Detector) report(i int32, s *state, stamp uint64, fn func(*KeyState), view bool) {
 	s.flags = s.flags&^(flagDirty|flagMoved) | flagStored
 	d.buf = d.appendState(d.buf[:0], i, s, stamp)
 	ks := &d.ks
+	key := d.keys.view(s.kid)
+	if !view {
+		key = d.keys.textOf(s.kid)
+	}
 	*ks = KeyState{
 		Rule:     d.ri(s).rule.Name,
-		Key:      d.keys.textOf(s.kid),
+		Key:      key,
 		Data:     d.buf,
 		LastSeen: time.Unix(0, s.seen).In(d.newestT.Location()),
 		Requests: d.requests(s),

@@ -83,7 +83,7 @@ with open(f"{work}/seed.log", "w") as f, open(f"{work}/clients.txt", "w") as c:
 PY
 touch "$work/live.log"
 /usr/bin/time -f "seeding: replay --db %e s" "$work/logjail" replay --config "$work/logjail.yaml" --db "$work/state/logjail.db" "$work/seed.log" >/dev/null
-sqlite3 "$work/state/logjail.db" "select 'seeded: ' || (select count(*) from keys) || ' keys, ' || (select count(*) from bans) || ' active bans'"
+sqlite3 "$work/state/logjail.db" "select 'seeded: ' || (select sum(n) from key_runs) || ' key states, ' || (select count(*) from bans) || ' active bans'"
 
 # NICE=n runs the daemon and the writer at that niceness (all the
 # daemon's threads alike, so what they do to each other is unchanged): on

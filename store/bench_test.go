@@ -112,6 +112,41 @@ func BenchmarkCheckpoint(b *testing.B) {
 	})
 }
 
+// BenchmarkCheckpointLive is the live daemon's steady state (docs/performance.md,
+// row 2): 400k tracked states, each changed again every 25 checkpoints of
+// 16k (the daemon's checkpointRows), round robin, merges included: run it
+// with -benchtime=100x or more, so that it crosses several merges into a
+// new base. ns/key is per changed state.
+func BenchmarkCheckpointLive(b *testing.B) {
+	const tracked, changed = 400_000, 16_384
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	db := mustOpen(b, filepath.Join(b.TempDir(), "logjail.db"), Options{})
+	all := benchKeys(tracked, t0)
+	for i := 0; i < tracked; i += changed {
+		if err := db.Checkpoint(&Checkpoint{Time: t0, Keys: all[i:min(i+changed, tracked)]}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	next, t := 0, t0
+	rows := make([]KeyRow, changed)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		t = t.Add(300 * time.Millisecond)
+		for i := range rows {
+			rows[i] = all[(next+i)%tracked]
+		}
+		next += changed
+		touch(rows, t)
+		b.StartTimer()
+		if err := db.Checkpoint(benchCheckpoint(t, rows)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/changed, "ns/key")
+}
+
 // benchCheckpoint is a checkpoint of rows with what goes with them: a
 // global blob, a few decisions and a position.
 func benchCheckpoint(t time.Time, rows []KeyRow) *Checkpoint {
@@ -135,4 +170,41 @@ func count(n int) string {
 		return fmt.Sprintf("%dk", n/1000)
 	}
 	return fmt.Sprint(n)
+}
+
+// BenchmarkPruneScan is a cleaner pass's Prune over 1M states of which
+// none is idle ("none idle": no part may hold one, nothing is read), and
+// of which one is old but banned (held: every state is read, a merge, the
+// price of keeping no index of the last-seen times).
+func BenchmarkPruneScan(b *testing.B) {
+	const tracked = 1_000_000
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	for _, held := range []bool{false, true} {
+		name := "none idle"
+		if held {
+			name = "one held"
+		}
+		b.Run(name, func(b *testing.B) {
+			db := mustOpen(b, filepath.Join(b.TempDir(), "logjail.db"), Options{})
+			all := benchKeys(tracked, t0)
+			if held {
+				all[tracked/2].LastSeen = t0.Add(-time.Hour)
+				all[tracked/2].Phase, all[tracked/2].Until = PhaseBan, t0.Add(time.Hour)
+			}
+			for i := 0; i < tracked; i += 100_000 {
+				if err := db.Checkpoint(&Checkpoint{Time: t0, Keys: all[i : i+100_000]}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				st, err := db.Prune(t0, PruneOptions{KeysBefore: t0.Add(-time.Minute)})
+				if err != nil || st.Keys != 0 {
+					b.Fatal(st, err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/tracked, "ns/key")
+		})
+	}
 }

@@ -12,29 +12,25 @@ import (
 
 // The writer's statements, prepared once on its connection.
 const (
-	sUpsertKey = iota
-	sDeleteKey
+	sInsertPart = iota
+	sReadPart
+	sDeleteRuns
+	sHeld
 	sInsertEvent
 	sUpsertBan
 	sDeleteBan
 	sUpsertPosition
 	sUpsertDetector
 	sUpsertMeta
-	sPruneKeys
-	sPruneUnseen
 	sPruneHistory
 	nStmts
 )
 
 var stmtSQL = [nStmts]string{
-	// One statement, not an UPDATE and an INSERT where it found nothing:
-	// as a query (see conn) an UPDATE cannot say what it changed but by
-	// RETURNING, which costs more than the upsert's second seek.
-	sUpsertKey: `INSERT INTO keys (rule, key, last_seen_ms, requests, blocked, cpu, phase, until_ms, data)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-		ON CONFLICT (rule, key) DO UPDATE SET last_seen_ms = ?3, requests = ?4, blocked = ?5,
-			cpu = ?6, phase = ?7, until_ms = ?8, data = ?9`,
-	sDeleteKey: `DELETE FROM keys WHERE rule = ?1 AND key = ?2`,
+	sInsertPart: `INSERT INTO key_runs (id, tier, n, size, prune_ms, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)`,
+	sReadPart:   partQuery,
+	sDeleteRuns: `DELETE FROM key_runs WHERE id >= ?1 AND id < ?2`,
+	sHeld:       heldQuery,
 	sInsertEvent: `INSERT INTO history (time_ms, rule, key, kind, until_ms, reason, violations, addresses, origin, who, log_only, node)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)`,
 	sUpsertBan: `INSERT INTO bans (rule, key, kind, since_ms, until_ms, reason, violations, addresses, origin, who, log_only, node)
@@ -49,8 +45,6 @@ var stmtSQL = [nStmts]string{
 	sUpsertDetector: `INSERT INTO detector (id, time_ms, checkpoints, data) VALUES (1, ?1, 1, ?2)
 		ON CONFLICT (id) DO UPDATE SET time_ms = ?1, checkpoints = checkpoints + 1, data = ?2`,
 	sUpsertMeta:   `INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = ?2`,
-	sPruneKeys:    pruneKeysQuery,
-	sPruneUnseen:  pruneUnseenQuery,
 	sPruneHistory: pruneHistoryQuery,
 }
 

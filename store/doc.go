@@ -108,23 +108,23 @@
 //	  checkpoints    checkpoints written since the database was made
 //	  data           BLOB, the detector's global state (Global)
 //
-//	keys             one row per tracked (rule, key); PRIMARY KEY (rule,
-//	                 key), WITHOUT ROWID: the row is stored in the primary
-//	                 key's B-tree, in key order (Keys reads it in that order)
-//	  rule, key      TEXT, the rule's name and the key's canonical form
-//	  last_seen_ms   log time of the key's last request
-//	  requests       requests seen (charged and blocked)
-//	  blocked        requests seen while banned (not charged)
-//	  cpu            REAL, CPU seconds charged
-//	  phase          '' (allowed), 'throttle' or 'ban'
-//	  until_ms       end of the throttle or ban (NULL: none, or forever)
-//	  data           BLOB, the detector's state of the key (windows,
-//	                 ladder, earlier bans), opaque here
-//	  keys_last_seen (last_seen_ms): Prune's idle keys, TopKeys by
-//	                 last_seen (newest first)
-//	  keys_requests  (rule, requests) WHERE requests >= 100: TopKeys by
-//	                 requests
-//	  keys_cpu       (rule, cpu) WHERE cpu >= 1.0: TopKeys by cpu
+//	key_runs         the key states, in runs (see "Key runs" below); one
+//	                 row per part of a run
+//	  id             INTEGER PRIMARY KEY: run << 20 | part, so a run's
+//	                 parts are one range of ids, in order
+//	  tier           0: one checkpoint's changed states (or a prune's
+//	                 tombstones); 1: runs merged; 2: a base (every run
+//	                 merged, no tombstone)
+//	  n, size        the part's entries and bytes
+//	  prune_ms       the least last-seen time of its states (the least
+//	                 integer for one never seen), leaving out those
+//	                 throttled or banned without end; NULL: none. Prune
+//	                 reads nothing when no part's is before KeysBefore
+//	  data           BLOB, the part's entries (keyrun.go, appendEntry):
+//	                 the (rule, key) (prefix-compressed), the summary
+//	                 (last seen, requests, blocked, cpu, phase, until) and
+//	                 the detector's state of the key (windows, ladder,
+//	                 earlier bans), opaque here; or a tombstone
 //
 //	bans             the active throttles and bans; PRIMARY KEY (rule, key),
 //	                 WITHOUT ROWID (ActiveBans lists them in that order)
@@ -180,13 +180,51 @@
 // (and the prune) is answered from its index, without a table scan or a
 // sort.
 //
-// The partial indexes of TopKeys hold only busy keys (100 requests, one
-// CPU second): the keys a top list is made of, and a small share of those a
-// checkpoint changes, so the long tail of light keys costs no index
-// upkeep (each full index cost some 2 µs per changed key, a third of a
-// checkpoint). TopKeys asks the index first; when it holds fewer than n
-// keys of the rule, the rest come from a scan of the rule's light keys,
-// which then are few or the database is small.
+// # Key runs
+//
+// Schema 3 kept one row per (rule, key) in a WITHOUT ROWID table with three
+// indexes, upserted by every checkpoint: 5 to 8.5 µs a changed state, most
+// of it the random B-tree leaf each touched (a 4 KiB page into the WAL for
+// a 200-byte state), and 88% of a live daemon's CPU (issue 23). Schema 4
+// keeps the states in runs, as a log-structured merge tree does:
+//
+//   - A checkpoint writes its changed states, sorted by (rule, key), each
+//     once (its last mention), the dropped ones as tombstones, as one new
+//     run of compact parts of about 64 KiB (partBytes) in its transaction:
+//     a few hundred bytes a state, written in sequence, no index.
+//   - A later run's entry of a (rule, key) replaces the earlier runs'; a
+//     tombstone deletes it. Keys merges the runs in (rule, key) order,
+//     newest wins, streaming, in one read transaction: one part of each
+//     run in memory, never a map of the keys. So Keys (and
+//     checkpoint.Restore, control's views) read exactly the rows the
+//     keys table held (checkpoint's TestRunsRestoreAsRows).
+//   - Compaction, in the checkpoint's transaction: once the runs after the
+//     oldest (the base) hold as many bytes as it (baseRatio), every run
+//     is merged into a new base without tombstones or replaced states;
+//     past 64 runs (maxRuns) the runs after the base are merged into one.
+//     The runs so hold at most about twice the live states (plus one
+//     checkpoint's), a state is written about twice in steady state (its
+//     checkpoint, its share of a base), and a reader merges at most 65
+//     runs. A merge copies each entry's body as it is (its name is
+//     compressed again). Memory stays bounded by the parts being merged
+//     (one 64 KiB part a run), whatever the number of keys.
+//     A merge into a new base of a million states takes some seconds, in
+//     the checkpoint writer's goroutine (the daemon's asynchronous
+//     writer): the daemon reads on meanwhile, and its next checkpoint
+//     waits for it.
+//   - Prune, when some part's prune_ms says it may hold an idle state,
+//     reads every state (a merge: 0.8 µs a state, BenchmarkPruneScan, on
+//     the daemon's decider goroutine) and writes a tombstone for each
+//     idle one not held (one query of the bans and the history each);
+//     when it removes an eighth of the states or more it merges into a new
+//     base at once, so that the incremental vacuum gives their pages back.
+//     The detector does not forget idle keys itself (only evicted ones, as
+//     tombstones): Prune is what keeps idle keys out of a restart.
+//   - TopKeys reads every state of the rule (a merge) and keeps the n
+//     first: no index is kept for it, as only tests and tools call it.
+//
+// Reading the states with sqlite3 is no longer possible (the parts are a
+// binary encoding); logjail's own commands read them.
 //
 // # Migrations
 //
@@ -201,20 +239,18 @@
 // ADD COLUMN, which SQLite does without rewriting the rows): the rows of
 // a version-1 database read with an empty node (TestMigrations).
 //
+// Version 4 made key_runs and, in the same transaction, moved the rows of
+// keys into its first run (a base) and dropped keys (convertKeys): once,
+// at the first open by a writer of this version (TestKeysTableMigrates).
+//
 // # Checkpoint cost
 //
-// A checkpoint writes its keys in (rule, key) order (30% faster than a
-// map's order: each B-tree page is visited once), each key one upsert of a
-// prepared statement run on the driver's connection (see conn). A changed
-// key costs about 6 µs on the 2-core machine of the benchmarks, mostly in
-// SQLite: the row, its last_seen entry, and for busy keys the top-list
-// entries. BenchmarkCheckpoint: 100k changed keys in about 0.6 s, 1M in
-// about 7 s. Commits write every page they touched to the WAL, and the
-// automatic checkpoint copies them into the database: 10k changed keys
-// scattered over a million tracked dirty some 15k pages (60 MB of WAL) and
-// take about 0.4 s, two thirds of it the commit; ten scattered keys cost
-// some twenty pages, so a quiet daemon checkpointing every 5 s writes a
-// few GB of WAL a day.
+// A checkpoint sorts its changed states (sortRows), encodes them into a
+// reused part buffer and inserts a part per 64 KiB through a prepared
+// statement on the driver's connection (see conn). checkpoint's
+// BenchmarkFlush (collecting included) on the 2-core machine: 10k changed
+// states of 10k in 1.5 µs a state (19.5 µs with the keys table), 10k of 1M
+// tracked in 0.37 µs (6.8 µs), with no allocation per state.
 //
 // # Reading the bans
 //
@@ -231,25 +267,24 @@
 //
 // # Size
 //
-// The database holds the tracked keys and the history kept, in B-trees
-// that churn leaves between half and wholly full:
+// The database holds the key runs and the history kept:
 //
-//	size ≤ 2 × (K × 320 B + E × 190 B) + 64 KiB
+//	size ≤ 3 × K × (B + 40 B) + C + 2 × E × 190 B + 64 KiB
 //
-// K is the most (rule, key) rows present (the keys seen within twice the
-// longest window, plus those banned), E the events within
-// history_retention. 320 B is a key's row with a 200-byte blob (about 250
-// B with its cell) and its last_seen index entry (about 30 B), with room
-// for IPv6 prefix keys; a larger blob adds its size. 190 B is an event's
-// row (about 110 B with a 40-character reason) and its two index entries
-// (about 45 B). 64 KiB are the schema's pages and the free pages Prune has
-// not given back yet. The WAL comes on top: at most 1000 pages (4 MiB) plus
+// K is the most (rule, key) states present (the keys seen within twice
+// the longest window, plus those banned), B their blob's size (about 200
+// B), 40 B the rest of an entry; C the bytes one checkpoint writes (its
+// changed states, as entries). The runs hold at most 2 K states; a merge
+// into a new base writes it (K) before it frees the runs it replaces. E is the events within history_retention; 190 B
+// is an event's row (about 110 B with a 40-character reason) and its two
+// index entries (about 45 B), in a B-tree between half and wholly full.
+// 64 KiB are the schema's pages and the free pages Prune has not given
+// back yet. A merge frees the pages of the runs it replaces, which the
+// next runs reuse. The WAL comes on top: at most 1000 pages (4 MiB) plus
 // the last checkpoint's pages while it is reused, none after TruncateWAL.
 // TestSize runs a day at 20 requests a second (about 2,100 keys tracked,
 // 2,650 events kept, a checkpoint every 5 s, a prune with 1000 pages of
-// incremental vacuum every minute): the bound is 2.3 MB, the database
-// stays under 1.1 MB. A million tracked keys take about 320 MB (640 MB
-// bound).
+// incremental vacuum every minute) and checks the bound.
 //
 // Boundaries: It owns the SQLite database: the schema, and every read and
 // write of it. It is the only package that imports database/sql and

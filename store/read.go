@@ -88,37 +88,6 @@ func (s *Snapshot) Global() ([]byte, time.Time, error) {
 	return data, fromMS(t), nil
 }
 
-const keysQuery = `SELECT rule, key, last_seen_ms, requests, blocked, cpu, phase, until_ms, data FROM keys ORDER BY rule, key`
-
-// Keys: see DB.Keys.
-func (s *Snapshot) Keys(fn func(*KeyRow) error) error {
-	rows, err := s.q.QueryContext(context.Background(), keysQuery)
-	if err != nil {
-		return s.errf("read keys", "%w", err)
-	}
-	defer rows.Close()
-	var r KeyRow
-	var seen, until sql.NullInt64
-	var data sql.RawBytes
-	for rows.Next() {
-		if err := rows.Scan(&r.Rule, &r.Key, &seen, &r.Requests, &r.Blocked, &r.CPU, &r.Phase, &until, &data); err != nil {
-			return s.errf("read keys", "%w", err)
-		}
-		r.LastSeen, r.Until = fromMS(seen), fromMS(until)
-		r.Data = data
-		if r.Data == nil {
-			r.Data = []byte{}
-		}
-		if err := fn(&r); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return s.errf("read keys", "%w", err)
-	}
-	return nil
-}
-
 // Positions: see DB.Positions.
 func (s *Snapshot) Positions() ([]Position, error) {
 	rows, err := s.q.QueryContext(context.Background(), `SELECT path, dev, inode, offset, line, head_hash, size FROM positions ORDER BY path`)
@@ -350,70 +319,6 @@ func (s *Snapshot) History(q HistoryQuery) ([]Event, error) {
 		return nil, s.errf("read history", "%w", err)
 	}
 	return es, nil
-}
-
-// The partial indexes keys_requests and keys_cpu hold only the busy keys
-// (100 requests, 1 CPU second): those a top list is made of, and a small
-// share of the keys a checkpoint changes, so that the long tail of light
-// keys costs no index upkeep. The queries repeat the indexes' conditions
-// literally, which lets SQLite use them.
-
-// topKeysQueries serve TopKeys: for each order, the query answered by an
-// index and the one that completes it from the keys outside the partial
-// index ("" where the index holds every key). The order includes the
-// index's trailing primary key columns, so no sort is needed.
-var topKeysQueries = map[string][2]string{
-	"requests": {
-		`SELECT ` + topColumns + ` FROM keys WHERE rule = ?1 AND requests >= 100 ORDER BY requests DESC, key DESC LIMIT ?2`,
-		`SELECT ` + topColumns + ` FROM keys WHERE rule = ?1 AND requests < 100 ORDER BY requests DESC, key DESC LIMIT ?2`,
-	},
-	"cpu": {
-		`SELECT ` + topColumns + ` FROM keys WHERE rule = ?1 AND cpu >= 1.0 ORDER BY cpu DESC, key DESC LIMIT ?2`,
-		`SELECT ` + topColumns + ` FROM keys WHERE rule = ?1 AND cpu < 1.0 AND cpu > 0 ORDER BY cpu DESC, key DESC LIMIT ?2`,
-	},
-	"last_seen": {
-		// INDEXED BY: SQLite would rather sort all the rule's keys than
-		// walk the index back until it has found n of them. Ties come in
-		// the index's order (key descending) but SQLite cannot be told so
-		// without sorting.
-		`SELECT ` + topColumns + ` FROM keys INDEXED BY keys_last_seen WHERE rule = ?1 ORDER BY last_seen_ms DESC LIMIT ?2`,
-		"",
-	},
-}
-
-const topColumns = `rule, key, last_seen_ms, requests, blocked, cpu, phase, until_ms`
-
-// TopKeys: see DB.TopKeys.
-func (s *Snapshot) TopKeys(rule, by string, n int) ([]KeyRow, error) {
-	qs, ok := topKeysQueries[by]
-	if !ok {
-		return nil, s.errf("top keys", "by %q: want requests, cpu or last_seen", by)
-	}
-	var ks []KeyRow
-	for _, q := range qs {
-		if q == "" || len(ks) >= n {
-			break
-		}
-		rows, err := s.q.QueryContext(context.Background(), q, rule, n-len(ks))
-		if err != nil {
-			return nil, s.errf("top keys", "%w", err)
-		}
-		for rows.Next() {
-			var r KeyRow
-			var seen, until sql.NullInt64
-			if err := rows.Scan(&r.Rule, &r.Key, &seen, &r.Requests, &r.Blocked, &r.CPU, &r.Phase, &until); err != nil {
-				rows.Close()
-				return nil, s.errf("top keys", "%w", err)
-			}
-			r.LastSeen, r.Until = fromMS(seen), fromMS(until)
-			ks = append(ks, r)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, s.errf("top keys", "%w", err)
-		}
-	}
-	return ks, nil
 }
 
 // Meta: see DB.Meta.

@@ -111,7 +111,23 @@ CREATE TABLE bouncer_decisions (
 	deleted  INTEGER NOT NULL DEFAULT 0
 );
 `,
+	// 4: the key states in runs (keyrun.go), not one row each: the rows
+	// of keys become the first run (convertKeys), and keys is dropped.
+	keyRunsMigration,
 }
+
+// keyRunsMigration makes key_runs; migrateOne then moves the rows of keys
+// into it (convertKeys) in the same transaction.
+const keyRunsMigration = `
+CREATE TABLE key_runs (
+	id   INTEGER PRIMARY KEY,
+	tier INTEGER NOT NULL,
+	n    INTEGER NOT NULL,
+	size INTEGER NOT NULL,
+	prune_ms INTEGER,
+	data BLOB NOT NULL
+);
+`
 
 // Version is the schema version this build reads and writes.
 func Version() int { return len(migrations) }
@@ -151,6 +167,11 @@ func migrateOne(w *sql.DB, migs []string) (done bool, err error) {
 	}
 	if _, err := tx.Exec(migs[v]); err != nil {
 		return false, fmt.Errorf("to version %d: %w", v+1, err)
+	}
+	if migs[v] == keyRunsMigration {
+		if err := convertKeys(tx); err != nil {
+			return false, fmt.Errorf("to version %d: %w", v+1, err)
+		}
 	}
 	if _, err := tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", v+1)); err != nil {
 		return false, fmt.Errorf("to version %d: %w", v+1, err)

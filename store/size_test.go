@@ -29,8 +29,8 @@ const (
 	sizePruneEvery   = time.Minute
 	sizeVacuumPages  = 1000
 	sizeRetention    = 24 * time.Hour
-	sizeKeyRowBytes  = 320 // a key's row and its last_seen index entry (doc.go)
-	sizeEventBytes   = 190 // an event's row and its two index entries
+	sizeKeyBytes     = blobSize + 40 // a key state's entry in a run (doc.go)
+	sizeEventBytes   = 190           // an event's row and its two index entries
 	sizeFixedBytes   = 64 << 10
 	sizeBTreeSlack   = 2
 	sizeWALPages     = 1000 // wal_autocheckpoint
@@ -65,16 +65,17 @@ func TestSize(t *testing.T) {
 		requests int64
 	}
 	var (
-		active  []*client
-		tracked = map[string]time.Time{} // key → last seen, what the database should hold
-		nextID  int
-		banned  = map[string]time.Time{} // key → until
-		events  int
-		maxKeys int
-		maxWAL  int64
-		maxDB   int64
-		ckpts   int
-		changed int
+		active     []*client
+		tracked    = map[string]time.Time{} // key → last seen, what the database should hold
+		nextID     int
+		banned     = map[string]time.Time{} // key → until
+		events     int
+		maxKeys    int
+		maxWAL     int64
+		maxDB      int64
+		ckpts      int
+		changed    int
+		maxChanged int
 	)
 	blob := make([]byte, blobSize)
 	nextBan := start.Add(sizeBanEvery)
@@ -111,6 +112,7 @@ func TestSize(t *testing.T) {
 		}
 		active = kept
 		changed += len(c.Keys)
+		maxChanged = max(maxChanged, len(c.Keys))
 		// Now and then a client is throttled, then banned; bans end.
 		if !now.Before(nextBan) && len(active) > 0 {
 			nextBan = nextBan.Add(sizeBanEvery)
@@ -177,7 +179,7 @@ func TestSize(t *testing.T) {
 
 	// The bound (doc.go, "Size"), from the largest key count seen and a
 	// day of events.
-	bound := int64(sizeBTreeSlack*(maxKeys*sizeKeyRowBytes+len(hist)*sizeEventBytes) + sizeFixedBytes)
+	bound := int64(3*maxKeys*sizeKeyBytes + maxChanged*sizeKeyBytes + sizeBTreeSlack*len(hist)*sizeEventBytes + sizeFixedBytes)
 	walBound := int64(sizeWALPages*4096 + sizeWALTxnMargin)
 	t.Logf("a day: %d checkpoints, %d changed keys (%.1f a checkpoint), %d events; at most %d keys tracked, %d events kept",
 		ckpts, changed, float64(changed)/float64(ckpts), events, maxKeys, len(hist))

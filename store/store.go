@@ -107,6 +107,7 @@ type DB struct {
 	closed bool
 	wc     conn    // the writer's connection and its statements
 	order  []int32 // Checkpoint's buffer for the order of its keys
+	part   []byte  // the buffer of a key run's part being written
 }
 
 // Open opens the database at path. A writer (the default) creates it and

@@ -547,7 +547,7 @@ func TestMigrations(t *testing.T) {
 
 		// The current build, and one with a further migration.
 		extra := append(append([]string(nil), migrations...),
-			`ALTER TABLE keys ADD COLUMN note TEXT NOT NULL DEFAULT ''; UPDATE keys SET note = 'migrated';`)
+			`ALTER TABLE meta ADD COLUMN note TEXT NOT NULL DEFAULT ''; INSERT INTO meta (key, value, note) VALUES ('m', 'v', 'migrated');`)
 		for _, migs := range [][]string{migrations, extra} {
 			db, err := open1(path, Options{}, migs)
 			if err != nil {
@@ -582,7 +582,7 @@ func TestMigrations(t *testing.T) {
 			db.Close()
 		}
 		var note string
-		if err := raw(t, path).QueryRow("SELECT note FROM keys").Scan(&note); err != nil || note != "migrated" {
+		if err := raw(t, path).QueryRow("SELECT note FROM meta WHERE key = 'm'").Scan(&note); err != nil || note != "migrated" {
 			t.Errorf("the further migration: %q, %v", note, err)
 		}
 

@@ -4,10 +4,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"net/netip"
 	"os"
-	"slices"
 	"strings"
 	"time"
 )
@@ -33,24 +31,8 @@ func (db *DB) Checkpoint(c *Checkpoint) error {
 
 func (db *DB) checkpoint(w *conn, c *Checkpoint) error {
 	if len(c.Keys) > 0 {
-		a := w.args[:9]
-		for _, i := range db.keyOrder(c.Keys) {
-			k := &c.Keys[i]
-			if k.Rule == "" || k.Key == "" {
-				return fmt.Errorf("keys[%d]: empty rule or key (%q, %q)", i, k.Rule, k.Key)
-			}
-			a[0].Value, a[1].Value = k.Rule, k.Key
-			var err error
-			if k.Data == nil {
-				err = w.exec(sDeleteKey, a[:2])
-			} else {
-				a[2].Value, a[3].Value, a[4].Value, a[5].Value = ms(k.LastSeen), k.Requests, k.Blocked, k.CPU
-				a[6].Value, a[7].Value, a[8].Value = k.Phase, ms(k.Until), k.Data
-				err = w.exec(sUpsertKey, a)
-			}
-			if err != nil {
-				return fmt.Errorf("key %s %s: %w", k.Rule, k.Key, err)
-			}
+		if err := db.writeRun(w, c.Keys); err != nil {
+			return err
 		}
 	}
 	for i := range c.Events {
@@ -105,29 +87,6 @@ func (db *DB) checkpoint(w *conn, c *Checkpoint) error {
 	return nil
 }
 
-// keyOrder returns the indexes of keys in (rule, key) order, stable. Rows
-// written in the order of the primary key take 30% less time than in the
-// order of a map (0.67 s against 0.94 s for 100k): B-tree pages are
-// visited once each, in order.
-func (db *DB) keyOrder(keys []KeyRow) []int32 {
-	order := db.order[:0]
-	for i := range keys {
-		order = append(order, int32(i))
-	}
-	db.order = order
-	cmp := func(a, b int32) int {
-		ka, kb := &keys[a], &keys[b]
-		if c := strings.Compare(ka.Rule, kb.Rule); c != 0 {
-			return c
-		}
-		return strings.Compare(ka.Key, kb.Key)
-	}
-	if !slices.IsSortedFunc(order, cmp) {
-		slices.SortStableFunc(order, cmp)
-	}
-	return order
-}
-
 // SetMeta sets one meta value, in a transaction of its own.
 func (db *DB) SetMeta(k, v string) error {
 	db.mu.Lock()
@@ -161,55 +120,17 @@ func (db *DB) Prune(now time.Time, p PruneOptions) (PruneStats, error) {
 	return st, nil
 }
 
-// pruneKeysQuery deletes the idle keys; pruneUnseenQuery those never seen
-// (a zero LastSeen is stored as NULL). Two statements, as an OR of the two
-// conditions would not be answered from the index.
-//
-// Each deletes at most pruneSlice rows, and prune runs it again until
-// it deletes fewer: SQLite collects the primary keys of the rows a DELETE
-// removes from a WITHOUT ROWID table before removing them, in memory
-// (temp_store = MEMORY), outside the page cache's bound and outside the Go
-// heap. One DELETE of a million idle states took about 66 MB of C memory
-// for as long as it ran (the daemon's first cleaner pass over a catch-up of
-// 1M IPv6 /64s under three rules: 18 s while the daemon lacked CPU, and
-// the peak RSS of the run when it came late); a slice takes about 1 MB.
-// The slices are one transaction: a prune is still all or nothing. A
-// state kept (throttled, banned) is scanned again by each slice: there are
-// few of them, as bans are bounded by the breaker.
-const (
-	pruneKeysQuery   = `DELETE FROM keys WHERE (rule, key) IN (SELECT rule, key FROM keys WHERE last_seen_ms < ?1 AND ` + notHeld + sliceLimit + `)`
-	pruneUnseenQuery = `DELETE FROM keys WHERE (rule, key) IN (SELECT rule, key FROM keys WHERE last_seen_ms IS NULL AND ` + notHeld + sliceLimit + `)`
-	pruneSlice       = 16384
-	sliceLimit       = ` LIMIT 16384` // pruneSlice (TestPruneSlices checks)
-	notHeld          = `(phase = '' OR until_ms <= ?2)
-		AND NOT EXISTS (SELECT 1 FROM bans b WHERE b.rule = keys.rule AND b.key = keys.key
-			AND (b.until_ms IS NULL OR b.until_ms > ?2))
-		AND NOT EXISTS (SELECT 1 FROM history h WHERE h.key = keys.key AND h.time_ms >= ?3
-			AND h.rule = keys.rule AND h.kind = 'ban')`
-)
-
 const pruneHistoryQuery = `DELETE FROM history WHERE time_ms < ?1`
 
 func (db *DB) prune(now time.Time, p PruneOptions, st *PruneStats) error {
 	return db.withConn(func(w *conn) error {
 		err := w.tx(func() error {
 			if !p.KeysBefore.IsZero() {
-				for _, i := range []int{sPruneKeys, sPruneUnseen} {
-					keep := int64(math.MaxInt64) // no ban is that recent: keep none for it
-					if !p.KeepBannedSince.IsZero() {
-						keep = p.KeepBannedSince.UnixMilli()
-					}
-					for {
-						n, err := w.execCount(i, p.KeysBefore.UnixMilli(), now.UnixMilli(), keep)
-						if err != nil {
-							return fmt.Errorf("keys: %w", err)
-						}
-						st.Keys += n
-						if n < pruneSlice {
-							break
-						}
-					}
+				n, err := db.pruneKeys(w, now, p)
+				if err != nil {
+					return fmt.Errorf("keys: %w", err)
 				}
+				st.Keys = n
 			}
 			if !p.HistoryBefore.IsZero() {
 				n, err := w.execCount(sPruneHistory, p.HistoryBefore.UnixMilli())

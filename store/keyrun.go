@@ -1,0 +1,581 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+	"unsafe"
+)
+
+// Key states are kept in runs (the table key_runs; doc.go, "Key runs"): a
+// run is the states one checkpoint changed, or several runs merged,
+// sorted by (rule, key), encoded compactly and cut into parts of about
+// partBytes, one row a part. A later run's entry of a (rule, key) replaces
+// an earlier run's; a tombstone deletes it. Reading the states (Keys,
+// TopKeys, Prune) merges the runs, streaming: one part of each run in
+// memory at a time.
+
+const (
+	// runShift: a part's row id is run<<runShift | part.
+	runShift = 20
+	// partBytes: a part is cut once its entries reach this many bytes.
+	partBytes = 64 << 10
+	// maxRuns: past this many runs, the runs after the base are merged
+	// into one, which bounds what a reader merges (maxRuns parts, 4 MiB,
+	// in memory).
+	maxRuns = 64
+	// baseRatio: once the runs after the base (the oldest run) hold
+	// 1/baseRatio of its bytes, every run is merged into a new base,
+	// without the tombstones and the states they replace: the runs hold
+	// at most about 1+1/baseRatio times the live states, and a state is
+	// written about 1+baseRatio times in steady state: 1 trades space for
+	// CPU (a live daemon's checkpoints are mostly merges).
+	baseRatio = 1
+)
+
+// Tiers of a run (key_runs.tier): what made it.
+const (
+	tierCheckpoint = 0 // one checkpoint's changed states (or a Prune's tombstones)
+	tierMerged     = 1 // the runs after the base, merged
+	tierBase       = 2 // every run merged: no tombstone
+)
+
+// Bits of an entry's flags byte.
+const (
+	entTomb     = 1 << iota // deleted: nothing follows
+	entLastSeen             // a last-seen time follows
+	entUntil                // an until follows
+)
+
+// errCorruptRun wraps the errors about a part that cannot be read.
+var errCorruptRun = errors.New("corrupt key run")
+
+// appendEntry encodes r after prev's name (the previous entry of the part,
+// nil at its start) and returns b and r's name, in name (reused); body is
+// a scratch buffer.
+//
+// An entry: uvarint bytes shared with the previous entry's name, uvarint
+// length and bytes of the rest of the name (the name: uvarint length of
+// the rule, the rule, the key), uvarint length and bytes of the body. The
+// body: a flags byte (entTomb, entLastSeen, entUntil); unless a
+// tombstone, varint last seen (ms), varint requests, varint blocked, 8
+// bytes of CPU (IEEE 754, little endian), uvarint length and bytes of the
+// phase, varint until (ms), uvarint length and bytes of the data. A merge
+// copies the body as it is.
+func appendEntry(b, prev, name, body []byte, r *KeyRow) ([]byte, []byte, []byte) {
+	name = binary.AppendUvarint(name[:0], uint64(len(r.Rule)))
+	name = append(append(name, r.Rule...), r.Key...)
+	body = appendBody(body[:0], r)
+	return appendRaw(b, prev, name, body), name, body
+}
+
+// appendRaw appends the entry of name and body after prev's name.
+func appendRaw(b, prev, name, body []byte) []byte {
+	shared := commonPrefix(prev, name)
+	b = binary.AppendUvarint(b, uint64(shared))
+	b = binary.AppendUvarint(b, uint64(len(name)-shared))
+	b = append(b, name[shared:]...)
+	b = binary.AppendUvarint(b, uint64(len(body)))
+	return append(b, body...)
+}
+
+func appendBody(b []byte, r *KeyRow) []byte {
+	if r.Data == nil {
+		return append(b, entTomb)
+	}
+	var fl byte
+	if !r.LastSeen.IsZero() {
+		fl |= entLastSeen
+	}
+	if !r.Until.IsZero() {
+		fl |= entUntil
+	}
+	b = append(b, fl)
+	if fl&entLastSeen != 0 {
+		b = binary.AppendVarint(b, r.LastSeen.UnixMilli())
+	}
+	b = binary.AppendVarint(b, r.Requests)
+	b = binary.AppendVarint(b, r.Blocked)
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(r.CPU))
+	b = binary.AppendUvarint(b, uint64(len(r.Phase)))
+	b = append(b, r.Phase...)
+	if fl&entUntil != 0 {
+		b = binary.AppendVarint(b, r.Until.UnixMilli())
+	}
+	b = binary.AppendUvarint(b, uint64(len(r.Data)))
+	return append(b, r.Data...)
+}
+
+func commonPrefix(a, b []byte) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+// entry is one entry: its name decoded, its body raw until parse. Its
+// slices point into the cursor's name and part, valid until the cursor
+// moves.
+type entry struct {
+	rule, key []byte
+	tomb      bool
+	body      []byte
+	// Set by parse:
+	lastSeen int64 // ms; 0 with !hasSeen
+	hasSeen  bool
+	requests int64
+	blocked  int64
+	cpu      float64
+	phase    []byte
+	until    int64 // ms; 0 with !hasUntil
+	hasUntil bool
+	data     []byte
+}
+
+// compareEntries orders entries by (rule, key).
+func compareEntries(a, b *entry) int {
+	if c := bytes.Compare(a.rule, b.rule); c != 0 {
+		return c
+	}
+	return bytes.Compare(a.key, b.key)
+}
+
+// row fills r from e; rules holds the rule names made so far (a rule's
+// name is one string for all its rows). r.Data points into e's part.
+func (e *entry) row(r *KeyRow, rules *[]string) {
+	r.Rule = ruleName(rules, e.rule)
+	r.Key = string(e.key)
+	r.LastSeen, r.Until = time.Time{}, time.Time{}
+	if e.hasSeen {
+		r.LastSeen = time.UnixMilli(e.lastSeen).UTC()
+	}
+	if e.hasUntil {
+		r.Until = time.UnixMilli(e.until).UTC()
+	}
+	r.Requests, r.Blocked, r.CPU = e.requests, e.blocked, e.cpu
+	r.Phase = phaseName(e.phase)
+	r.Data = e.data
+	if r.Data == nil {
+		r.Data = []byte{}
+	}
+}
+
+func ruleName(rules *[]string, b []byte) string {
+	for _, s := range *rules {
+		if s == string(b) {
+			return s
+		}
+	}
+	s := string(b)
+	*rules = append(*rules, s)
+	return s
+}
+
+func phaseName(b []byte) string {
+	switch string(b) {
+	case PhaseAllowed:
+		return PhaseAllowed
+	case PhaseThrottle:
+		return PhaseThrottle
+	case PhaseBan:
+		return PhaseBan
+	}
+	return string(b)
+}
+
+// runInfo is one run as key_runs lists it.
+type runInfo struct {
+	run   int64
+	tier  int64
+	parts int64
+	bytes int64
+}
+
+// runsQuery lists the runs, oldest first.
+// (sum(size), not sum(length(data)): length reads a blob's overflow
+// pages.)
+const runsQuery = `SELECT id >> 20, max(tier), count(*), sum(size) FROM key_runs GROUP BY 1 ORDER BY 1`
+
+// partQuery reads one part.
+const partQuery = `SELECT data FROM key_runs WHERE id = ?1`
+
+// cursor walks the entries of one run, a part at a time.
+type cursor struct {
+	run   runInfo
+	part  int64 // the next part to load
+	load  func(id int64) ([]byte, error)
+	blob  []byte // the rest of the current part
+	name  []byte
+	e     entry
+	valid bool
+}
+
+// next moves to the next entry; c.valid is false past the last.
+func (c *cursor) next() error {
+	for len(c.blob) == 0 {
+		if c.part >= c.run.parts {
+			c.valid = false
+			return nil
+		}
+		id := c.run.run<<runShift | c.part
+		b, err := c.load(id)
+		if err != nil {
+			return fmt.Errorf("key run %d part %d: %w", c.run.run, c.part, err)
+		}
+		c.part++
+		c.blob, c.name = b, c.name[:0]
+	}
+	if err := c.decode(); err != nil {
+		return fmt.Errorf("key run %d part %d: %w: %w", c.run.run, c.part-1, errCorruptRun, err)
+	}
+	c.valid = true
+	return nil
+}
+
+// decode reads the entry at the start of c.blob: its name, and its body
+// raw.
+func (c *cursor) decode() error {
+	b := c.blob
+	shared, n := binary.Uvarint(b)
+	if n <= 0 || shared > uint64(len(c.name)) {
+		return fmt.Errorf("name: bad shared length")
+	}
+	b = b[n:]
+	rest, n := binary.Uvarint(b)
+	if n <= 0 || rest > uint64(len(b)-n) {
+		return fmt.Errorf("name: truncated")
+	}
+	c.name = append(c.name[:shared], b[n:n+int(rest)]...)
+	b = b[n+int(rest):]
+	lr, k := binary.Uvarint(c.name)
+	if k <= 0 || lr > uint64(len(c.name)-k) {
+		return fmt.Errorf("bad name %q", c.name)
+	}
+	bl, n := binary.Uvarint(b)
+	if n <= 0 || bl == 0 || bl > uint64(len(b)-n) {
+		return fmt.Errorf("name %q: body truncated", c.name)
+	}
+	body := b[n : n+int(bl) : n+int(bl)]
+	c.e = entry{rule: c.name[k : k+int(lr)], key: c.name[k+int(lr):], body: body, tomb: body[0]&entTomb != 0}
+	c.blob = b[n+int(bl):]
+	return nil
+}
+
+// parse decodes e's body.
+func (e *entry) parse() error {
+	b := e.body
+	uv := func(what string) (uint64, error) {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, fmt.Errorf("%s: truncated", what)
+		}
+		b = b[n:]
+		return v, nil
+	}
+	sv := func(what string) (int64, error) {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return 0, fmt.Errorf("%s: truncated", what)
+		}
+		b = b[n:]
+		return v, nil
+	}
+	take := func(what string, n uint64) ([]byte, error) {
+		if n > uint64(len(b)) {
+			return nil, fmt.Errorf("%s: %d bytes past the end", what, n-uint64(len(b)))
+		}
+		s := b[:n:n]
+		b = b[n:]
+		return s, nil
+	}
+	fail := func(err error) error {
+		return fmt.Errorf("%w: rule %q key %q: %w", errCorruptRun, e.rule, e.key, err)
+	}
+	fl := b[0]
+	b = b[1:]
+	if fl&^(entTomb|entLastSeen|entUntil) != 0 || fl&entTomb != 0 && (fl != entTomb || len(b) != 0) {
+		return fail(fmt.Errorf("flags %#x", fl))
+	}
+	if e.tomb {
+		return nil
+	}
+	var err error
+	if fl&entLastSeen != 0 {
+		if e.lastSeen, err = sv("last seen"); err != nil {
+			return fail(err)
+		}
+		e.hasSeen = true
+	}
+	if e.requests, err = sv("requests"); err != nil {
+		return fail(err)
+	}
+	if e.blocked, err = sv("blocked"); err != nil {
+		return fail(err)
+	}
+	cpu, err := take("cpu", 8)
+	if err != nil {
+		return fail(err)
+	}
+	e.cpu = math.Float64frombits(binary.LittleEndian.Uint64(cpu))
+	n, err := uv("phase")
+	if err != nil {
+		return fail(err)
+	}
+	if e.phase, err = take("phase", n); err != nil {
+		return fail(err)
+	}
+	if fl&entUntil != 0 {
+		if e.until, err = sv("until"); err != nil {
+			return fail(err)
+		}
+		e.hasUntil = true
+	}
+	if n, err = uv("data"); err != nil {
+		return fail(err)
+	}
+	if e.data, err = take("data", n); err != nil {
+		return fail(err)
+	}
+	if len(b) != 0 {
+		return fail(errors.New("trailing bytes"))
+	}
+	return nil
+}
+
+// merger merges runs, newest wins: each (rule, key) once, in order, as
+// its newest entry says (a tombstone included).
+type merger struct {
+	cs   []*cursor // a heap: the least (rule, key) first, the newest run first among equals
+	heap []int
+}
+
+func (m *merger) less(i, j int) bool {
+	a, b := m.cs[m.heap[i]], m.cs[m.heap[j]]
+	if c := compareEntries(&a.e, &b.e); c != 0 {
+		return c < 0
+	}
+	return a.run.run > b.run.run
+}
+
+func (m *merger) down(i int) {
+	n := len(m.heap)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		j := l
+		if r := l + 1; r < n && m.less(r, l) {
+			j = r
+		}
+		if !m.less(j, i) {
+			return
+		}
+		m.heap[i], m.heap[j] = m.heap[j], m.heap[i]
+		i = j
+	}
+}
+
+// newMerger opens a cursor on each run in runs, reading parts with load.
+func newMerger(runs []runInfo, load func(id int64) ([]byte, error)) (*merger, error) {
+	m := &merger{}
+	for _, r := range runs {
+		c := &cursor{run: r, load: load}
+		if err := c.next(); err != nil {
+			return nil, err
+		}
+		if c.valid {
+			m.cs = append(m.cs, c)
+			m.heap = append(m.heap, len(m.cs)-1)
+		}
+	}
+	for i := len(m.heap)/2 - 1; i >= 0; i-- {
+		m.down(i)
+	}
+	return m, nil
+}
+
+// each calls fn with every (rule, key)'s newest entry, in (rule, key)
+// order. The entry is valid only during fn.
+func (m *merger) each(fn func(e *entry) error) error {
+	var win cursor // the winning entry, copied out of its cursor
+	for len(m.heap) > 0 {
+		top := m.cs[m.heap[0]]
+		win.name = append(win.name[:0], top.name...)
+		win.e = top.e
+		// Repoint the rule and key at the copy of the name: the
+		// cursor's name is overwritten by its next entry. The rest points
+		// into the cursor's part, which stays valid: load returns new
+		// memory for each part.
+		k := len(top.name) - len(top.e.rule) - len(top.e.key)
+		win.e.rule = win.name[k : k+len(top.e.rule)]
+		win.e.key = win.name[k+len(top.e.rule):]
+		// Advance every cursor at this (rule, key).
+		for len(m.heap) > 0 {
+			c := m.cs[m.heap[0]]
+			if compareEntries(&c.e, &win.e) != 0 {
+				break
+			}
+			if err := c.next(); err != nil {
+				return err
+			}
+			if c.valid {
+				m.down(0)
+			} else {
+				last := len(m.heap) - 1
+				m.heap[0] = m.heap[last]
+				m.heap = m.heap[:last]
+				if last > 0 {
+					m.down(0)
+				}
+			}
+		}
+		if err := fn(&win.e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runWriter writes one run, cutting it into parts.
+type runWriter struct {
+	run    int64
+	tier   int64
+	insert func(id, tier, n int64, pruneMS any, data []byte) error // data's size is len(data); pruneMS nil or int64
+	part   int64
+	n      int64 // entries in buf
+	bytes  int64 // bytes of the parts written
+	buf    []byte
+	prev   []byte // the name of buf's last entry
+	name   []byte
+	body   []byte
+	// The least prunable time of buf's entries (prunable).
+	pruneMS  int64
+	hasPrune bool
+}
+
+func (w *runWriter) add(r *KeyRow) error {
+	w.buf, w.name, w.body = appendEntry(w.buf, w.prev, w.name, w.body, r)
+	if r.Data != nil {
+		w.prunable(!r.LastSeen.IsZero(), r.LastSeen.UnixMilli(), r.Phase != "" && r.Until.IsZero())
+	}
+	return w.added()
+}
+
+// addEntry writes e as it is (a merge's output): its body is copied.
+func (w *runWriter) addEntry(e *entry) error {
+	if !e.tomb {
+		if err := e.parse(); err != nil {
+			return err
+		}
+		w.prunable(e.hasSeen, e.lastSeen, len(e.phase) != 0 && !e.hasUntil)
+	}
+	w.name = binary.AppendUvarint(w.name[:0], uint64(len(e.rule)))
+	w.name = append(append(w.name, e.rule...), e.key...)
+	w.buf = appendRaw(w.buf, w.prev, w.name, e.body)
+	return w.added()
+}
+
+// prunable notes the time before which a Prune could delete the entry
+// (its last seen; any time if never seen), unless held for good (a
+// throttle or ban without end): the part's prune_ms is the least.
+func (w *runWriter) prunable(seen bool, ms int64, forever bool) {
+	switch {
+	case forever:
+		return
+	case !seen:
+		ms = math.MinInt64
+	}
+	if !w.hasPrune || ms < w.pruneMS {
+		w.pruneMS, w.hasPrune = ms, true
+	}
+}
+
+func (w *runWriter) added() error {
+	w.prev, w.name = w.name, w.prev
+	w.n++
+	if len(w.buf) >= partBytes {
+		return w.flush()
+	}
+	return nil
+}
+
+func (w *runWriter) flush() error {
+	if w.n == 0 {
+		return nil
+	}
+	if w.part >= 1<<runShift {
+		return fmt.Errorf("key run %d: more than %d parts", w.run, 1<<runShift)
+	}
+	var prune any
+	if w.hasPrune {
+		prune = w.pruneMS
+	}
+	if err := w.insert(w.run<<runShift|w.part, w.tier, w.n, prune, w.buf); err != nil {
+		return fmt.Errorf("key run %d part %d: %w", w.run, w.part, err)
+	}
+	w.part++
+	w.bytes += int64(len(w.buf))
+	w.n, w.buf, w.prev, w.hasPrune = 0, w.buf[:0], w.prev[:0], false
+	return nil
+}
+
+// compactPlan says which runs to merge after a run was added to runs
+// (oldest first): from runs[from] to the end; from < 0: none. Merging
+// from 0 makes a new base.
+func compactPlan(runs []runInfo) (from int) {
+	if len(runs) < 2 {
+		return -1
+	}
+	var rest int64
+	for _, r := range runs[1:] {
+		rest += r.bytes
+	}
+	switch {
+	case rest*baseRatio >= runs[0].bytes:
+		return 0
+	case len(runs) > maxRuns:
+		return 1
+	}
+	return -1
+}
+
+// sortRows returns the indexes of rows in (rule, key) order, each (rule,
+// key) once, its last mention; it reuses order.
+func sortRows(rows []KeyRow, order []int32) []int32 {
+	order = order[:0]
+	for i := range rows {
+		order = append(order, int32(i))
+	}
+	cmp := func(a, b int32) int {
+		ka, kb := &rows[a], &rows[b]
+		if c := strings.Compare(ka.Rule, kb.Rule); c != 0 {
+			return c
+		}
+		return strings.Compare(ka.Key, kb.Key)
+	}
+	if !slices.IsSortedFunc(order, cmp) {
+		slices.SortStableFunc(order, cmp)
+	}
+	// The last mention of each (rule, key) wins.
+	out := order[:0]
+	for j, i := range order {
+		if j+1 < len(order) && cmp(i, order[j+1]) == 0 {
+			continue
+		}
+		out = append(out, i)
+	}
+	return out
+}
+
+// unsafeString is b as a string, without a copy: only while b is not
+// changed, and never kept.
+func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

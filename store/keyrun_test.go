@@ -1,0 +1,145 @@
+package store
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func readKeys(t *testing.T, db *DB) []KeyRow {
+	t.Helper()
+	var out []KeyRow
+	if err := db.Keys(func(r *KeyRow) error {
+		c := *r
+		c.Data = append([]byte(nil), r.Data...)
+		out = append(out, c)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestKeysTableMigrates: the rows of the keys table of a database of
+// schema version 3 become the first key run at the first writer's open,
+// once: every field read back as it was, the table gone, and the run
+// overwritten and deleted from by later checkpoints like any other.
+func TestKeysTableMigrates(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "logjail.db")
+	// A database of version 3 as a version-3 writer made it (this
+	// build's writer prepares statements naming key_runs).
+	old := raw(t, path)
+	old.SetMaxOpenConns(1)
+	for _, q := range append([]string{strings.Join(writerPragmas, "; ")}, append(migrations[:3:3], "PRAGMA user_version = 3")...) {
+		if _, err := old.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t0 := at("2026-11-22T10:00:00Z")
+	var want []KeyRow
+	for i := range 3000 { // several parts
+		r := KeyRow{Rule: "flood", Key: fmt.Sprintf("203.0.113.%d/%d", i%256, i), Data: make([]byte, 150),
+			LastSeen: t0.Add(time.Duration(i) * time.Millisecond), Requests: int64(i), Blocked: int64(i % 3), CPU: float64(i) / 7}
+		r.Data[0] = byte(i)
+		switch i % 50 {
+		case 0:
+			r.Phase, r.Until = PhaseBan, t0.Add(time.Hour)
+		case 1:
+			r.Phase = PhaseBan // no until
+		case 2:
+			r.LastSeen = time.Time{} // never seen: a static ban
+		}
+		if _, err := old.Exec(`INSERT INTO keys (rule, key, last_seen_ms, requests, blocked, cpu, phase, until_ms, data)
+			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)`, r.Rule, r.Key, ms(r.LastSeen), r.Requests, r.Blocked, r.CPU, r.Phase, ms(r.Until), r.Data); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, r)
+	}
+	old.Close()
+	slicesSortRows(want)
+
+	db := mustOpen(t, path, Options{})
+	if diff := cmp.Diff(want, readKeys(t, db)); diff != "" {
+		t.Fatalf("keys after the migration (-want +got):\n%s", diff)
+	}
+	var n int
+	if err := db.w.QueryRow(`SELECT count(*) FROM sqlite_master WHERE name = 'keys'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("the keys table is still there (%d, %v)", n, err)
+	}
+	var parts int
+	if err := db.w.QueryRow(`SELECT count(*) FROM key_runs WHERE id >> 20 = 1`).Scan(&parts); err != nil || parts < 2 {
+		t.Errorf("the first run has %d parts (%v), want several", parts, err)
+	}
+	// A later state replaces the migrated one, a tombstone deletes one.
+	upd := want[10]
+	upd.Requests, upd.Data = 99999, []byte{7}
+	if err := db.Checkpoint(&Checkpoint{Time: t0, Keys: []KeyRow{upd, {Rule: want[11].Rule, Key: want[11].Key}}}); err != nil {
+		t.Fatal(err)
+	}
+	want[10] = upd
+	want = append(want[:11], want[12:]...)
+	db.Close()
+	db = mustOpen(t, path, Options{}) // opened again: nothing migrates twice
+	if diff := cmp.Diff(want, readKeys(t, db)); diff != "" {
+		t.Errorf("keys after a checkpoint and a second open (-want +got):\n%s", diff)
+	}
+}
+
+func slicesSortRows(rows []KeyRow) {
+	order := sortRows(rows, nil)
+	sorted := make([]KeyRow, len(order))
+	for j, i := range order {
+		sorted[j] = rows[i]
+	}
+	copy(rows, sorted)
+}
+
+// TestPruneAfterMerges: Prune finds the idle states in runs merged into a
+// new base (their parts' prune_ms made by the merge), leaves a state whose
+// old entry a later run replaced, and reads nothing when no part may hold
+// an idle state.
+func TestPruneAfterMerges(t *testing.T) {
+	db := mustOpen(t, filepath.Join(t.TempDir(), "logjail.db"), Options{})
+	now := at("2026-11-22T12:00:00Z")
+	old := now.Add(-time.Hour)
+	row := func(key string, seen time.Time) KeyRow {
+		return KeyRow{Rule: "flood", Key: key, Data: []byte{1, 2, 3}, LastSeen: seen, Requests: 1}
+	}
+	var first []KeyRow
+	for i := range 300 {
+		first = append(first, row(fmt.Sprintf("idle-%03d", i), old), row(fmt.Sprintf("back-%03d", i), old))
+	}
+	if err := db.Checkpoint(&Checkpoint{Time: old, Keys: first}); err != nil {
+		t.Fatal(err)
+	}
+	// The back-* keys come back, in several checkpoints: merges.
+	for c := range 6 {
+		var rows []KeyRow
+		for i := range 300 {
+			rows = append(rows, row(fmt.Sprintf("back-%03d", i), now.Add(-time.Duration(c)*time.Second)))
+		}
+		if err := db.Checkpoint(&Checkpoint{Time: now, Keys: rows}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var bases int
+	if err := db.w.QueryRow(`SELECT count(DISTINCT id >> 20) FROM key_runs WHERE tier = 2`).Scan(&bases); err != nil || bases != 1 {
+		t.Fatalf("%d runs are a base (%v), want 1 (the checkpoints merged)", bases, err)
+	}
+	st, err := db.Prune(now, PruneOptions{KeysBefore: now.Add(-20 * time.Minute)})
+	if err != nil || st.Keys != 300 {
+		t.Fatalf("pruned %d states (%v), want the 300 idle ones", st.Keys, err)
+	}
+	left := readKeys(t, db)
+	if len(left) != 300 || left[0].Key != "back-000" || left[299].Key != "back-299" {
+		t.Errorf("%d states left (%v … %v), want the 300 that came back", len(left), left[0].Key, left[len(left)-1].Key)
+	}
+	// Nothing idle left: nothing read, nothing pruned.
+	if st, err := db.Prune(now, PruneOptions{KeysBefore: now.Add(-20 * time.Minute)}); err != nil || st.Keys != 0 {
+		t.Errorf("a second prune: %+v, %v", st, err)
+	}
+}
