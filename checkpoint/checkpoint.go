@@ -70,6 +70,15 @@ type Writer struct {
 	arena       int               // bytes of key state data the last checkpoint collected
 	keys        []byte            // collect's buffer of the keys' text
 	keyEnds     []int             // collect's ends of each key in keys
+	// rows and data are collect's buffers of the key rows and their
+	// states' bytes, lent to the checkpoint they went into until it is in
+	// the database (lent), then used again: a live daemon checkpoints
+	// several times a second, and a new pair each time was a tenth of
+	// its garbage (issue 23). A checkpoint that failed keeps its pair
+	// (the next one writes it again), and collect makes a new one.
+	rows []state.KeyRow
+	data []byte
+	lent bool
 }
 
 // NewWriter returns a Writer that checkpoints into db, on the caller's
@@ -267,6 +276,9 @@ func (w *Writer) Flush(det *detector.Detector, t time.Time) error {
 	// rows in memory at a time, not two. The caller waited for it here
 	// either way.
 	prevErr := w.wait()
+	if w.failed == nil {
+		w.lent = false // the previous checkpoint is in the database
+	}
 	c := w.collect(det, t)
 	if w.failed != nil {
 		c = merge(w.failed, c)
@@ -326,11 +338,18 @@ func (w *Writer) collect(det *detector.Detector, t time.Time) *state.Checkpoint 
 	c := &state.Checkpoint{Time: t, Global: det.SaveGlobal(), Events: w.events}
 	// The states' Data go into one buffer (sized by the last checkpoint's),
 	// not one allocation each.
-	if n := det.Pending(); n > 0 {
-		c.Keys = make([]state.KeyRow, 0, n)
+	rows, arena := w.rows[:0], w.data[:0]
+	if w.lent {
+		rows, arena = nil, nil
 	}
+	if n := det.Pending(); n > cap(rows) {
+		rows = make([]state.KeyRow, 0, n)
+	}
+	if n := min(w.arena, 8<<20); n > cap(arena) {
+		arena = make([]byte, 0, n)
+	}
+	c.Keys = rows
 	// The keys are copied into one buffer too, made one string at the end.
-	arena := make([]byte, 0, min(w.arena, 8<<20))
 	keys := w.keys[:0]
 	det.ChangesView(func(ks *detector.KeyState) {
 		var data []byte
@@ -347,6 +366,10 @@ func (w *Writer) collect(det *detector.Detector, t time.Time) *state.Checkpoint 
 		w.keyEnds = append(w.keyEnds, len(keys))
 	})
 	w.arena = len(arena)
+	w.rows, w.data, w.lent = c.Keys, arena, true
+	if cap(w.rows) > 1<<16 || cap(w.data) > 8<<20 { // a catch-up's, kept no longer
+		w.rows, w.data, w.lent = nil, nil, false
+	}
 	text, start := string(keys), 0
 	for i, end := range w.keyEnds {
 		c.Keys[i].Key = text[start:end]
