@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,9 +59,9 @@ func (s *rowSink) Global() ([]byte, time.Time, error) { return s.global, s.at, n
 func (s *rowSink) Keys(fn func(*state.KeyRow) error) error {
 	ks := slices.SortedFunc(maps.Keys(s.rows), func(a, b state.BanKey) int {
 		if a.Rule != b.Rule {
-			return cmpStr(a.Rule, b.Rule)
+			return strings.Compare(a.Rule, b.Rule)
 		}
-		return cmpStr(a.Key, b.Key)
+		return strings.Compare(a.Key, b.Key)
 	})
 	for _, k := range ks {
 		r := s.rows[k]
@@ -69,16 +70,6 @@ func (s *rowSink) Keys(fn func(*state.KeyRow) error) error {
 		}
 	}
 	return nil
-}
-
-func cmpStr(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func (s *rowSink) Positions() ([]state.Position, error)        { return nil, nil }

@@ -53,6 +53,7 @@ package rotation
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"compress/bzip2"
 	"compress/gzip"
 	"crypto/sha256"
@@ -229,7 +230,7 @@ func Siblings(base, olddir string) ([]Name, error) {
 func Compare(a, b Name) int {
 	switch {
 	case a.Index > 0 && b.Index > 0:
-		return -cmpInt(a.Index, b.Index)
+		return -cmp.Compare(a.Index, b.Index)
 	case a.Date != "" && b.Date != "":
 		if len(a.Date) != len(b.Date) {
 			// The same dateformat gives digits of one length; compare
@@ -238,7 +239,7 @@ func Compare(a, b Name) int {
 			if c := strings.Compare(a.Date[:l], b.Date[:l]); c != 0 {
 				return c
 			}
-			return cmpInt(len(a.Date), len(b.Date))
+			return cmp.Compare(len(a.Date), len(b.Date))
 		}
 		if c := strings.Compare(a.Date, b.Date); c != 0 {
 			return c
@@ -248,16 +249,6 @@ func Compare(a, b Name) int {
 		return c
 	}
 	return strings.Compare(a.Path, b.Path)
-}
-
-func cmpInt(a, b int) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Magic returns the compression format whose magic bytes head starts with:

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -311,18 +312,18 @@ func (s *Snapshot) Keys(fn func(*KeyRow) error) error {
 
 // TopKeys: see DB.TopKeys.
 func (s *Snapshot) TopKeys(rule, by string, n int) ([]KeyRow, error) {
-	var cmp func(a, b *KeyRow) int // a before b: negative
+	var order func(a, b *KeyRow) int // a before b: negative
 	switch by {
 	case "requests":
-		cmp = func(a, b *KeyRow) int {
-			return cmpOr(-compareInt(a.Requests, b.Requests), -strings.Compare(a.Key, b.Key))
+		order = func(a, b *KeyRow) int {
+			return cmp.Or(-cmp.Compare(a.Requests, b.Requests), -strings.Compare(a.Key, b.Key))
 		}
 	case "cpu":
-		cmp = func(a, b *KeyRow) int {
-			return cmpOr(-compareFloat(a.CPU, b.CPU), -strings.Compare(a.Key, b.Key))
+		order = func(a, b *KeyRow) int {
+			return cmp.Or(-cmp.Compare(a.CPU, b.CPU), -strings.Compare(a.Key, b.Key))
 		}
 	case "last_seen":
-		cmp = func(a, b *KeyRow) int {
+		order = func(a, b *KeyRow) int {
 			// Never seen last, as SQL's DESC puts NULL.
 			as, bs := a.LastSeen.UnixMilli(), b.LastSeen.UnixMilli()
 			if a.LastSeen.IsZero() {
@@ -331,7 +332,7 @@ func (s *Snapshot) TopKeys(rule, by string, n int) ([]KeyRow, error) {
 			if b.LastSeen.IsZero() {
 				bs = -1 << 63
 			}
-			return cmpOr(-compareInt(as, bs), -strings.Compare(a.Key, b.Key))
+			return cmp.Or(-cmp.Compare(as, bs), -strings.Compare(a.Key, b.Key))
 		}
 	default:
 		return nil, s.errf("top keys", "by %q: want requests, cpu or last_seen", by)
@@ -345,10 +346,10 @@ func (s *Snapshot) TopKeys(rule, by string, n int) ([]KeyRow, error) {
 		}
 		e.row(&r, &rules)
 		r.Data = nil
-		if len(ks) == n && cmp(&r, &ks[n-1]) >= 0 {
+		if len(ks) == n && order(&r, &ks[n-1]) >= 0 {
 			return nil
 		}
-		i, _ := slices.BinarySearchFunc(ks, &r, func(a KeyRow, b *KeyRow) int { return cmp(&a, b) })
+		i, _ := slices.BinarySearchFunc(ks, &r, func(a KeyRow, b *KeyRow) int { return order(&a, b) })
 		if len(ks) == n {
 			ks = ks[:n-1]
 		}
@@ -359,33 +360,6 @@ func (s *Snapshot) TopKeys(rule, by string, n int) ([]KeyRow, error) {
 		return nil, err
 	}
 	return ks, nil
-}
-
-func cmpOr(a, b int) int {
-	if a != 0 {
-		return a
-	}
-	return b
-}
-
-func compareInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func compareFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // convertKeys moves the rows of the table keys (schema version 3) into
