@@ -144,16 +144,7 @@ func TestClusterCore(t *testing.T) {
 	t.Run("claimed once", func(t *testing.T) {
 		xlen, _ := cl.XLen(ctx, keyEvents).Result()
 		da, db := ban("web1", "flood", "198.51.100.4", true), ban("web2", "flood", "198.51.100.4", true)
-		a.Publish(da)
-		b.Publish(db)
-		var lost []Decision
-		waitFor(t, time.Second, "a Lost claim", func() bool {
-			lost = append(sa.find(func(d Decision) bool { return d.Lost }), sb.find(func(d Decision) bool { return d.Lost })...)
-			return len(lost) > 0
-		})
-		if len(lost) != 1 {
-			t.Fatalf("%d Lost decisions, want 1: %+v", len(lost), lost)
-		}
+		lost := claimRace(t, a, b, sa, sb, da, db)
 		keys := clusterKeys(t, cl, "logjail:ban:*")
 		if len(keys) != 1 {
 			t.Fatalf("ban records %v, want one", keys)

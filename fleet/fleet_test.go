@@ -221,16 +221,11 @@ func TestBanReachesOthers(t *testing.T) {
 	}
 }
 
-// TestClaimOnce: two nodes claim the same (rule, key) in the same
-// interval: one record in Redis, the loser gets the winner's record as
-// Lost.
-func TestClaimOnce(t *testing.T) {
-	srv := redistest.Start(t, redistest.Options{})
-	a, sa := start(t, cfg(srv, "web1"))
-	b, sb := start(t, cfg(srv, "web2"))
-	waitFor(t, 5*time.Second, "both nodes connected", func() bool { return !a.Status().Degraded && !b.Status().Degraded })
-	da, db := ban("web1", "flood", "198.51.100.4", true), ban("web2", "flood", "198.51.100.4", true)
-	db.Until = db.Until.Add(time.Minute)
+// claimRace publishes da on a and db on b, the same (rule, key) claimed
+// by both in one interval, and returns the one Lost decision the loser's
+// sink gets (the test fails unless exactly one comes within a second).
+func claimRace(t *testing.T, a, b *Node, sa, sb *sink, da, db Decision) []Decision {
+	t.Helper()
 	a.Publish(da)
 	b.Publish(db)
 	var lost []Decision
@@ -241,6 +236,20 @@ func TestClaimOnce(t *testing.T) {
 	if len(lost) != 1 {
 		t.Fatalf("%d Lost decisions, want 1: %+v", len(lost), lost)
 	}
+	return lost
+}
+
+// TestClaimOnce: two nodes claim the same (rule, key) in the same
+// interval: one record in Redis, the loser gets the winner's record as
+// Lost.
+func TestClaimOnce(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	a, sa := start(t, cfg(srv, "web1"))
+	b, sb := start(t, cfg(srv, "web2"))
+	waitFor(t, 5*time.Second, "both nodes connected", func() bool { return !a.Status().Degraded && !b.Status().Degraded })
+	da, db := ban("web1", "flood", "198.51.100.4", true), ban("web2", "flood", "198.51.100.4", true)
+	db.Until = db.Until.Add(time.Minute)
+	lost := claimRace(t, a, b, sa, sb, da, db)
 	winner, loserSink := da, sb
 	if lost[0].Node == "web2" {
 		winner, loserSink = db, sa
