@@ -185,6 +185,25 @@ func (w *conn) queryInt(q string) (int64, error) {
 	}
 }
 
+// queryOne runs statement i with vs as its positional arguments and
+// returns the first column of its first row (io.EOF if it has none).
+func (w *conn) queryOne(i int, vs ...driver.Value) (driver.Value, error) {
+	a := w.args[:len(vs)]
+	for j, v := range vs {
+		a[j].Value = v
+	}
+	rows, err := w.st[i].QueryContext(context.Background(), a)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	dest := make([]driver.Value, len(rows.Columns()))
+	if err := rows.Next(dest); err != nil {
+		return nil, err
+	}
+	return dest[0], nil
+}
+
 // execArgs runs statement i with vs as its positional arguments.
 func (w *conn) execArgs(i int, vs ...driver.Value) error {
 	a := w.args[:len(vs)]

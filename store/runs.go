@@ -45,23 +45,15 @@ func (w *conn) runs() ([]runInfo, error) {
 
 // loadPart reads the part id, in new memory.
 func (w *conn) loadPart(id int64) ([]byte, error) {
-	a := w.args[:1]
-	a[0].Value = id
-	rows, err := w.st[sReadPart].QueryContext(context.Background(), a)
-	if err != nil {
+	v, err := w.queryOne(sReadPart, id)
+	if err == io.EOF {
+		return nil, errors.New("missing")
+	} else if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	dest := make([]driver.Value, 1)
-	if err := rows.Next(dest); err != nil {
-		if err == io.EOF {
-			return nil, errors.New("missing")
-		}
-		return nil, err
-	}
-	b, ok := dest[0].([]byte)
+	b, ok := v.([]byte)
 	if !ok {
-		return nil, fmt.Errorf("data is %T", dest[0])
+		return nil, fmt.Errorf("data is %T", v)
 	}
 	return b, nil
 }
@@ -216,19 +208,12 @@ func (db *DB) pruneKeys(w *conn, now time.Time, p PruneOptions) (int64, error) {
 // held reports whether the active bans hold e's (rule, key) with an until
 // after now (or none), or the history has a ban of it since keep.
 func (w *conn) held(e *entry, now int64, keep any) (bool, error) {
-	a := w.args[:4]
-	a[0].Value, a[1].Value, a[2].Value, a[3].Value = unsafeString(e.rule), unsafeString(e.key), now, keep
-	rows, err := w.st[sHeld].QueryContext(context.Background(), a)
+	v, err := w.queryOne(sHeld, unsafeString(e.rule), unsafeString(e.key), now, keep)
 	if err != nil {
 		return false, err
 	}
-	defer rows.Close()
-	dest := make([]driver.Value, 1)
-	if err := rows.Next(dest); err != nil {
-		return false, err
-	}
-	v, _ := dest[0].(int64)
-	return v != 0, nil
+	n, _ := v.(int64)
+	return n != 0, nil
 }
 
 // heldQuery: see held.
