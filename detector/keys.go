@@ -113,9 +113,6 @@ func newKeyTable() keyTable {
 	return keyTable{seed: seed, k0: maphash.String(seed, "k0"), k1: maphash.String(seed, "k1"), slots: make([]uint32, keyMinSlots)}
 }
 
-// hash returns the hash of key the table uses.
-func (t *keyTable) hash(key string) uint64 { return t.hashK(keyOf(key)) }
-
 // hashK returns the hash of k.
 func (t *keyTable) hashK(k akey) uint64 {
 	if !k.f.IsZero() {
@@ -177,9 +174,6 @@ func (t *keyTable) textOf(id uint32) string {
 	return string(t.bytesOf(id))
 }
 
-// find returns the id of key (hash h), or 0.
-func (t *keyTable) find(key string, h uint64) uint32 { return t.findK(keyOf(key), h) }
-
 // findK returns the id of k (hash h), or 0: a fixed key is compared in its
 // record, a text key's hash there and then its text.
 func (t *keyTable) findK(k akey, h uint64) uint32 {
@@ -205,12 +199,6 @@ func (t *keyTable) findK(k akey, h uint64) uint32 {
 			return id
 		}
 	}
-}
-
-// insert adds key (hash h, not in the table) with its first state head and
-// returns its id.
-func (t *keyTable) insert(key string, h uint64, head int32) uint32 {
-	return t.insertK(keyOf(key), h, head)
 }
 
 // insertK adds k (hash h, not in the table) with its first state head and

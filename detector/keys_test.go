@@ -39,7 +39,7 @@ func TestKeyTableAgainstMap(t *testing.T) {
 			t.Fatalf("step %d: %d keys, want %d", step, kt.n, len(model))
 		}
 		for k, head := range model {
-			id := kt.find(k, kt.hash(k))
+			id := kt.findK(keyOf(k), kt.hashK(keyOf(k)))
 			if id == 0 || id != ids[k] {
 				t.Fatalf("step %d: %q: id %d, want %d", step, k, id, ids[k])
 			}
@@ -54,12 +54,12 @@ func TestKeyTableAgainstMap(t *testing.T) {
 			kt.remove(ids[k])
 			delete(model, k)
 			delete(ids, k)
-			if kt.find(k, kt.hash(k)) != 0 {
+			if kt.findK(keyOf(k), kt.hashK(keyOf(k))) != 0 {
 				t.Fatalf("step %d: %q found after its removal", step, k)
 			}
 		} else if !ok {
 			head := int32(step)
-			ids[k] = kt.insert(k, kt.hash(k), head)
+			ids[k] = kt.insertK(keyOf(k), kt.hashK(keyOf(k)), head)
 			model[k] = head
 		}
 		if step%5000 == 0 {

@@ -383,7 +383,8 @@ func (d *Detector) Restore(cfg *rules.Config, global []byte, states iter.Seq[*Ke
 				s.kid, s.sib = d.at(head).kid, head
 				d.keys.rec(s.kid).head = i
 			} else {
-				s.kid = d.keys.insert(ks.Key, d.keys.hash(ks.Key), i)
+				k := keyOf(ks.Key) // parsed once: an address key is restored as a fixed one
+				s.kid = d.keys.insertK(k, d.keys.hashK(k), i)
 			}
 			d.shareAddr(s)
 			d.lastKey, d.lastHead = "", -1
