@@ -110,12 +110,16 @@ awk 'NR % 10 == 1 || NR % 10 == 2' "$work/clients.txt" > "$work/mix.txt"
 # openload runs at real-time priority where it may (root: chrt -f 1), so
 # that its own wake-ups on a shared core 1 do not add to what it measures
 # of the daemon (its lag_ figures say how late it was); the daemon runs
-# as it would anywhere.
+# as it would anywhere. A real-time task that stops sleeping takes its
+# core from everything else, and outlives this script if the script is
+# killed, so it is bounded twice: RLIMIT_RTTIME kills it after 0.5 s of
+# CPU without a blocking call (openload sleeps between sends), and
+# timeout kills it 30 s after its run should have ended.
 rt=()
-if chrt -f 1 true 2>/dev/null; then rt=(chrt -f 1); fi
+if chrt -f 1 true 2>/dev/null; then rt=(prlimit --rttime=250000:500000 chrt -f 1); fi
 echo "openload: ${rt[*]:-no real-time priority (not root)} taskset -c 1, $arate requests/s"
 load() { # load OUT: openload on core 1 for secs seconds, its output shown and kept in OUT
-  "${rt[@]}" taskset -c 1 "$work/openload" -url "http://127.0.0.1:$port/auth" -rate "$arate" -duration "${secs}s" \
+  timeout -s KILL "$((secs + 30))" "${rt[@]}" taskset -c 1 "$work/openload" -url "http://127.0.0.1:$port/auth" -rate "$arate" -duration "${secs}s" \
     -header X-Forwarded-For -values "$work/mix.txt" 2>&1 | tee "$1" || true
   grep -q '^openload ' "$1" || { echo "bench-endpoint: openload measured nothing" >&2; exit 1; }
 }

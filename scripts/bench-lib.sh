@@ -59,16 +59,6 @@ bench_cpu() {
   awk -v hz="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); printf "%.3f\n", ($12 + $13) / hz}' "/proc/$1/stat"
 }
 
-# bench_wrk_ms P: reads wrk --latency's output on stdin and prints its P%
-# latency (P is 50, 75, 90 or 99) in milliseconds.
-bench_wrk_ms() {
-  awk -v p="$1%" '$1 == p && /(us|ms|s|m)$/ {
-    v = $2; u = v; sub(/^[0-9.]+/, "", u); sub(/[a-z]+$/, "", v)
-    f = (u == "us") ? 0.001 : (u == "ms") ? 1 : (u == "s") ? 1000 : (u == "m") ? 60000 : -1
-    if (f > 0) { printf "%.4f\n", v * f; found = 1; exit }
-  } END { if (!found) exit 1 }'
-}
-
 # bench_median: the median of the numbers on stdin, one a line (the mean
 # of the middle two for an even count); fails on none.
 bench_median() {
