@@ -673,8 +673,19 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 				if rep.charts != nil {
 					rep.charts.before(main.Detector(), src, e)
 				}
+				if c.b != nil && main.Prefetching() {
+					// Hints for the next entries of e's block (recent.prefetch,
+					// pipeline.Pipeline.Prefetch): their key slots, records and
+					// states load while e is charged.
+					for a := range 3 {
+						if j := c.i + 1 + a; j < len(c.b.entries) {
+							main.Prefetch(&c.b.entries[j], a)
+						}
+					}
+				}
 				decisions = main.Process(src, e, decisions[:0])
 				rep.decide(decisions, e, main.Detector())
+				rep.record(e)
 				if rep.charts != nil {
 					rep.charts.after(main.Detector(), e)
 				}
