@@ -189,6 +189,10 @@ type Options struct {
 	// its near misses (the package doc, "The HTML report"). Unset, the
 	// replay costs nothing more.
 	Charts bool
+	// plain turns the merger's hints off (TestHintsChangeNothing): no
+	// Prefetch, and each entry goes into the ring of recent requests
+	// before its charge, as before the hints.
+	plain bool
 }
 
 // Recorder keeps what a replay decides (checkpoint.Writer is one).
@@ -673,7 +677,9 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 				if rep.charts != nil {
 					rep.charts.before(main.Detector(), src, e)
 				}
-				if c.b != nil && main.Prefetching() {
+				if o.plain {
+					rep.record(e)
+				} else if c.b != nil && main.Prefetching() {
 					// Hints for the next entries of e's block (recent.prefetch,
 					// pipeline.Pipeline.Prefetch): their key slots, records and
 					// states load while e is charged.
@@ -685,7 +691,9 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 				}
 				decisions = main.Process(src, e, decisions[:0])
 				rep.decide(decisions, e, main.Detector())
-				rep.record(e)
+				if !o.plain {
+					rep.record(e)
+				}
 				if rep.charts != nil {
 					rep.charts.after(main.Detector(), e)
 				}
