@@ -107,8 +107,9 @@
 //   - Series are collected only with Options.Charts (the replay pays
 //     nothing otherwise): each entry is classified a second time (the
 //     pipeline keeps its charges to itself) and each charged key's windows
-//     read back with detector.Query, in the report's terms (a share "of
-//     machine" of all the cores), rounded as the peaks. Each rule keeps
+//     read back with detector.QueryOf (by the charge's fixed key, no parse
+//     of its text), in the report's terms (a share "of machine" of all the
+//     cores), rounded as the peaks. Each rule keeps
 //     the series of its 64 heaviest keys by a space-saving count of
 //     requests (of CPU and duration seconds for a rule that weighs only
 //     those; charts.go), so a key with more than a 64th of the rule's
