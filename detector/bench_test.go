@@ -137,7 +137,9 @@ func count(n int) string {
 // first, then charged in turn at 3,000 a second of log time; at 2,000
 // keys and at 1,000,000. key=fixed charges as the pipeline does
 // (rules.Config.ClassifyKeys: Charge.Fixed), key=text with the key's text
-// alone (Charge.Key, parsed to the same key). ns/op is one charge.
+// alone (Charge.Key, parsed to the same key), key=prefetched as key=fixed
+// with the hints replay's merger gives (Detector.Prefetch of the next three
+// charges: slot, record, state). ns/op is one charge.
 func BenchmarkChargeKeys(b *testing.B) {
 	cfg := &rules.Config{IPv4Prefix: 24, IPv6Prefix: 128}
 	r := &rules.Rule{Name: "rate", Limits: []rules.Limit{rate(100000, time.Hour)}, Ban: rules.Ban{For: time.Hour}}
@@ -147,7 +149,7 @@ func BenchmarkChargeKeys(b *testing.B) {
 			a := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 4: byte(i >> 24), 5: byte(i >> 16), 6: byte(i >> 8), 7: byte(i), 15: 1})
 			charges[i] = rules.Charge{Rule: r, Key: cfg.IPKey(a), Fixed: cfg.IPFixed(a), Addr: a}
 		}
-		for _, path := range []string{"fixed", "text"} {
+		for _, path := range []string{"fixed", "text", "prefetched"} {
 			b.Run(fmt.Sprintf("keys=%s/key=%s", count(n), path), func(b *testing.B) {
 				cs := slices.Clone(charges)
 				for i := range cs {
@@ -163,6 +165,11 @@ func BenchmarkChargeKeys(b *testing.B) {
 				i := 0
 				charge := func() {
 					now = now.Add(time.Second / 3000)
+					if path == "prefetched" { // as replay's merger hints
+						for a := range 3 {
+							d.Prefetch(cs[(i+1+a)%len(cs)].Fixed, a)
+						}
+					}
 					out = d.Charge(now, &cs[i], out[:0])
 					if i++; i == len(cs) {
 						i = 0

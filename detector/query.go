@@ -29,11 +29,21 @@ type KeyQuery struct {
 // another goroutine waits to charge. ok is false when the key is not
 // tracked (allowed, every window empty).
 func (d *Detector) Query(r *rules.Rule, key string, t time.Time) (q KeyQuery, ok bool) {
-	_, s := d.find(r, key)
+	return d.query(r, keyOf(key), t)
+}
+
+// QueryOf is Query for the rule and key of c: by c.Fixed when it is set,
+// with no parse of the key's text (replay's charts ask it for every charge).
+func (d *Detector) QueryOf(c *rules.Charge, t time.Time) (q KeyQuery, ok bool) {
+	return d.query(c.Rule, chargeKey(c), t)
+}
+
+func (d *Detector) query(r *rules.Rule, k akey, t time.Time) (q KeyQuery, ok bool) {
+	_, s := d.findK(r, k)
 	if s == nil {
 		return q, false
 	}
-	q.Kind, q.Until = d.Status(r, key, t)
+	q.Kind, q.Until = d.status(r, k, t)
 	ns := t.UnixNano()
 	ri := d.ri(s)
 	for j := range ri.lims {
@@ -50,7 +60,15 @@ func (d *Detector) Query(r *rules.Rule, key string, t time.Time) (q KeyQuery, ok
 // after; it changes nothing a decision depends on. An evicted key counts
 // again from its next entry.
 func (d *Detector) Charged(r *rules.Rule, key string) (int64, bool) {
-	_, s := d.find(r, key)
+	return d.charged(r, keyOf(key))
+}
+
+// ChargedOf is Charged for the rule and key of c: by c.Fixed when it is
+// set, with no parse of the key's text.
+func (d *Detector) ChargedOf(c *rules.Charge) (int64, bool) { return d.charged(c.Rule, chargeKey(c)) }
+
+func (d *Detector) charged(r *rules.Rule, k akey) (int64, bool) {
+	_, s := d.findK(r, k)
 	if s == nil {
 		return 0, false
 	}

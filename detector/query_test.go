@@ -1,6 +1,8 @@
 package detector
 
 import (
+	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -73,5 +75,58 @@ func TestCharged(t *testing.T) {
 	}
 	if _, ok := d.Charged(&rules.Rule{Name: "other"}, "198.51.100.7"); ok {
 		t.Error("a rule that charged nothing is reported")
+	}
+}
+
+// TestQueryOfAsQuery: ChargedOf and QueryOf, by a charge's fixed key, read
+// what Charged and Query read by the key's text, for address and /64 keys,
+// tracked, throttled, banned and unknown.
+func TestQueryOfAsQuery(t *testing.T) {
+	cfg := &rules.Config{IPv4Prefix: 24, IPv6Prefix: 64}
+	ip := &rules.Rule{Name: "ip", Key: rules.KeyIP, Limits: []rules.Limit{rate(5, 10*time.Second)},
+		Throttle: &rules.Throttle{InitialDelay: time.Second, MaxDelay: 4 * time.Second, Quiet: 30 * time.Second},
+		Ban:      rules.Ban{After: 1, For: time.Minute}}
+	pfx := &rules.Rule{Name: "pfx", Key: rules.KeyPrefix, Limits: []rules.Limit{rate(12, 10*time.Second)}, Ban: rules.Ban{For: time.Minute}}
+	d := New(Options{})
+	var out []Decision
+	addrs := []netip.Addr{netip.MustParseAddr("198.51.100.7"), netip.MustParseAddr("203.0.113.9"),
+		netip.MustParseAddr("2001:db8:1:2::5"), netip.MustParseAddr("2001:db8:1:2::6")}
+	seen := map[Kind]bool{}
+	for i := range 60 {
+		a := addrs[i%len(addrs)]
+		if i%5 == 0 {
+			a = addrs[0]
+		}
+		now := at(float64(i) / 4)
+		for _, r := range []*rules.Rule{ip, pfx} {
+			c := rules.Charge{Rule: r, Fixed: cfg.IPFixed(a), Addr: a}
+			if r == pfx {
+				c.Fixed = cfg.PrefixFixed(a)
+			}
+			out = d.Charge(now, &c, out[:0])
+			for _, b := range append(addrs, netip.MustParseAddr("198.51.100.200")) {
+				for _, r := range []*rules.Rule{ip, pfx} {
+					byText := rules.Charge{Rule: r, Key: cfg.IPKey(b)}
+					byFixed := rules.Charge{Rule: r, Fixed: cfg.IPFixed(b)}
+					if r == pfx {
+						byText.Key, byFixed.Fixed = cfg.PrefixKey(b), cfg.PrefixFixed(b)
+					}
+					n, ok := d.Charged(r, byText.Key)
+					nf, okf := d.ChargedOf(&byFixed)
+					if n != nf || ok != okf {
+						t.Fatalf("at %d, %s %s: Charged %d %v, ChargedOf %d %v", i, r.Name, byText.Key, n, ok, nf, okf)
+					}
+					q, ok := d.Query(r, byText.Key, now)
+					qf, okf := d.QueryOf(&byFixed, now)
+					if fmt.Sprint(q) != fmt.Sprint(qf) || ok != okf {
+						t.Fatalf("at %d, %s %s: Query %+v %v, QueryOf %+v %v", i, r.Name, byText.Key, q, ok, qf, okf)
+					}
+					seen[q.Kind] = true
+				}
+			}
+		}
+	}
+	if !seen[Ban] || !seen[Throttle] {
+		t.Fatalf("kinds seen %v: the test never read a throttled and a banned key", seen)
 	}
 }

@@ -79,6 +79,9 @@ type Pipeline struct {
 	keys    rules.KeyCache
 	started bool
 	counts  Counts
+	// ipKeys and prefixKeys: some rule is keyed by address, by prefix
+	// (Prefetch).
+	ipKeys, prefixKeys bool
 }
 
 // New returns a pipeline for cfg with a fresh detector.
@@ -114,7 +117,38 @@ func detectorOptions(cfg *rules.Config) detector.Options {
 // restored from a checkpoint. The static bans are applied at the first entry
 // as always; the detector applies only what changed since its checkpoint.
 func NewWithDetector(cfg *rules.Config, det *detector.Detector) *Pipeline {
-	return &Pipeline{cfg: cfg, det: det}
+	p := &Pipeline{cfg: cfg, det: det}
+	for _, r := range cfg.Rules {
+		switch r.Key {
+		case rules.KeyIP:
+			p.ipKeys = true
+		case rules.KeyPrefix:
+			p.prefixKeys = true
+		}
+	}
+	return p
+}
+
+// Prefetching reports whether Prefetch does anything now (the detector's
+// key table is large enough for its lookups to miss the caches).
+func (p *Pipeline) Prefetching() bool { return (p.ipKeys || p.prefixKeys) && p.det.Prefetching() }
+
+// Prefetch is a hint that e will be processed ahead entries from now:
+// the detector starts loading the key records and states of e's address
+// and prefix keys (detector.Detector.Prefetch), which at a million keys are
+// cache misses. It changes nothing, classifies nothing (a rule e will not
+// match costs a useless load) and may be given any entry; replay's merger
+// gives it the entries 2, 1 and 0 ahead of the one it processes.
+func (p *Pipeline) Prefetch(e *parser.Entry, ahead int) {
+	if !e.IP.IsValid() {
+		return
+	}
+	if p.ipKeys {
+		p.det.Prefetch(p.cfg.IPFixed(e.IP), ahead)
+	}
+	if p.prefixKeys {
+		p.det.Prefetch(p.cfg.PrefixFixed(e.IP), ahead)
+	}
 }
 
 // Detector returns the pipeline's detector, for reports and checkpoints.

@@ -130,7 +130,7 @@ func (c *charts) before(det *detector.Detector, src *rules.Source, e *parser.Ent
 	c.charges, _ = c.cfg.ClassifyCached(&c.kc, src, e, c.charges[:0])
 	c.counts = c.counts[:0]
 	for i := range c.charges {
-		n, _ := det.Charged(c.charges[i].Rule, c.charges[i].Key)
+		n, _ := det.ChargedOf(&c.charges[i])
 		c.counts = append(c.counts, n)
 	}
 }
@@ -145,11 +145,11 @@ func (c *charts) after(det *detector.Detector, e *parser.Entry) {
 			w = ch.CPU + ch.Duration
 		}
 		ks := rc.admit(ch.Key, w)
-		n, ok := det.Charged(ch.Rule, ch.Key)
+		n, ok := det.ChargedOf(ch)
 		if !ok || n == c.counts[i] {
 			continue // not tracked, or blocked while banned: not charged
 		}
-		q, ok := det.Query(ch.Rule, ch.Key, e.Time)
+		q, ok := det.QueryOf(ch, e.Time)
 		if !ok {
 			continue
 		}

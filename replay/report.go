@@ -254,8 +254,14 @@ func (r *Report) observe(e *parser.Entry) {
 	if len(r.pending) > 0 && e.Time.After(r.pendingT) {
 		r.settle(e.Time)
 	}
-	r.recent.add(e)
+	r.recent.prefetch(e)
 }
+
+// record adds e to the ring of recent requests. The merger calls it after
+// observe and decide of e (nothing reads the ring between: a ban is
+// explained by settle, in observe of a later entry or in finish), so that
+// the charge of e hides the ring's cache miss (recent.prefetch).
+func (r *Report) record(e *parser.Entry) { r.recent.add(e) }
 
 // decide records the decisions that charging e made; det is the detector
 // that made them, asked for the requests a ban came after.

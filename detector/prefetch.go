@@ -1,0 +1,56 @@
+package detector
+
+import (
+	"unsafe"
+
+	"github.com/logjail/logjail/internal/prefetch"
+	"github.com/logjail/logjail/rules"
+)
+
+// prefetchSlots is the smallest index Prefetch works on: below it (about
+// 48k keys) the index, the records and the states stay in the caches, and a
+// hint would only cost.
+const prefetchSlots = 1 << 16
+
+// Prefetching reports whether Prefetch does anything: whether the key
+// table has grown to prefetchSlots, so that a caller skips making keys for
+// it while it would not.
+func (d *Detector) Prefetching() bool { return len(d.keys.slots) >= prefetchSlots }
+
+// Prefetch asks the CPU to start loading what a charge of the fixed key k,
+// due a few entries from now, will read (the package doc, "Fixed keys"):
+// ahead 2 or more, the key's index slot; ahead 1, the record the slot names
+// (the slot loaded by the earlier call); ahead 0, the key's first state,
+// once its record is found where its slot points. Each is one random read
+// at a million keys; a caller that calls Prefetch for the entries 2, 1 and
+// 0 ahead of the one it charges has them loaded by the charge.
+//
+// A hint only: it changes nothing and reads only what a lookup reads; a key
+// not in the table, a text key (k zero) or a table of fewer than
+// prefetchSlots slots is left alone.
+func (d *Detector) Prefetch(k rules.FixedKey, ahead int) {
+	t := &d.keys
+	if len(t.slots) < prefetchSlots || k.IsZero() {
+		return
+	}
+	slot := &t.slots[uint32(t.hashFixed(k))&uint32(len(t.slots)-1)]
+	if ahead >= 2 {
+		prefetch.Line(unsafe.Pointer(slot))
+		return
+	}
+	id := *slot
+	if id == 0 {
+		return
+	}
+	r := t.rec(id)
+	if ahead == 1 {
+		prefetch.Line(unsafe.Pointer(r))
+		return
+	}
+	if r.hi != k.Hi || r.lo != k.Lo || r.tag != fixedTag(k) || r.head < 0 {
+		return // another key in its slot: the charge probes on
+	}
+	s := d.at(r.head)
+	prefetch.Line(unsafe.Pointer(s))
+	prefetch.Line(unsafe.Add(unsafe.Pointer(s), unsafe.Sizeof(*s)-1))
+}
