@@ -271,8 +271,11 @@ func (p *parsed) parse() {
 	// Sized once for the batch: grown by append, the entries (240 bytes
 	// each) cost twice their size in garbage, the largest part of live
 	// ingest's allocations (issue 23).
-	p.entries = make([]parser.Entry, 0, len(p.batch.Lines))
-	p.lines = make([]int32, 0, len(p.batch.Lines))
+	// A batch's memory put back (spares) is used again when it is large
+	// enough: in a steady state ingest allocates no entries.
+	if n := len(p.batch.Lines); cap(p.entries) < n {
+		p.entries, p.lines = make([]parser.Entry, 0, n), make([]int32, 0, n)
+	}
 	for i, l := range p.batch.Lines {
 		if i > 0 && i%sliceLines == 0 {
 			runtime.Gosched() // a slice parsed: the endpoint's goroutines may run (sliceLines)
@@ -337,6 +340,7 @@ type decider struct {
 	guards    map[string]*fileGuard
 	clocks    map[string]*clockCounts
 	positions map[string]state.Position // restored at start
+	spare     *spares                   // the parsed batches' memory, used again (spare.go)
 
 	// What the stages opened and started (stages.go).
 	eps           *endpoints
@@ -441,6 +445,7 @@ func (d *decider) run(ctx context.Context, ordered <-chan *parsed, reload <-chan
 			d.mu.Lock()
 			d.batch(p)
 			d.mu.Unlock()
+			d.spare.put(p) // nothing reads p any more (spares)
 		case <-tick.C:
 			if d.dirty {
 				d.mu.Lock()
