@@ -21,7 +21,10 @@
 // arrived, records the decisions and the positions, checkpoints on the
 // `checkpoint` interval and runs the cleaner on its schedule. Every channel
 // is bounded and every send is guarded by the context: a slow decider slows
-// the followers down, nothing queues without bound.
+// the followers down, nothing queues without bound. A batch's memory (its
+// entries and slice of lines, not the lines' text) is used again once the
+// decider is done with it (spare.go), so that ingest's garbage, which sets
+// how often the collector runs over the large live heap, is mostly text.
 //
 // Time. Two clocks (DESIGN.md, "Time"). The detector lives on log time, as
 // in replay, across restarts too: a key banned at log time t for D is
@@ -271,8 +274,11 @@ func (p *parsed) parse() {
 	// Sized once for the batch: grown by append, the entries (240 bytes
 	// each) cost twice their size in garbage, the largest part of live
 	// ingest's allocations (issue 23).
-	p.entries = make([]parser.Entry, 0, len(p.batch.Lines))
-	p.lines = make([]int32, 0, len(p.batch.Lines))
+	// A batch's memory put back (spares) is used again when it is large
+	// enough: in a steady state ingest allocates no entries.
+	if n := len(p.batch.Lines); cap(p.entries) < n {
+		p.entries, p.lines = make([]parser.Entry, 0, n), make([]int32, 0, n)
+	}
 	for i, l := range p.batch.Lines {
 		if i > 0 && i%sliceLines == 0 {
 			runtime.Gosched() // a slice parsed: the endpoint's goroutines may run (sliceLines)
@@ -337,6 +343,7 @@ type decider struct {
 	guards    map[string]*fileGuard
 	clocks    map[string]*clockCounts
 	positions map[string]state.Position // restored at start
+	spare     *spares                   // the parsed batches' memory, used again (spare.go)
 
 	// What the stages opened and started (stages.go).
 	eps           *endpoints
@@ -441,6 +448,7 @@ func (d *decider) run(ctx context.Context, ordered <-chan *parsed, reload <-chan
 			d.mu.Lock()
 			d.batch(p)
 			d.mu.Unlock()
+			d.spare.put(p) // nothing reads p any more (spares)
 		case <-tick.C:
 			if d.dirty {
 				d.mu.Lock()

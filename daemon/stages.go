@@ -272,6 +272,9 @@ func (d *decider) startSources(gctx context.Context, g *errgroup.Group) <-chan *
 	batches := make(chan sourceBatch, 2*len(sources)+workers)
 	work := make(chan *parsed, workers)
 	ordered := make(chan *parsed, 2*workers+2)
+	// As many batches as can be in flight: the channels', one each
+	// worker and the decider holds, the dispatcher's, each follower's.
+	d.spare = newSpares(cap(batches) + cap(work) + cap(ordered) + workers + 2 + len(sources))
 
 	followCtx, stopFollowing := context.WithCancel(gctx)
 	d.undo(stopFollowing)
@@ -308,7 +311,7 @@ func (d *decider) follow(ctx context.Context, sources []*rules.Source, batches c
 			return follow.Follow(ctx, follow.Options{
 				Paths: src.Paths, Positions: d.positions, FromStart: src.From == "start",
 				Poll: d.o.Poll, Rescan: d.o.Rescan, Logger: d.log.With("source", src.Name),
-				OldDir: src.OldDir,
+				OldDir: src.OldDir, Spare: d.spare.lines,
 			}, out)
 		})
 		followers.Go(func() error {
@@ -364,7 +367,8 @@ func (d *decider) dispatch(ctx context.Context, batches <-chan sourceBatch, work
 				pr.Directive(l.Text, int(l.Line))
 			}
 		}
-		p := &parsed{src: sb.src, parser: pr, batch: sb.b, done: make(chan struct{})}
+		p := d.spare.get()
+		p.src, p.parser, p.batch, p.done = sb.src, pr, sb.b, make(chan struct{})
 		select {
 		case ordered <- p:
 		case <-ctx.Done():

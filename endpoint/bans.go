@@ -16,12 +16,16 @@ import (
 // any other action (on: [throttle, ban]), so the endpoint answers from the
 // same state the other actions enforce, without a database read.
 //
-// Lookups take no lock (issue 23): they read an immutable snapshot of the
-// two tables that every update publishes with one atomic swap. Apply makes
-// the next snapshot copy-on-write (bart's InsertPersist and DeletePersist
-// copy the path to each changed prefix, not the table), Sync builds it
-// whole; updates are serialized among themselves, and a lookup never waits
-// for one, however many changes it carries.
+// Lookups take no lock (issue 23): they read an immutable snapshot that
+// every update publishes with one atomic swap. The blocked prefixes are
+// held without a pointer per prefix (banTable), so that the collector,
+// which marks the whole live heap every cycle, has next to nothing to
+// scan in them: a base table, rebuilt whole by Sync and by an Apply of
+// more than persistChanges changes or one that would grow the overlay
+// past overlayMax, and a small overlay of the prefixes set or lifted
+// since, made anew by every other Apply (copy-on-write: the base is
+// shared). Updates are serialized among themselves, and a lookup never
+// waits for one, however many changes it carries.
 type Bans struct {
 	name  string
 	mu    sync.Mutex // serializes the writers (Sync, Apply)
@@ -29,10 +33,42 @@ type Bans struct {
 	ready atomic.Bool
 }
 
-// banView is one snapshot of the view: never changed once published.
+// banView is one snapshot of the view: never changed once published. A
+// prefix's entry is the overlay's, if the overlay holds it (gone: lifted),
+// else the base's.
 type banView struct {
-	bans  *bart.Table[actions.Entry]
-	allow *bart.Table[struct{}]
+	base, over   *banTable // over may be nil
+	lens4, lens6 []uint8   // the prefix lengths of both, longest first
+	n            int       // prefixes blocked
+	allow        *bart.Table[struct{}]
+}
+
+// newView makes the snapshot of base and over.
+func newView(base, over *banTable, allow *bart.Table[struct{}]) *banView {
+	v := &banView{base: base, over: over, allow: allow, n: len(base.recs), lens4: base.lens4, lens6: base.lens6}
+	if over != nil {
+		v.lens4, v.lens6 = mergeLengths(base.lens4, over.lens4), mergeLengths(base.lens6, over.lens6)
+		for i := range over.recs {
+			r := &over.recs[i]
+			_, inBase := base.index[r.k]
+			switch {
+			case r.gone && inBase:
+				v.n--
+			case !r.gone && !inBase:
+				v.n++
+			}
+		}
+	}
+	return v
+}
+
+// find returns the entry of k.
+func (v *banView) find(k pkey) (*banTable, *rec, bool) {
+	if r, ok := v.over.get(k); ok {
+		return v.over, r, !r.gone
+	}
+	r, ok := v.base.get(k)
+	return v.base, r, ok
 }
 
 var _ actions.Backend = (*Bans)(nil)
@@ -40,7 +76,7 @@ var _ actions.Backend = (*Bans)(nil)
 // NewBans makes an empty view; Ready is false until the first Sync.
 func NewBans(name string) *Bans {
 	b := &Bans{name: name}
-	b.view.Store(&banView{bans: new(bart.Table[actions.Entry]), allow: new(bart.Table[struct{}])})
+	b.view.Store(newView(newBuilder(0, false).done(), nil, new(bart.Table[struct{}])))
 	return b
 }
 
@@ -49,24 +85,31 @@ func (b *Bans) Name() string { return b.name }
 
 // Sync replaces the whole view.
 func (b *Bans) Sync(_ context.Context, entries []actions.Entry, allow []netip.Prefix) error {
-	bans, al := new(bart.Table[actions.Entry]), new(bart.Table[struct{}])
-	for _, e := range entries {
-		bans.Insert(e.Prefix, e)
+	tb := newBuilder(len(entries), false)
+	for i := range entries {
+		tb.add(&entries[i], false)
 	}
+	al := new(bart.Table[struct{}])
 	for _, p := range allow {
 		al.Insert(p, struct{}{})
 	}
+	v := newView(tb.done(), nil, al)
 	b.mu.Lock()
-	b.view.Store(&banView{bans: bans, allow: al})
+	b.view.Store(v)
 	b.mu.Unlock()
 	b.ready.Store(true)
 	return nil
 }
 
-// persistChanges is the most changes Apply makes copy-on-write one by one
-// (about 0.2 ms each among 100,000 prefixes: BenchmarkApply); more are
-// made on one copy of the whole table (about 50 ms at 100,000).
-const persistChanges = 256
+// persistChanges is the most changes Apply makes into a new overlay; more
+// rebuild the base (tens of milliseconds at 100,000 prefixes; BenchmarkApply,
+// one change at a time with a new base every overlayMax of them: 36 µs).
+// overlayMax is the most prefixes an overlay holds: each Apply copies it,
+// so it stays small; past it the base is rebuilt with it.
+const (
+	persistChanges = 256
+	overlayMax     = 1024
+)
 
 // Apply applies changes.
 func (b *Bans) Apply(_ context.Context, changes []actions.Change) error {
@@ -76,29 +119,49 @@ func (b *Bans) Apply(_ context.Context, changes []actions.Change) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	v := b.view.Load()
-	bans := v.bans
-	if len(changes) > persistChanges {
-		// Many changes (a cleaner pass, a burst): one copy of the whole
-		// table, changed in place before it is published, costs less.
-		bans = bans.Clone()
-		for _, c := range changes {
-			if c.Delete {
-				bans.Delete(c.Prefix)
-			} else {
-				bans.Insert(c.Prefix, c.Entry)
+	overLen := 0
+	if v.over != nil {
+		overLen = len(v.over.recs)
+	}
+	if len(changes) > persistChanges || overLen+len(changes) > overlayMax {
+		// Many changes (a cleaner pass, a burst), or an overlay grown
+		// large: a new base, the old one's copy with the overlay and the
+		// changes applied.
+		tb := fromTable(v.base, overLen+len(changes))
+		if v.over != nil {
+			for i := range v.over.recs {
+				r := &v.over.recs[i]
+				e := v.over.entry(r)
+				tb.add(&e, r.gone)
 			}
 		}
-	} else {
-		for _, c := range changes {
-			if c.Delete {
-				bans = bans.DeletePersist(c.Prefix)
-			} else {
-				bans = bans.InsertPersist(c.Prefix, c.Entry)
-			}
+		applyChanges(tb, changes)
+		b.view.Store(newView(tb.done(), nil, v.allow))
+		return nil
+	}
+	ob := newBuilder(overLen+len(changes), true)
+	if v.over != nil {
+		for i := range v.over.recs {
+			r := &v.over.recs[i]
+			e := v.over.entry(r)
+			ob.add(&e, r.gone)
 		}
 	}
-	b.view.Store(&banView{bans: bans, allow: v.allow})
+	applyChanges(ob, changes)
+	b.view.Store(newView(v.base, ob.done(), v.allow))
 	return nil
+}
+
+// applyChanges adds changes to tb: a lifted prefix is marked gone.
+func applyChanges(tb *tableBuilder, changes []actions.Change) {
+	for i := range changes {
+		c := &changes[i]
+		if c.Delete {
+			tb.add(&actions.Entry{Prefix: c.Prefix}, true)
+		} else {
+			tb.add(&c.Entry, false)
+		}
+	}
 }
 
 // InMemory tells the manager that nothing outside logjail changes the view:
@@ -113,44 +176,51 @@ func (b *Bans) Ready() bool { return b.ready.Load() }
 
 // Len is the number of blocked prefixes.
 func (b *Bans) Len() int {
-	return b.view.Load().bans.Size()
+	return b.view.Load().n
 }
 
 // Lookup returns what blocks a at now: a ban before a throttle, among the
-// prefixes containing a whose end has not passed. An allowed address is
-// exempt from a prefix that is wider than its allowed prefix (a prefix ban
-// that happens to contain it); a ban of the allowed key itself or of a part
-// of it (an operator's ban --force) still holds.
+// prefixes containing a whose end has not passed, the narrowest first. An
+// allowed address is exempt from a prefix that is wider than its allowed
+// prefix (a prefix ban that happens to contain it); a ban of the allowed
+// key itself or of a part of it (an operator's ban --force) still holds.
 func (b *Bans) Lookup(a netip.Addr, now time.Time) (actions.Entry, bool) {
+	if !a.IsValid() {
+		return actions.Entry{}, false
+	}
 	v := b.view.Load()
 	pfx := netip.PrefixFrom(a, a.BitLen())
 	allowed, _, isAllowed := v.allow.LookupPrefixLPM(pfx)
-	valid := func(e actions.Entry) bool {
-		if !e.Until.IsZero() && !e.Until.After(now) {
-			return false
-		}
-		return !isAllowed || e.Prefix.Bits() >= allowed.Bits()
+	hi, lo, v4 := addrKey(a)
+	lens := v.lens6
+	if v4 {
+		lens = v.lens4
 	}
-	e, ok := v.bans.Lookup(a)
-	if !ok {
-		return actions.Entry{}, false // no prefix contains a
-	}
-	if valid(e) && e.Kind == actions.KindBan {
-		return e, true
-	}
-	// A wider prefix may hold a ban where the narrowest holds a throttle
-	// or has ended: look at every prefix containing a (rare: a few).
-	best, found := actions.Entry{}, false
-	for _, e := range v.bans.Supernets(pfx) {
-		if !valid(e) {
+	var best *rec
+	var bestT *banTable
+	for _, n := range lens {
+		if int(n) > a.BitLen() {
 			continue
 		}
-		if e.Kind == actions.KindBan {
-			return e, true
+		t, r, ok := v.find(masked(hi, lo, v4, n))
+		if !ok {
+			continue
 		}
-		if !found {
-			best, found = e, true
+		if r.hasUntil && !time.Unix(r.sec, int64(r.nsec)).After(now) {
+			continue // ended
+		}
+		if isAllowed && int(n) < allowed.Bits() {
+			continue // wider than the allowed prefix
+		}
+		if kindOf(r.kind) == actions.KindBan {
+			return t.entry(r), true
+		}
+		if best == nil {
+			best, bestT = r, t
 		}
 	}
-	return best, found
+	if best == nil {
+		return actions.Entry{}, false
+	}
+	return bestT.entry(best), true
 }

@@ -102,3 +102,22 @@ func BenchmarkApply(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkApplyMany: persistChanges+1 changes (a cleaner pass, a burst)
+// applied to the view of 101,000 prefixes: one new table with them.
+func BenchmarkApplyMany(b *testing.B) {
+	bans, _ := benchBans(b)
+	until := time.Now().Add(time.Hour)
+	ctx := context.Background()
+	changes := make([]actions.Change, persistChanges+1)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		for j := range changes {
+			a := netip.AddrFrom4([4]byte{203, 0, byte(113 + i%2), byte(j)})
+			changes[j] = actions.Change{Entry: actions.Entry{Prefix: netip.PrefixFrom(a, 32), Kind: actions.KindBan, Until: until, Rule: "flood"}}
+		}
+		if err := bans.Apply(ctx, changes); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

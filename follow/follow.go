@@ -90,7 +90,11 @@
 // bytes kept; the rest of an over-long line is counted and skipped, the
 // line handed out cut to source.MaxLine). Follow blocks on its channel:
 // nothing queues without bound. Lines share one allocation per read chunk
-// (64 KiB), as in package source: clone a small piece kept for long.
+// (64 KiB), as in package source: clone a small piece kept for long. A
+// consumer that hands the batches' line slices back (Options.Spare,
+// Recycle) has them used again: the texts stay the chunks' own, never
+// overwritten (the guard of package pipeline keeps a held entry's
+// strings, which point into them, across batches).
 //
 // Limits: a copytruncate that is rewritten past the old offset before it
 // is noticed, with an unchanged first line, cannot be told from appending.
@@ -181,6 +185,27 @@ type Options struct {
 	// are looked for there as well as beside their log.
 	OldDir string
 	Logger *slog.Logger // may be nil
+	// Spare, when set, holds the line slices of batches the consumer is
+	// done with (Recycle): a batch's lines go into one of them, not a new
+	// one, so that following makes no garbage a batch beyond the lines'
+	// text. Nil: every batch has its own slice.
+	Spare chan []Line
+}
+
+// Recycle gives the slice of lines of b, a batch of Follow's that the
+// caller is done with, back to spare (Options.Spare) for a later batch;
+// nothing may read b.Lines after it. A full spare drops it (the
+// collector takes it). The texts are let go at once: a slice kept in
+// spare holds no line's text.
+func Recycle(spare chan []Line, b Batch) {
+	if spare == nil || cap(b.Lines) == 0 {
+		return
+	}
+	clear(b.Lines)
+	select {
+	case spare <- b.Lines[:0]:
+	default:
+	}
 }
 
 // Defaults and intervals.
@@ -567,7 +592,9 @@ func (f *follower) drainLate(ctx context.Context, t *tracked) error {
 			for len(lines) > 0 {
 				k := min(len(lines), f.o.MaxBatch)
 				select {
-				case f.out <- Batch{Path: t.path, File: id, Lines: lines[:k]}:
+				// lines[:k:k]: a batch recycled (Recycle) must not
+				// reach into the next batch's lines.
+				case f.out <- Batch{Path: t.path, File: id, Lines: lines[:k:k]}:
 				case <-ctx.Done():
 					return ctx.Err()
 				}

@@ -222,7 +222,14 @@ func (r *reader) lines(data []byte, emit func(Line) error) error {
 	if kept == 0 {
 		chunk = string(data[:last+1])
 	} else {
-		chunk = string(append(r.part, data[:last+1]...))
+		// The held part and the new bytes copied once, into the chunk
+		// (appending them to r.part first made a second chunk of
+		// garbage on nearly every read: a read ends inside a line).
+		var b strings.Builder
+		b.Grow(kept + last + 1)
+		b.Write(r.part)
+		b.Write(data[:last+1])
+		chunk = b.String()
 	}
 	r.part, r.partLen = r.part[:0], 0
 	for start := 0; start < len(chunk); {
@@ -333,7 +340,7 @@ func (f *follower) batcher(ctx context.Context, path string, r *reader, size fun
 	}
 	emit = func(l Line) error {
 		if lines == nil {
-			lines = make([]Line, 0, min(f.o.MaxBatch, 64))
+			lines = f.lines()
 		}
 		lines = append(lines, l)
 		if len(lines) >= f.o.MaxBatch {
@@ -342,6 +349,22 @@ func (f *follower) batcher(ctx context.Context, path string, r *reader, size fun
 		return nil
 	}
 	return send, emit
+}
+
+// lines returns an empty slice for a batch's lines: a spare one
+// (Options.Spare) of MaxBatch lines, or a new one.
+func (f *follower) lines() []Line {
+	select {
+	case l := <-f.o.Spare:
+		if cap(l) >= f.o.MaxBatch {
+			return l[:0]
+		}
+	default:
+	}
+	if f.o.Spare != nil {
+		return make([]Line, 0, f.o.MaxBatch) // recycled: sized once, never grown
+	}
+	return make([]Line, 0, min(f.o.MaxBatch, 64))
 }
 
 // drainStream reads a compressed file's decompressed stream on from r.pos

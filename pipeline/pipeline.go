@@ -160,6 +160,8 @@ func (p *Pipeline) Counts() Counts { return p.counts }
 // Process runs one entry of source src through the rules and the detector
 // and appends the decisions it causes to out. The first entry also brings
 // the configuration's static bans (deny list, banned ranges), at its time.
+// Process keeps no pointer to e once it returns: the caller may use e's
+// memory again (TestProcessRetainsNoEntry).
 func (p *Pipeline) Process(src *rules.Source, e *parser.Entry, out []detector.Decision) []detector.Decision {
 	if !p.started {
 		p.started = true
