@@ -126,6 +126,11 @@
 //	                 the detector's state of the key (windows, ladder,
 //	                 earlier bans), opaque here; or a tombstone
 //
+//	key_parts        the first (rule, key) of each part of key_runs, for
+//	                 Prune's look-ups; id as key_runs'; written and deleted
+//	                 with the part
+//	  rule, key      BLOB
+//
 //	bans             the active throttles and bans; PRIMARY KEY (rule, key),
 //	                 WITHOUT ROWID (ActiveBans lists them in that order)
 //	  rule, key      TEXT
@@ -212,12 +217,27 @@
 //     the checkpoint writer's goroutine (the daemon's asynchronous
 //     writer): the daemon reads on meanwhile, and its next checkpoint
 //     waits for it.
-//   - Prune, when some part's prune_ms says it may hold an idle state,
-//     reads every state (a merge: 0.8 µs a state, BenchmarkPruneScan, on
-//     the daemon's decider goroutine) and writes a tombstone for each
-//     idle one not held (one query of the bans and the history each);
-//     when it removes an eighth of the states or more it merges into a new
-//     base at once, so that the incremental vacuum gives their pages back.
+//   - Prune reads only the parts whose prune_ms is before KeysBefore
+//     (none: it reads nothing). An entry of such a part last seen before
+//     then is the key's state only if no newer run holds the key: it is
+//     looked up in each newer run, in the one part that may hold it
+//     (key_parts keeps each part's first key; the parts of a run are read
+//     forward while the keys come in order, one part a run in memory).
+//     Each part read is written again in place, without the entries a
+//     newer run replaces and without the idle states not held (one query
+//     of the bans and the history each), which become tombstones where an
+//     older run may hold the key (not in the oldest run); its prune_ms is
+//     then the least of what is left, so the part is not read again until
+//     a state in it goes idle. The keys read afterwards are those the
+//     full merge it replaced left (TestPruneReadsOldParts: forty rounds of
+//     random checkpoints, merges and prunes against that merge, count and
+//     rows). A pass in which 100 states of 1M went idle reads about a
+//     hundred parts of the base and as many of each newer run
+//     (BenchmarkPruneTrickle; the full merge read every state, 0.8 s). A
+//     part emptied so stays, empty, with its first key (a run's parts are
+//     numbered without gaps), until the next merge. When a pass removes an
+//     eighth of the entries or more it merges into a new base at once, so
+//     that the incremental vacuum gives the tombstones' pages back too.
 //     The detector does not forget idle keys itself (only evicted ones, as
 //     tombstones): Prune is what keeps idle keys out of a restart.
 //   - TopKeys reads every state of the rule (a merge) and keeps the n
@@ -242,6 +262,10 @@
 // Version 4 made key_runs and, in the same transaction, moved the rows of
 // keys into its first run (a base) and dropped keys (convertKeys): once,
 // at the first open by a writer of this version (TestKeysTableMigrates).
+//
+// Version 5 added key_parts and filled it from the parts there were
+// (fillPartKeys: each part read once, at the first open by a writer of
+// this version; TestPartKeysMigrate).
 //
 // # Checkpoint cost
 //
