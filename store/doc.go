@@ -76,11 +76,27 @@
 // crash of the process loses nothing committed); busy_timeout 5 s (nothing
 // should ever wait: it covers an operator writing with sqlite3);
 // foreign_keys on; auto_vacuum=INCREMENTAL, set before the first table, so
-// that Prune can give free pages back; wal_autocheckpoint 1000 pages (the
-// WAL is copied into the database and reused once it holds 4 MiB);
+// that Prune can give free pages back; page_size 16 KiB, also set before
+// the first table (a database made with 4 KiB pages keeps them: the page
+// size of a WAL database changes only by a VACUUM out of WAL mode, which
+// logjail does not do); wal_autocheckpoint 4 MiB of pages (the WAL is
+// copied into the database and reused once it holds that much: 256 pages
+// of 16 KiB, 1024 of 4 KiB);
 // journal_size_limit 64 MiB (a WAL grown by a large checkpoint is cut back
 // to that); a 16 MiB page cache for the writer (the B-tree's interior
 // pages of millions of key states; leaves come from the OS's page cache).
+// Why 16 KiB pages: the key runs are 64 KiB blobs, which SQLite keeps in
+// overflow pages, and a commit writes each page into the WAL (a header
+// and the page, two writes) and copies it into the database later (a
+// write): 4 KiB pages made 17 pages a part and most of a live checkpoint's
+// system time. BenchmarkCheckpointLive's process (400k states, 150
+// checkpoints of 16k, merges included) took 7.4 to 7.5 s of CPU with 4
+// KiB pages (3.1 to 3.2 user, 4.2 to 4.4 system), 5.5 to 5.8 s with 16
+// KiB (2.6 to 2.9, 2.9) and 5.1 with 16 KiB and a 16 MiB WAL (kept at 4
+// MiB: TestSize's bound); 64 KiB pages were no faster than 16 KiB, and
+// each changed ban, position or history row writes its whole page. The
+// schema's pages are so 16 KiB each: some 256 KiB for the empty
+// database.
 // TruncateWAL empties the WAL on demand, for when readers kept it from
 // being reused. temp_store=MEMORY: what a statement collects on the side
 // (the primary keys a DELETE removes) is C memory, outside the page cache
@@ -293,7 +309,7 @@
 //
 // The database holds the key runs and the history kept:
 //
-//	size ≤ 3 × K × (B + 40 B) + C + 2 × E × 190 B + 64 KiB
+//	size ≤ 3 × K × (B + 40 B) + C + 2 × E × 190 B + 256 KiB
 //
 // K is the most (rule, key) states present (the keys seen within twice
 // the longest window, plus those banned), B their blob's size (about 200
@@ -302,9 +318,9 @@
 // into a new base writes it (K) before it frees the runs it replaces. E is the events within history_retention; 190 B
 // is an event's row (about 110 B with a 40-character reason) and its two
 // index entries (about 45 B), in a B-tree between half and wholly full.
-// 64 KiB are the schema's pages and the free pages Prune has not given
-// back yet. A merge frees the pages of the runs it replaces, which the
-// next runs reuse. The WAL comes on top: at most 1000 pages (4 MiB) plus
+// 256 KiB are the schema's pages (16 KiB each) and the free pages Prune
+// has not given back yet. A merge frees the pages of the runs it replaces, which the
+// next runs reuse. The WAL comes on top: at most 4 MiB plus
 // the last checkpoint's pages while it is reused, none after TruncateWAL.
 // TestSize runs a day at 20 requests a second (about 2,100 keys tracked,
 // 2,650 events kept, a checkpoint every 5 s, a prune with 1000 pages of

@@ -176,3 +176,24 @@ func TestPartKeysMigrate(t *testing.T) {
 		t.Fatalf("states after the prune (-full scan +prune):\n%s", cmp.Diff(want, got))
 	}
 }
+
+// TestOldPageSize: a database made with 4 KiB pages keeps them, and its
+// WAL is copied back at the same 4 MiB (1024 pages).
+func TestOldPageSize(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "logjail.db")
+	r := raw(t, path)
+	if _, err := r.Exec(`PRAGMA page_size = 4096; CREATE TABLE made_before (x); DROP TABLE made_before`); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	db := mustOpen(t, path, Options{})
+	for pragma, want := range map[string]int{"page_size": 4096, "wal_autocheckpoint": 1024} {
+		var got int
+		if err := db.w.QueryRow("PRAGMA " + pragma).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("PRAGMA %s = %d, want %d", pragma, got, want)
+		}
+	}
+}
