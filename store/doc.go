@@ -79,9 +79,9 @@
 // that Prune can give free pages back; page_size 16 KiB, also set before
 // the first table (a database made with 4 KiB pages keeps them: the page
 // size of a WAL database changes only by a VACUUM out of WAL mode, which
-// logjail does not do); wal_autocheckpoint 4 MiB of pages (the WAL is
-// copied into the database and reused once it holds that much: 256 pages
-// of 16 KiB, 1024 of 4 KiB);
+// logjail does not do); wal_autocheckpoint 16 MiB of pages (the WAL is
+// copied into the database and reused once it holds that much: 1024
+// pages of 16 KiB, 4096 of 4 KiB);
 // journal_size_limit 64 MiB (a WAL grown by a large checkpoint is cut back
 // to that); a 16 MiB page cache for the writer (the B-tree's interior
 // pages of millions of key states; leaves come from the OS's page cache).
@@ -92,8 +92,9 @@
 // system time. BenchmarkCheckpointLive's process (400k states, 150
 // checkpoints of 16k, merges included) took 7.4 to 7.5 s of CPU with 4
 // KiB pages (3.1 to 3.2 user, 4.2 to 4.4 system), 5.5 to 5.8 s with 16
-// KiB (2.6 to 2.9, 2.9) and 5.1 with 16 KiB and a 16 MiB WAL (kept at 4
-// MiB: TestSize's bound); 64 KiB pages were no faster than 16 KiB, and
+// KiB (2.6 to 2.9, 2.9) and 5.1 with 16 KiB and the WAL copied back at
+// 16 MiB instead of 4 (pages a merge frees and the next run reuses are
+// copied once); 64 KiB pages were no faster than 16 KiB, and
 // each changed ban, position or history row writes its whole page. The
 // schema's pages are so 16 KiB each: some 256 KiB for the empty
 // database.
@@ -320,7 +321,7 @@
 // index entries (about 45 B), in a B-tree between half and wholly full.
 // 256 KiB are the schema's pages (16 KiB each) and the free pages Prune
 // has not given back yet. A merge frees the pages of the runs it replaces, which the
-// next runs reuse. The WAL comes on top: at most 4 MiB plus
+// next runs reuse. The WAL comes on top: at most 16 MiB plus
 // the last checkpoint's pages while it is reused, none after TruncateWAL.
 // TestSize runs a day at 20 requests a second (about 2,100 keys tracked,
 // 2,650 events kept, a checkpoint every 5 s, a prune with 1000 pages of

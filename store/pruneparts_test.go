@@ -178,7 +178,7 @@ func TestPartKeysMigrate(t *testing.T) {
 }
 
 // TestOldPageSize: a database made with 4 KiB pages keeps them, and its
-// WAL is copied back at the same 4 MiB (1024 pages).
+// WAL is copied back at the same 16 MiB (4096 pages).
 func TestOldPageSize(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "logjail.db")
 	r := raw(t, path)
@@ -187,7 +187,7 @@ func TestOldPageSize(t *testing.T) {
 	}
 	r.Close()
 	db := mustOpen(t, path, Options{})
-	for pragma, want := range map[string]int{"page_size": 4096, "wal_autocheckpoint": 1024} {
+	for pragma, want := range map[string]int{"page_size": 4096, "wal_autocheckpoint": 4096} {
 		var got int
 		if err := db.w.QueryRow("PRAGMA " + pragma).Scan(&got); err != nil {
 			t.Fatal(err)

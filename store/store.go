@@ -38,8 +38,8 @@ const (
 	pageSize = 16 << 10
 	// walCheckpointBytes: once the WAL holds this much, a commit copies
 	// it into the database (PRAGMA wal_autocheckpoint, in the database's
-	// pages: 256 of 16 KiB, 1024 of 4 KiB).
-	walCheckpointBytes = 4 << 20
+	// pages: 1024 of 16 KiB, 4096 of 4 KiB).
+	walCheckpointBytes = 16 << 20
 	// cacheKiB is the writer's page cache (PRAGMA cache_size): the
 	// B-tree interior pages of several million key states fit (about 2 MB
 	// for 3 million); leaves come from the OS's page cache, which is not

@@ -288,8 +288,8 @@ func TestPragmas(t *testing.T) {
 		"busy_timeout": "5000",
 		"user_version": strconv.Itoa(Version()),
 		"page_size":    "16384",
-		// 4 MiB of pages
-		"wal_autocheckpoint": "256",
+		// 16 MiB of pages
+		"wal_autocheckpoint": "1024",
 	} {
 		var got string
 		if err := db.w.QueryRow("PRAGMA " + pragma).Scan(&got); err != nil {
