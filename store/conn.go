@@ -13,8 +13,11 @@ import (
 // The writer's statements, prepared once on its connection.
 const (
 	sInsertPart = iota
+	sInsertPartKey
+	sUpdatePart
 	sReadPart
 	sDeleteRuns
+	sDeleteRunKeys
 	sHeld
 	sInsertEvent
 	sUpsertBan
@@ -27,10 +30,13 @@ const (
 )
 
 var stmtSQL = [nStmts]string{
-	sInsertPart: `INSERT INTO key_runs (id, tier, n, size, prune_ms, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)`,
-	sReadPart:   partQuery,
-	sDeleteRuns: `DELETE FROM key_runs WHERE id >= ?1 AND id < ?2`,
-	sHeld:       heldQuery,
+	sInsertPart:    `INSERT INTO key_runs (id, tier, n, size, prune_ms, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)`,
+	sInsertPartKey: `INSERT INTO key_parts (id, rule, key) VALUES (?1, ?2, ?3)`,
+	sUpdatePart:    `UPDATE key_runs SET n = ?2, size = ?3, prune_ms = ?4, data = ?5 WHERE id = ?1`,
+	sReadPart:      partQuery,
+	sDeleteRuns:    `DELETE FROM key_runs WHERE id >= ?1 AND id < ?2`,
+	sDeleteRunKeys: `DELETE FROM key_parts WHERE id >= ?1 AND id < ?2`,
+	sHeld:          heldQuery,
 	sInsertEvent: `INSERT INTO history (time_ms, rule, key, kind, until_ms, reason, violations, addresses, origin, who, log_only, node)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)`,
 	sUpsertBan: `INSERT INTO bans (rule, key, kind, since_ms, until_ms, reason, violations, addresses, origin, who, log_only, node)

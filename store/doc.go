@@ -76,11 +76,28 @@
 // crash of the process loses nothing committed); busy_timeout 5 s (nothing
 // should ever wait: it covers an operator writing with sqlite3);
 // foreign_keys on; auto_vacuum=INCREMENTAL, set before the first table, so
-// that Prune can give free pages back; wal_autocheckpoint 1000 pages (the
-// WAL is copied into the database and reused once it holds 4 MiB);
+// that Prune can give free pages back; page_size 16 KiB, also set before
+// the first table (a database made with 4 KiB pages keeps them: the page
+// size of a WAL database changes only by a VACUUM out of WAL mode, which
+// logjail does not do); wal_autocheckpoint 16 MiB of pages (the WAL is
+// copied into the database and reused once it holds that much: 1024
+// pages of 16 KiB, 4096 of 4 KiB);
 // journal_size_limit 64 MiB (a WAL grown by a large checkpoint is cut back
 // to that); a 16 MiB page cache for the writer (the B-tree's interior
 // pages of millions of key states; leaves come from the OS's page cache).
+// Why 16 KiB pages: the key runs are 64 KiB blobs, which SQLite keeps in
+// overflow pages, and a commit writes each page into the WAL (a header
+// and the page, two writes) and copies it into the database later (a
+// write): 4 KiB pages made 17 pages a part and most of a live checkpoint's
+// system time. BenchmarkCheckpointLive's process (400k states, 150
+// checkpoints of 16k, merges included) took 7.4 to 7.5 s of CPU with 4
+// KiB pages (3.1 to 3.2 user, 4.2 to 4.4 system), 5.5 to 5.8 s with 16
+// KiB (2.6 to 2.9, 2.9) and 5.1 with 16 KiB and the WAL copied back at
+// 16 MiB instead of 4 (pages a merge frees and the next run reuses are
+// copied once); 64 KiB pages were no faster than 16 KiB, and
+// each changed ban, position or history row writes its whole page. The
+// schema's pages are so 16 KiB each: some 256 KiB for the empty
+// database.
 // TruncateWAL empties the WAL on demand, for when readers kept it from
 // being reused. temp_store=MEMORY: what a statement collects on the side
 // (the primary keys a DELETE removes) is C memory, outside the page cache
@@ -125,6 +142,11 @@
 //	                 (last seen, requests, blocked, cpu, phase, until) and
 //	                 the detector's state of the key (windows, ladder,
 //	                 earlier bans), opaque here; or a tombstone
+//
+//	key_parts        the first (rule, key) of each part of key_runs, for
+//	                 Prune's look-ups; id as key_runs'; written and deleted
+//	                 with the part
+//	  rule, key      BLOB
 //
 //	bans             the active throttles and bans; PRIMARY KEY (rule, key),
 //	                 WITHOUT ROWID (ActiveBans lists them in that order)
@@ -212,12 +234,27 @@
 //     the checkpoint writer's goroutine (the daemon's asynchronous
 //     writer): the daemon reads on meanwhile, and its next checkpoint
 //     waits for it.
-//   - Prune, when some part's prune_ms says it may hold an idle state,
-//     reads every state (a merge: 0.8 µs a state, BenchmarkPruneScan, on
-//     the daemon's decider goroutine) and writes a tombstone for each
-//     idle one not held (one query of the bans and the history each);
-//     when it removes an eighth of the states or more it merges into a new
-//     base at once, so that the incremental vacuum gives their pages back.
+//   - Prune reads only the parts whose prune_ms is before KeysBefore
+//     (none: it reads nothing). An entry of such a part last seen before
+//     then is the key's state only if no newer run holds the key: it is
+//     looked up in each newer run, in the one part that may hold it
+//     (key_parts keeps each part's first key; the parts of a run are read
+//     forward while the keys come in order, one part a run in memory).
+//     Each part read is written again in place, without the entries a
+//     newer run replaces and without the idle states not held (one query
+//     of the bans and the history each), which become tombstones where an
+//     older run may hold the key (not in the oldest run); its prune_ms is
+//     then the least of what is left, so the part is not read again until
+//     a state in it goes idle. The keys read afterwards are those the
+//     full merge it replaced left (TestPruneReadsOldParts: forty rounds of
+//     random checkpoints, merges and prunes against that merge, count and
+//     rows). A pass in which 100 states of 1M went idle reads about a
+//     hundred parts of the base and as many of each newer run
+//     (BenchmarkPruneTrickle; the full merge read every state, 0.8 s). A
+//     part emptied so stays, empty, with its first key (a run's parts are
+//     numbered without gaps), until the next merge. When a pass removes an
+//     eighth of the entries or more it merges into a new base at once, so
+//     that the incremental vacuum gives the tombstones' pages back too.
 //     The detector does not forget idle keys itself (only evicted ones, as
 //     tombstones): Prune is what keeps idle keys out of a restart.
 //   - TopKeys reads every state of the rule (a merge) and keeps the n
@@ -242,6 +279,10 @@
 // Version 4 made key_runs and, in the same transaction, moved the rows of
 // keys into its first run (a base) and dropped keys (convertKeys): once,
 // at the first open by a writer of this version (TestKeysTableMigrates).
+//
+// Version 5 added key_parts and filled it from the parts there were
+// (fillPartKeys: each part read once, at the first open by a writer of
+// this version; TestPartKeysMigrate).
 //
 // # Checkpoint cost
 //
@@ -269,7 +310,7 @@
 //
 // The database holds the key runs and the history kept:
 //
-//	size ≤ 3 × K × (B + 40 B) + C + 2 × E × 190 B + 64 KiB
+//	size ≤ 3 × K × (B + 40 B) + C + 2 × E × 190 B + 256 KiB
 //
 // K is the most (rule, key) states present (the keys seen within twice
 // the longest window, plus those banned), B their blob's size (about 200
@@ -278,9 +319,9 @@
 // into a new base writes it (K) before it frees the runs it replaces. E is the events within history_retention; 190 B
 // is an event's row (about 110 B with a 40-character reason) and its two
 // index entries (about 45 B), in a B-tree between half and wholly full.
-// 64 KiB are the schema's pages and the free pages Prune has not given
-// back yet. A merge frees the pages of the runs it replaces, which the
-// next runs reuse. The WAL comes on top: at most 1000 pages (4 MiB) plus
+// 256 KiB are the schema's pages (16 KiB each) and the free pages Prune
+// has not given back yet. A merge frees the pages of the runs it replaces, which the
+// next runs reuse. The WAL comes on top: at most 16 MiB plus
 // the last checkpoint's pages while it is reused, none after TruncateWAL.
 // TestSize runs a day at 20 requests a second (about 2,100 keys tracked,
 // 2,650 events kept, a checkpoint every 5 s, a prune with 1000 pages of

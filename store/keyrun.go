@@ -447,9 +447,11 @@ func (m *merger) each(fn func(e *entry) error) error {
 
 // runWriter writes one run, cutting it into parts.
 type runWriter struct {
-	run    int64
-	tier   int64
-	insert func(id, tier, n int64, pruneMS any, data []byte) error // data's size is len(data); pruneMS nil or int64
+	run  int64
+	tier int64
+	// insert writes a part: data's size is len(data); pruneMS nil or
+	// int64; rule and key are its first entry's (key_parts).
+	insert func(id, tier, n int64, pruneMS any, data, rule, key []byte) error
 	part   int64
 	n      int64 // entries in buf
 	bytes  int64 // bytes of the parts written
@@ -457,6 +459,7 @@ type runWriter struct {
 	prev   []byte // the name of buf's last entry
 	name   []byte
 	body   []byte
+	first  []byte // the name of buf's first entry
 	// The least prunable time of buf's entries (prunable).
 	pruneMS  int64
 	hasPrune bool
@@ -467,11 +470,20 @@ func (w *runWriter) add(r *KeyRow) error {
 	if r.Data != nil {
 		w.prunable(!r.LastSeen.IsZero(), r.LastSeen.UnixMilli(), r.Phase != "" && r.Until.IsZero())
 	}
+	w.note()
 	return w.added()
 }
 
 // addEntry writes e as it is (a merge's output): its body is copied.
 func (w *runWriter) addEntry(e *entry) error {
+	if err := w.put(e); err != nil {
+		return err
+	}
+	return w.added()
+}
+
+// put appends e to buf as addEntry does, without cutting a part.
+func (w *runWriter) put(e *entry) error {
 	if !e.tomb {
 		if err := e.parse(); err != nil {
 			return err
@@ -481,7 +493,8 @@ func (w *runWriter) addEntry(e *entry) error {
 	w.name = binary.AppendUvarint(w.name[:0], uint64(len(e.rule)))
 	w.name = append(append(w.name, e.rule...), e.key...)
 	w.buf = appendRaw(w.buf, w.prev, w.name, e.body)
-	return w.added()
+	w.note()
+	return nil
 }
 
 // prunable notes the time before which a Prune could delete the entry
@@ -499,13 +512,26 @@ func (w *runWriter) prunable(seen bool, ms int64, forever bool) {
 	}
 }
 
-func (w *runWriter) added() error {
+// note counts the entry just appended, whose name is w.name.
+func (w *runWriter) note() {
+	if w.n == 0 {
+		w.first = append(w.first[:0], w.name...)
+	}
 	w.prev, w.name = w.name, w.prev
 	w.n++
+}
+
+func (w *runWriter) added() error {
 	if len(w.buf) >= partBytes {
 		return w.flush()
 	}
 	return nil
+}
+
+// splitName returns the rule and key of an entry's name.
+func splitName(name []byte) (rule, key []byte) {
+	lr, k := binary.Uvarint(name)
+	return name[k : k+int(lr)], name[k+int(lr):]
 }
 
 func (w *runWriter) flush() error {
@@ -519,7 +545,8 @@ func (w *runWriter) flush() error {
 	if w.hasPrune {
 		prune = w.pruneMS
 	}
-	if err := w.insert(w.run<<runShift|w.part, w.tier, w.n, prune, w.buf); err != nil {
+	rule, key := splitName(w.first)
+	if err := w.insert(w.run<<runShift|w.part, w.tier, w.n, prune, w.buf, rule, key); err != nil {
 		return fmt.Errorf("key run %d part %d: %w", w.run, w.part, err)
 	}
 	w.part++

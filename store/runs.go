@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"database/sql"
@@ -58,8 +59,12 @@ func (w *conn) loadPart(id int64) ([]byte, error) {
 	return b, nil
 }
 
-func (w *conn) insertPart(id, tier, n int64, pruneMS any, data []byte) error {
-	return w.execArgs(sInsertPart, id, tier, n, int64(len(data)), pruneMS, data)
+// insertPart writes a part and its first (rule, key).
+func (w *conn) insertPart(id, tier, n int64, pruneMS any, data, rule, key []byte) error {
+	if err := w.execArgs(sInsertPart, id, tier, n, int64(len(data)), pruneMS, data); err != nil {
+		return err
+	}
+	return w.execArgs(sInsertPartKey, id, rule, key)
 }
 
 // writeRun writes rows (each (rule, key) once, the last mention: a nil
@@ -142,67 +147,271 @@ func (db *DB) compact(w *conn, runs []runInfo, base bool) error {
 	if err := w.execArgs(sDeleteRuns, lo, hi); err != nil {
 		return fmt.Errorf("deleting merged key runs: %w", err)
 	}
+	if err := w.execArgs(sDeleteRunKeys, lo, hi); err != nil {
+		return fmt.Errorf("deleting merged key runs' part keys: %w", err)
+	}
 	return nil
 }
 
-// pruneKeys writes a tombstone for every key state last seen before
-// p.KeysBefore (or never) that is neither throttled nor banned at now (see
-// Prune), and returns how many. Where a part may hold such a state (its
-// prune_ms: the least last-seen time of its states, not counting those
-// throttled or banned for good), it reads every run: the cost of reading
-// the states (a merge), not of rewriting them; otherwise nothing.
+// pruneKeys deletes every key state last seen before p.KeysBefore (or
+// never) that is neither throttled nor banned at now (see Prune), and
+// returns how many. It reads only the parts that may hold one: those
+// whose prune_ms (the least last-seen time of their states, not counting
+// those throttled or banned for good) is before p.KeysBefore. An entry of
+// such a part last seen before then is the key's state only when no newer
+// run holds the key: each is looked up in the newer runs, a part of each
+// (key_parts: each part's first key). Each part read is written again in
+// place:
+//
+//   - an entry that a newer run replaces is left out (that run's entry
+//     or tombstone still says what the key is);
+//   - an idle state not held (one query of the bans and the history) is
+//     left out in the oldest run, and replaced by a tombstone in a newer
+//     one (an older run may hold the key);
+//   - the rest as it was; prune_ms is the least of what is left.
+//
+// So the keys read afterwards are those a merge of every run, tombstoning
+// each idle state, would leave (TestPruneReadsOldParts), and a part
+// pruned once is not read again until one of its states goes idle.
 func (db *DB) pruneKeys(w *conn, now time.Time, p PruneOptions) (int64, error) {
-	// No part holds a state idle by p.KeysBefore: nothing to read.
-	if least, err := w.queryInt(`SELECT min(prune_ms) IS NOT NULL AND min(prune_ms) < ` +
-		fmt.Sprint(p.KeysBefore.UnixMilli()) + ` FROM key_runs`); err != nil || least == 0 {
+	before := p.KeysBefore.UnixMilli()
+	old, err := w.oldParts(before)
+	if err != nil || len(old) == 0 {
 		return 0, err
 	}
 	runs, err := w.runs()
 	if err != nil {
 		return 0, fmt.Errorf("key runs: %w", err)
 	}
-	m, err := newMerger(runs, w.loadPart)
+	firsts, err := w.partKeys(runs)
 	if err != nil {
 		return 0, err
 	}
-	before, nowMS := p.KeysBefore.UnixMilli(), now.UnixMilli()
+	nowMS := now.UnixMilli()
 	keep := any(nil) // no ban since: none kept for it
 	if !p.KeepBannedSince.IsZero() {
 		keep = p.KeepBannedSince.UnixMilli()
 	}
-	rw := db.newRunWriter(w, runs, tierCheckpoint)
-	var n, live int64
-	err = m.each(func(e *entry) error {
-		if e.tomb {
-			return nil
-		}
-		live++
-		if err := e.parse(); err != nil {
-			return err
-		}
-		if e.hasSeen && e.lastSeen >= before {
-			return nil
-		}
-		if len(e.phase) != 0 && (!e.hasUntil || e.until > nowMS) {
-			return nil // throttled or banned
-		}
-		held, err := w.held(e, nowMS, keep)
-		if err != nil || held {
-			return err
-		}
-		n++
-		t := *e
-		t.tomb, t.body = true, []byte{entTomb}
-		return rw.addEntry(&t)
-	})
-	if err != nil {
-		db.part = rw.buf[:0]
-		return 0, err
+	seekers := make([]partSeeker, len(runs))
+	for i := range runs {
+		seekers[i] = partSeeker{run: runs[i].run, firsts: firsts[i], load: w.loadPart, id: -1}
 	}
-	// A prune of an eighth of the states or more rewrites the base
-	// without them, so that a vacuum can give their pages back; fewer
-	// wait, as tombstones, for the next merge into a new base.
-	return n, db.endRun(w, runs, rw, n > 0 && n*8 >= live)
+	pw := &runWriter{buf: db.part[:0]}
+	defer func() { db.part = pw.buf[:0] }()
+	var n int64
+	for _, id := range old {
+		ri, ok := slices.BinarySearchFunc(runs, id>>runShift, func(r runInfo, run int64) int { return cmp.Compare(r.run, run) })
+		if !ok {
+			return 0, fmt.Errorf("key run %d part %d: no such run", id>>runShift, id&(1<<runShift-1))
+		}
+		data, err := w.loadPart(id)
+		if err != nil {
+			return 0, fmt.Errorf("key run %d part %d: %w", id>>runShift, id&(1<<runShift-1), err)
+		}
+		pw.buf, pw.prev, pw.n, pw.hasPrune = pw.buf[:0], pw.prev[:0], 0, false
+		changed := false
+		c := cursor{blob: data}
+		for len(c.blob) > 0 {
+			if err := c.decode(); err != nil {
+				return 0, fmt.Errorf("key run %d part %d: %w: %w", id>>runShift, id&(1<<runShift-1), errCorruptRun, err)
+			}
+			e := &c.e
+			if !e.tomb {
+				if err := e.parse(); err != nil {
+					return 0, err
+				}
+			}
+			if e.tomb || e.hasSeen && e.lastSeen >= before {
+				if err := pw.put(e); err != nil {
+					return 0, err
+				}
+				continue
+			}
+			// A state seen before p.KeysBefore, or never: is it the key's?
+			replaced := false
+			for j := ri + 1; j < len(runs) && !replaced; j++ {
+				if replaced, err = seekers[j].holds(e); err != nil {
+					return 0, err
+				}
+			}
+			switch {
+			case replaced:
+				changed = true
+				continue
+			case len(e.phase) != 0 && (!e.hasUntil || e.until > nowMS):
+				// throttled or banned
+			default:
+				held, err := w.held(e, nowMS, keep)
+				if err != nil {
+					return 0, err
+				}
+				if held {
+					break
+				}
+				n++
+				changed = true
+				if ri == 0 {
+					continue // nothing older to hide
+				}
+				t := *e
+				t.tomb, t.body = true, []byte{entTomb}
+				e = &t
+			}
+			if err := pw.put(e); err != nil {
+				return 0, err
+			}
+		}
+		if !changed {
+			continue
+		}
+		var prune any
+		if pw.hasPrune {
+			prune = pw.pruneMS
+		}
+		data = pw.buf
+		if data == nil {
+			data = []byte{}
+		}
+		if err := w.execArgs(sUpdatePart, id, pw.n, int64(len(data)), prune, data); err != nil {
+			return 0, fmt.Errorf("key run %d part %d: %w", id>>runShift, id&(1<<runShift-1), err)
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	// A prune of an eighth of the entries or more merges every run into
+	// a new base without the tombstones, so that a vacuum can give their
+	// pages back; fewer wait for the next merge into a new base.
+	total, err := w.queryInt(`SELECT coalesce(sum(n), 0) FROM key_runs`)
+	if err != nil || n*8 < total+n {
+		return n, err
+	}
+	if runs, err = w.runs(); err != nil {
+		return 0, fmt.Errorf("key runs: %w", err)
+	}
+	return n, db.compact(w, runs, true)
+}
+
+// oldParts lists the parts whose prune_ms is before ms, in id order.
+func (w *conn) oldParts(ms int64) ([]int64, error) {
+	rows, err := w.c.Query(`SELECT id FROM key_runs WHERE prune_ms < `+fmt.Sprint(ms)+` ORDER BY id`, nil)
+	if err != nil {
+		return nil, fmt.Errorf("key runs: %w", err)
+	}
+	defer rows.Close()
+	var ids []int64
+	dest := make([]driver.Value, 1)
+	for {
+		if err := rows.Next(dest); err == io.EOF {
+			return ids, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("key runs: %w", err)
+		}
+		id, ok := dest[0].(int64)
+		if !ok {
+			return nil, fmt.Errorf("key runs: id is %T", dest[0])
+		}
+		ids = append(ids, id)
+	}
+}
+
+// partName is the first (rule, key) of a part.
+type partName struct {
+	rule, key []byte
+}
+
+// partKeys returns the first (rule, key) of each part of each run, in
+// runs' order: a name for each 64 KiB of states.
+func (w *conn) partKeys(runs []runInfo) ([][]partName, error) {
+	rows, err := w.c.Query(`SELECT id, rule, key FROM key_parts ORDER BY id`, nil)
+	if err != nil {
+		return nil, fmt.Errorf("key parts: %w", err)
+	}
+	defer rows.Close()
+	out := make([][]partName, len(runs))
+	dest := make([]driver.Value, 3)
+	i := 0
+	for {
+		if err := rows.Next(dest); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("key parts: %w", err)
+		}
+		id, _ := dest[0].(int64)
+		rule, ok1 := dest[1].([]byte)
+		key, ok2 := dest[2].([]byte)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("key parts: part %d: rule %T, key %T", id, dest[1], dest[2])
+		}
+		for i < len(runs) && runs[i].run < id>>runShift {
+			i++
+		}
+		if i == len(runs) || runs[i].run != id>>runShift || id&(1<<runShift-1) != int64(len(out[i])) {
+			return nil, fmt.Errorf("key parts: part %d of run %d: %w: not a part of key_runs", id&(1<<runShift-1), id>>runShift, errCorruptRun)
+		}
+		out[i] = append(out[i], partName{bytes.Clone(rule), bytes.Clone(key)})
+	}
+	for i, r := range runs {
+		if int64(len(out[i])) != r.parts {
+			return nil, fmt.Errorf("key parts: run %d: %d of its %d parts: %w", r.run, len(out[i]), r.parts, errCorruptRun)
+		}
+	}
+	return out, nil
+}
+
+// partSeeker finds keys in one run: the part that may hold a key (the
+// last whose first key is not after it), read once while the keys asked
+// for stay in it, walked forward while they come in order.
+type partSeeker struct {
+	run    int64
+	firsts []partName
+	load   func(id int64) ([]byte, error)
+	id     int64  // the part loaded; -1: none
+	data   []byte // its entries
+	c      cursor // at the entry last compared, c.valid; over data
+}
+
+// holds reports whether the run has an entry (a tombstone included) of
+// e's (rule, key).
+func (s *partSeeker) holds(e *entry) (bool, error) {
+	i, found := slices.BinarySearchFunc(s.firsts, e, func(p partName, e *entry) int {
+		return cmp.Or(bytes.Compare(p.rule, e.rule), bytes.Compare(p.key, e.key))
+	})
+	if !found {
+		i-- // the part before the first one after e
+	}
+	if i < 0 {
+		return false, nil
+	}
+	id := s.run<<runShift | int64(i)
+	if id != s.id || !s.c.valid || compareEntries(&s.c.e, e) > 0 {
+		if id != s.id {
+			b, err := s.load(id)
+			if err != nil {
+				return false, fmt.Errorf("key run %d part %d: %w", s.run, i, err)
+			}
+			s.id, s.data = id, b
+		}
+		s.c = cursor{blob: s.data, name: s.c.name[:0]}
+	}
+	for {
+		if s.c.valid {
+			switch c := compareEntries(&s.c.e, e); {
+			case c == 0:
+				return true, nil
+			case c > 0:
+				return false, nil
+			}
+		}
+		if len(s.c.blob) == 0 {
+			s.c.valid = false
+			return false, nil
+		}
+		if err := s.c.decode(); err != nil {
+			return false, fmt.Errorf("key run %d part %d: %w: %w", s.run, i, errCorruptRun, err)
+		}
+		s.c.valid = true
+	}
 }
 
 // held reports whether the active bans hold e's (rule, key) with an until
@@ -356,7 +565,7 @@ func convertKeys(tx *sql.Tx) error {
 		return fmt.Errorf("keys: %w", err)
 	}
 	defer rows.Close()
-	rw := &runWriter{run: 1, tier: tierBase, insert: func(id, tier, n int64, pruneMS any, data []byte) error {
+	rw := &runWriter{run: 1, tier: tierBase, insert: func(id, tier, n int64, pruneMS any, data, _, _ []byte) error {
 		_, err := tx.Exec(`INSERT INTO key_runs (id, tier, n, size, prune_ms, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)`,
 			id, tier, n, len(data), pruneMS, data)
 		return err
@@ -386,6 +595,44 @@ func convertKeys(tx *sql.Tx) error {
 	}
 	if _, err := tx.Exec(`DROP TABLE keys`); err != nil {
 		return fmt.Errorf("dropping keys: %w", err)
+	}
+	return nil
+}
+
+// fillPartKeys writes the first (rule, key) of every part of key_runs
+// into key_parts, in tx: once, at the migration to version 5.
+func fillPartKeys(tx *sql.Tx) error {
+	rows, err := tx.Query(`SELECT id, data FROM key_runs ORDER BY id`)
+	if err != nil {
+		return fmt.Errorf("key runs: %w", err)
+	}
+	defer rows.Close()
+	type first struct {
+		id        int64
+		rule, key []byte
+	}
+	var fs []first // a part's first name, a few dozen bytes for 64 KiB of states
+	for rows.Next() {
+		var f first
+		var data []byte
+		if err := rows.Scan(&f.id, &data); err != nil {
+			return fmt.Errorf("key runs: %w", err)
+		}
+		c := cursor{blob: data}
+		if err := c.decode(); err != nil {
+			return fmt.Errorf("key run %d part %d: %w: %w", f.id>>runShift, f.id&(1<<runShift-1), errCorruptRun, err)
+		}
+		f.rule, f.key = bytes.Clone(c.e.rule), bytes.Clone(c.e.key)
+		fs = append(fs, f)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("key runs: %w", err)
+	}
+	rows.Close()
+	for _, f := range fs {
+		if _, err := tx.Exec(`INSERT INTO key_parts (id, rule, key) VALUES (?1, ?2, ?3)`, f.id, f.rule, f.key); err != nil {
+			return fmt.Errorf("key parts: %w", err)
+		}
 	}
 	return nil
 }

@@ -114,6 +114,10 @@ CREATE TABLE bouncer_decisions (
 	// 4: the key states in runs (keyrun.go), not one row each: the rows
 	// of keys become the first run (convertKeys), and keys is dropped.
 	keyRunsMigration,
+	// 5: the first (rule, key) of each part of a run (key_parts), so that
+	// Prune finds a key in a run by reading one part (fillPartKeys fills
+	// it from the parts there are).
+	partKeysMigration,
 }
 
 // keyRunsMigration makes key_runs; migrateOne then moves the rows of keys
@@ -126,6 +130,16 @@ CREATE TABLE key_runs (
 	size INTEGER NOT NULL,
 	prune_ms INTEGER,
 	data BLOB NOT NULL
+);
+`
+
+// partKeysMigration makes key_parts; migrateOne then fills it from
+// key_runs (fillPartKeys) in the same transaction.
+const partKeysMigration = `
+CREATE TABLE key_parts (
+	id   INTEGER PRIMARY KEY,
+	rule BLOB NOT NULL,
+	key  BLOB NOT NULL
 );
 `
 
@@ -168,10 +182,14 @@ func migrateOne(w *sql.DB, migs []string) (done bool, err error) {
 	if _, err := tx.Exec(migs[v]); err != nil {
 		return false, fmt.Errorf("to version %d: %w", v+1, err)
 	}
-	if migs[v] == keyRunsMigration {
-		if err := convertKeys(tx); err != nil {
-			return false, fmt.Errorf("to version %d: %w", v+1, err)
-		}
+	switch migs[v] {
+	case keyRunsMigration:
+		err = convertKeys(tx)
+	case partKeysMigration:
+		err = fillPartKeys(tx)
+	}
+	if err != nil {
+		return false, fmt.Errorf("to version %d: %w", v+1, err)
 	}
 	if _, err := tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", v+1)); err != nil {
 		return false, fmt.Errorf("to version %d: %w", v+1, err)

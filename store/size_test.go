@@ -31,9 +31,8 @@ const (
 	sizeRetention    = 24 * time.Hour
 	sizeKeyBytes     = blobSize + 40 // a key state's entry in a run (doc.go)
 	sizeEventBytes   = 190           // an event's row and its two index entries
-	sizeFixedBytes   = 64 << 10
+	sizeFixedBytes   = 256 << 10
 	sizeBTreeSlack   = 2
-	sizeWALPages     = 1000 // wal_autocheckpoint
 	sizeWALTxnMargin = 1 << 20
 )
 
@@ -180,7 +179,7 @@ func TestSize(t *testing.T) {
 	// The bound (doc.go, "Size"), from the largest key count seen and a
 	// day of events.
 	bound := int64(3*maxKeys*sizeKeyBytes + maxChanged*sizeKeyBytes + sizeBTreeSlack*len(hist)*sizeEventBytes + sizeFixedBytes)
-	walBound := int64(sizeWALPages*4096 + sizeWALTxnMargin)
+	walBound := int64(walCheckpointBytes + sizeWALTxnMargin)
 	t.Logf("a day: %d checkpoints, %d changed keys (%.1f a checkpoint), %d events; at most %d keys tracked, %d events kept",
 		ckpts, changed, float64(changed)/float64(ckpts), events, maxKeys, len(hist))
 	t.Logf("database %d KB at the end (largest %d KB), WAL at most %d KB; bound %d KB, WAL bound %d KB",

@@ -33,6 +33,13 @@ const (
 	// it (PRAGMA journal_size_limit): a burst may grow it, it does not
 	// stay grown.
 	walLimit = 64 << 20
+	// pageSize is the page size of a database a writer makes (doc.go,
+	// "Settings"); one made with another keeps its own.
+	pageSize = 16 << 10
+	// walCheckpointBytes: once the WAL holds this much, a commit copies
+	// it into the database (PRAGMA wal_autocheckpoint, in the database's
+	// pages: 1024 of 16 KiB, 4096 of 4 KiB).
+	walCheckpointBytes = 16 << 20
 	// cacheKiB is the writer's page cache (PRAGMA cache_size): the
 	// B-tree interior pages of several million key states fit (about 2 MB
 	// for 3 million); leaves come from the OS's page cache, which is not
@@ -316,13 +323,14 @@ func dsn(abs string, ro bool) string {
 }
 
 // writerPragmas run on the writer's connection, in this order:
-// auto_vacuum first, as it only takes on a database without tables.
+// page_size and auto_vacuum first, as they only take on a database
+// without tables (doc.go, "Settings").
 var writerPragmas = []string{
+	"PRAGMA page_size = " + strconv.Itoa(pageSize),
 	"PRAGMA auto_vacuum = INCREMENTAL",
 	"PRAGMA journal_mode = WAL",
 	"PRAGMA synchronous = NORMAL",
 	"PRAGMA foreign_keys = ON",
-	"PRAGMA wal_autocheckpoint = 1000",
 	"PRAGMA journal_size_limit = " + strconv.Itoa(walLimit),
 	"PRAGMA cache_size = -" + strconv.Itoa(cacheKiB),
 	"PRAGMA temp_store = MEMORY",
@@ -333,6 +341,22 @@ func writerHook(c *sqlite3.SQLiteConn) error {
 		if _, err := c.Exec(p, nil); err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
+	}
+	// The database's own page size: one made before pageSize keeps its.
+	rows, err := c.Query("PRAGMA page_size", nil)
+	if err != nil {
+		return fmt.Errorf("PRAGMA page_size: %w", err)
+	}
+	v := make([]driver.Value, 1)
+	err = rows.Next(v)
+	rows.Close()
+	ps, ok := v[0].(int64)
+	if err != nil || !ok || ps <= 0 {
+		return fmt.Errorf("PRAGMA page_size: %v (%w)", v[0], err)
+	}
+	q := "PRAGMA wal_autocheckpoint = " + strconv.FormatInt(walCheckpointBytes/ps, 10)
+	if _, err := c.Exec(q, nil); err != nil {
+		return fmt.Errorf("%s: %w", q, err)
 	}
 	return c.SetFileControlInt("main", sqliteFcntlPersistWAL, 1)
 }

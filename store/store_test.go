@@ -287,6 +287,9 @@ func TestPragmas(t *testing.T) {
 		"foreign_keys": "1",
 		"busy_timeout": "5000",
 		"user_version": strconv.Itoa(Version()),
+		"page_size":    "16384",
+		// 16 MiB of pages
+		"wal_autocheckpoint": "1024",
 	} {
 		var got string
 		if err := db.w.QueryRow("PRAGMA " + pragma).Scan(&got); err != nil {
