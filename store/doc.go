@@ -101,9 +101,10 @@
 // TruncateWAL empties the WAL on demand, for when readers kept it from
 // being reused. temp_store=MEMORY: what a statement collects on the side
 // (the primary keys a DELETE removes) is C memory, outside the page cache
-// and the Go heap; so Prune deletes idle key states 16,384 at a time
-// (about 1 MB of it), in its one transaction, where one DELETE of a
-// million states held some 66 MB for as long as it ran.
+// and the Go heap; so a statement must not collect much: Prune removes
+// idle key states by writing their runs' parts again, one 64 KiB part at a
+// time ("Key runs"), where one DELETE of a million rows of the old keys
+// table held some 66 MB for as long as it ran.
 //
 // # Schema
 //
