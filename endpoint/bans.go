@@ -128,28 +128,29 @@ func (b *Bans) Apply(_ context.Context, changes []actions.Change) error {
 		// large: a new base, the old one's copy with the overlay and the
 		// changes applied.
 		tb := fromTable(v.base, overLen+len(changes))
-		if v.over != nil {
-			for i := range v.over.recs {
-				r := &v.over.recs[i]
-				e := v.over.entry(r)
-				tb.add(&e, r.gone)
-			}
-		}
+		v.addOverlay(tb)
 		applyChanges(tb, changes)
 		b.view.Store(newView(tb.done(), nil, v.allow))
 		return nil
 	}
 	ob := newBuilder(overLen+len(changes), true)
-	if v.over != nil {
-		for i := range v.over.recs {
-			r := &v.over.recs[i]
-			e := v.over.entry(r)
-			ob.add(&e, r.gone)
-		}
-	}
+	v.addOverlay(ob)
 	applyChanges(ob, changes)
 	b.view.Store(newView(v.base, ob.done(), v.allow))
 	return nil
+}
+
+// addOverlay adds v's overlay, if any, to tb: its entries and its gone
+// marks.
+func (v *banView) addOverlay(tb *tableBuilder) {
+	if v.over == nil {
+		return
+	}
+	for i := range v.over.recs {
+		r := &v.over.recs[i]
+		e := v.over.entry(r)
+		tb.add(&e, r.gone)
+	}
 }
 
 // applyChanges adds changes to tb: a lifted prefix is marked gone.

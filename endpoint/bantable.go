@@ -1,6 +1,7 @@
 package endpoint
 
 import (
+	"encoding/binary"
 	"maps"
 	"net/netip"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/logjail/logjail/actions"
+	"github.com/logjail/logjail/rules"
 )
 
 // banTable is one immutable set of blocked prefixes with their entries,
@@ -55,14 +57,8 @@ type rec struct {
 
 // keyOf is the key of a masked prefix.
 func keyOf(p netip.Prefix) pkey {
-	a := p.Addr()
-	b := a.As16()
-	return pkey{hi: be64(b[:8]), lo: be64(b[8:]), bits: uint8(p.Bits()), v4: a.Is4()}
-}
-
-func be64(b []byte) uint64 {
-	return uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
-		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
+	hi, lo, v4 := addrKey(p.Addr())
+	return pkey{hi: hi, lo: lo, bits: uint8(p.Bits()), v4: v4}
 }
 
 // masked is the key of the prefix of length n (of its family) containing
@@ -72,27 +68,15 @@ func masked(hi, lo uint64, v4 bool, n uint8) pkey {
 	if v4 {
 		m += 96
 	}
-	switch {
-	case m == 0:
-		hi, lo = 0, 0
-	case m < 64:
-		hi &= ^uint64(0) << (64 - m)
-		lo = 0
-	case m == 64:
-		lo = 0
-	case m < 128:
-		lo &= ^uint64(0) << (128 - m)
-	}
+	hi, lo = rules.Mask128(hi, lo, m)
 	return pkey{hi: hi, lo: lo, bits: n, v4: v4}
 }
 
 // prefix is k as a netip.Prefix.
 func (k pkey) prefix() netip.Prefix {
 	var b [16]byte
-	for i := range 8 {
-		b[i] = byte(k.hi >> (56 - 8*i))
-		b[8+i] = byte(k.lo >> (56 - 8*i))
-	}
+	binary.BigEndian.PutUint64(b[:8], k.hi)
+	binary.BigEndian.PutUint64(b[8:], k.lo)
 	a := netip.AddrFrom16(b)
 	if k.v4 {
 		a = a.Unmap()
@@ -269,5 +253,5 @@ func mergeLengths(a, b []uint8) []uint8 {
 // addrKey is a's 128 bits, for masked.
 func addrKey(a netip.Addr) (hi, lo uint64, v4 bool) {
 	b := a.As16()
-	return be64(b[:8]), be64(b[8:]), a.Is4()
+	return binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:]), a.Is4()
 }

@@ -58,18 +58,24 @@ func mappedKey(a netip.Addr, bits int) FixedKey {
 	b := a.As16()
 	hi, lo := binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
 	bits = min(max(bits, 0), 128)
-	switch {
-	case bits == 0:
-		hi, lo = 0, 0
-	case bits < 64:
-		hi &= ^uint64(0) << (64 - bits)
-		lo = 0
-	case bits == 64:
-		lo = 0
-	case bits < 128:
-		lo &= ^uint64(0) << (128 - bits)
-	}
+	hi, lo = Mask128(hi, lo, bits)
 	return FixedKey{Hi: hi, Lo: lo, Bits: uint8(bits), Fam: 6}
+}
+
+// Mask128 is the 128-bit value hi:lo (hi its first 64 bits) with only its
+// first bits kept, 0 ≤ bits ≤ 128: an address's prefix of that length.
+func Mask128(hi, lo uint64, bits int) (uint64, uint64) {
+	switch {
+	case bits <= 0:
+		return 0, 0
+	case bits < 64:
+		return hi & (^uint64(0) << (64 - bits)), 0
+	case bits == 64:
+		return hi, 0
+	case bits < 128:
+		return hi, lo & (^uint64(0) << (128 - bits))
+	}
+	return hi, lo
 }
 
 // Addr returns k's address (the prefix's first one); invalid for the zero key.
