@@ -205,6 +205,7 @@ func (m *Manager) Load(bans []state.Ban, allow []netip.Prefix) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.allow = slices.Clone(allow)
+	m.slots = slices.Grow(m.slots, len(bans))
 	now := m.now()
 	for _, b := range bans {
 		if b.LogOnly || (!b.Until.IsZero() && !b.Until.After(now)) {
