@@ -216,6 +216,9 @@ func TestManagerAsModel(t *testing.T) {
 			d.LogOnly = rng.IntN(10) == 0
 			d.Reason = fmt.Sprintf("%s: %d > 3", d.Rule, rng.IntN(4))
 			op = fmt.Sprintf("%s %s %s until %s", d.Kind, d.Rule, d.Key, d.Until.Sub(t0))
+			if d.Until.IsZero() {
+				op = fmt.Sprintf("%s %s %s until lifted", d.Kind, d.Rule, d.Key)
+			}
 			m.Decisions([]detector.Decision{d})
 			ref.decide(d)
 		case n < 15:
