@@ -51,6 +51,26 @@
 // left by an earlier run agree with the store's active bans: a crash
 // neither loses a ban nor leaves a stale one.
 //
+// # What the manager holds (issue 23)
+//
+// The collector marks every pointer the manager keeps on each cycle, so
+// the active bans are kept with as few as the semantics allow: each ban is
+// a value in one slice of slots (a map from its rule and key to its slot),
+// its prefix inline when it blocks one (a single address: the common case;
+// a slice only for a range or the addresses of a user), a prefix's holder
+// one slot number (a slice of them only for a prefix several bans hold,
+// oldest first, as before), an end in the heap a slot number and the
+// slot's generation (a slot freed and reused skips its old ends), and the
+// kinds the package's constants rather than the store's copies of the
+// text. What each backend should hold is not kept beside the bans: the
+// manager finds a prefix's entry from its holders when it changes, and
+// all of them for a whole Sync, Entries and the count in Status, each
+// found exactly as it was stored before (TestManagerAsModel: the plain
+// model against the manager on a random mix). With 100,000 bans a whole
+// collection takes 12 ms instead of 63-76 ms on one P; a whole Sync's
+// entries take a fifth longer to gather (72 against 60 ms, sorted), at
+// start and on the cleaner's resync.
+//
 // # The registry of action types
 //
 // The action types are one table, in Builtin: each type's name and its

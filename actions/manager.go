@@ -47,14 +47,66 @@ type ManagerOptions struct {
 // banKey names an active ban, as the store does.
 type banKey struct{ rule, key string }
 
-// ban is an active ban or throttle as the manager keeps it.
+// ban is an active ban or throttle as the manager keeps it: a value in
+// Manager.slots, so that 100,000 bans are no 100,000 objects for the
+// collector to mark (issue 23).
 type ban struct {
-	kind     Kind
-	until    time.Time
-	delay    time.Duration
-	reason   string
-	addrs    []netip.Addr // the addresses recorded with it: what a range ban falls back to
-	prefixes []netip.Prefix
+	key   banKey
+	kind  Kind // KindBan or KindThrottle as the constants, not the store's copy
+	until time.Time
+	delay time.Duration
+	// reason is its reason, for a person.
+	reason string
+	addrs  []netip.Addr // the addresses recorded with it: what a range ban falls back to
+	// one is the prefix it blocks when it blocks one (a single-address
+	// key: the common case); more holds them all, sorted, when it blocks
+	// several, and is nil otherwise.
+	one  netip.Prefix
+	more []netip.Prefix
+	gen  uint32 // counts the slot's releases: an end pushed before is stale
+	live bool
+}
+
+// newBan is a ban blocking ps (Prefixes' or resolve's answer).
+func newBan(kind Kind, until time.Time, delay time.Duration, reason string, addrs []netip.Addr, ps []netip.Prefix) ban {
+	b := ban{kind: canonKind(kind), until: until, delay: delay, reason: reason, addrs: addrs}
+	b.setPrefixes(ps)
+	return b
+}
+
+func (b *ban) setPrefixes(ps []netip.Prefix) {
+	b.one, b.more = netip.Prefix{}, nil
+	switch len(ps) {
+	case 0:
+	case 1:
+		b.one = ps[0]
+	default:
+		b.more = ps
+	}
+}
+
+// prefixes are what b blocks; buf holds the one of a single-prefix ban.
+func (b *ban) prefixes(buf *[1]netip.Prefix) []netip.Prefix {
+	if b.more != nil {
+		return b.more
+	}
+	if !b.one.IsValid() {
+		return nil
+	}
+	buf[0] = b.one
+	return buf[:]
+}
+
+// canonKind is k, the package's constant for the two kinds: the store's
+// rows each carry their own copy of the text.
+func canonKind(k Kind) Kind {
+	switch k {
+	case KindBan:
+		return KindBan
+	case KindThrottle:
+		return KindThrottle
+	}
+	return k
 }
 
 // Manager drives the backends: it keeps the active bans, turns them into
@@ -67,10 +119,15 @@ type Manager struct {
 	sweep time.Duration
 	back  time.Duration
 
-	mu      sync.Mutex
-	ends    endHeap // the ends of bans, soonest first; stale ones are skipped
-	bans    map[banKey]*ban
-	holders map[netip.Prefix][]banKey
+	mu    sync.Mutex
+	ends  endHeap          // the ends of bans, soonest first; stale ones are skipped
+	slots []ban            // the active bans, by slot; free ones are not live
+	free  []int32          // the slots not live
+	bans  map[banKey]int32 // the slot of each active ban
+	// holders is, for each blocked prefix, the slot of the ban holding
+	// it, or -1 when several do: then shared has them, oldest first.
+	holders map[netip.Prefix]int32
+	shared  map[netip.Prefix][]int32
 	allow   []netip.Prefix
 	ranges  map[string][]netip.Prefix // group ranges' CIDRs by key
 	workers []*worker
@@ -94,7 +151,7 @@ type Status struct {
 // guarded by the manager's mu, but for what only its goroutine touches.
 type worker struct {
 	Configured
-	desired  map[netip.Prefix]Entry   // what the backend should hold
+	entries  int                      // how many prefixes it should hold (Manager.entry finds them)
 	pending  map[netip.Prefix]*Change // changes since the last call
 	needSync bool                     // the next call is a whole Sync
 	want     uint64                   // generation of the newest change
@@ -112,7 +169,7 @@ type worker struct {
 func NewManager(cs []Configured, o ManagerOptions) *Manager {
 	m := &Manager{
 		log: o.Logger, now: o.Now, sweep: o.Sweep, back: o.Backoff,
-		bans: map[banKey]*ban{}, holders: map[netip.Prefix][]banKey{},
+		bans: map[banKey]int32{}, holders: map[netip.Prefix]int32{}, shared: map[netip.Prefix][]int32{},
 		ranges: cloneRanges(o.Ranges),
 	}
 	if m.log == nil {
@@ -129,7 +186,7 @@ func NewManager(cs []Configured, o ManagerOptions) *Manager {
 	}
 	for _, c := range cs {
 		w := &worker{
-			Configured: c, desired: map[netip.Prefix]Entry{}, pending: map[netip.Prefix]*Change{},
+			Configured: c, pending: map[netip.Prefix]*Change{},
 			needSync: true, want: 1, wake: make(chan struct{}, 1),
 			st: Status{Name: c.Name(), Type: c.Type},
 		}
@@ -148,15 +205,14 @@ func (m *Manager) Load(bans []state.Ban, allow []netip.Prefix) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.allow = slices.Clone(allow)
+	m.slots = slices.Grow(m.slots, len(bans))
 	now := m.now()
 	for _, b := range bans {
 		if b.LogOnly || (!b.Until.IsZero() && !b.Until.After(now)) {
 			continue
 		}
-		m.set(banKey{b.Rule, b.Key}, &ban{
-			kind: Kind(b.Kind), until: b.Until, reason: b.Reason,
-			addrs: b.Addresses, prefixes: m.resolve(b.Key, b.Addresses),
-		})
+		nb := newBan(Kind(b.Kind), b.Until, 0, b.Reason, b.Addresses, m.resolve(b.Key, b.Addresses))
+		m.set(banKey{b.Rule, b.Key}, &nb)
 	}
 }
 
@@ -174,10 +230,8 @@ func (m *Manager) Decisions(ds []detector.Decision) {
 			m.set(k, nil)
 		case d.LogOnly:
 		case d.Kind == detector.Ban || d.Kind == detector.Throttle:
-			m.set(k, &ban{
-				kind: Kind(d.Kind), until: d.Until, delay: d.Delay, reason: d.Reason,
-				addrs: d.Addresses, prefixes: m.resolve(d.Key, d.Addresses),
-			})
+			nb := newBan(Kind(d.Kind), d.Until, d.Delay, d.Reason, d.Addresses, m.resolve(d.Key, d.Addresses))
+			m.set(k, &nb)
 		}
 	}
 }
@@ -215,9 +269,10 @@ func (m *Manager) SetRanges(ranges map[string][]netip.Prefix) {
 	}
 	slices.SortFunc(keys, func(a, b banKey) int { return strings.Compare(a.rule+"\x00"+a.key, b.rule+"\x00"+b.key) })
 	for _, k := range keys {
-		b := m.bans[k]
+		b := &m.slots[m.bans[k]]
+		var buf [1]netip.Prefix
 		ps := m.resolve(k.key, b.addrs)
-		if slices.Equal(ps, b.prefixes) {
+		if slices.Equal(ps, b.prefixes(&buf)) {
 			continue
 		}
 		if _, ok := m.ranges[k.key]; ok {
@@ -226,7 +281,7 @@ func (m *Manager) SetRanges(ranges map[string][]netip.Prefix) {
 			m.log.Warn("range no longer configured: its ban blocks the addresses recorded with it", "rule", k.rule, "key", k.key, "addresses", len(ps))
 		}
 		nb := *b
-		nb.prefixes = ps
+		nb.setPrefixes(ps)
 		m.set(k, &nb)
 	}
 }
@@ -288,65 +343,164 @@ func (m *Manager) resync(w *worker) {
 // set replaces the ban of k (nil: lifts it) and passes the change of every
 // prefix it touches to the backends. m.mu is held.
 func (m *Manager) set(k banKey, b *ban) {
-	touched := map[netip.Prefix]struct{}{}
-	old := m.bans[k]
-	if old != nil {
-		for _, p := range old.prefixes {
-			hs := m.holders[p]
-			if i := slices.Index(hs, k); i >= 0 {
-				hs = slices.Delete(hs, i, i+1)
-			}
-			if len(hs) == 0 {
-				delete(m.holders, p)
-			} else {
-				m.holders[p] = hs
-			}
-			touched[p] = struct{}{}
+	var obuf, nbuf [1]netip.Prefix
+	i, had := m.bans[k]
+	var olds, news []netip.Prefix
+	if had {
+		olds = m.slots[i].prefixes(&obuf)
+	}
+	if b != nil {
+		news = b.prefixes(&nbuf)
+	}
+	touched := olds
+	switch {
+	case len(olds) == 0:
+		touched = news
+	case len(news) > 0:
+		touched = append(slices.Clone(olds), news...)
+		slices.SortFunc(touched, comparePrefix)
+		touched = slices.Compact(touched)
+	}
+	// What each backend should hold of the touched prefixes before.
+	type was struct {
+		e  Entry
+		ok bool
+	}
+	var wbuf [2]was
+	before := wbuf[:0]
+	for _, p := range touched {
+		for _, w := range m.workers {
+			e, ok := m.entry(p, w.Kinds)
+			before = append(before, was{e, ok})
 		}
+	}
+	if had {
+		for _, p := range olds {
+			m.unhold(p, i)
+		}
+	}
+	switch {
+	case b != nil && len(news) > 0:
+		if !had {
+			i = m.alloc()
+			m.bans[k] = i
+		}
+		s := &m.slots[i]
+		oldUntil, gen := s.until, s.gen
+		*s = *b
+		s.key, s.gen, s.live = k, gen, true
+		if !b.until.IsZero() && (!had || !oldUntil.Equal(b.until)) {
+			heap.Push(&m.ends, banEnd{b.until, i, gen})
+		}
+		for _, p := range news {
+			m.hold(p, i)
+		}
+	case had:
+		m.release(i)
 		delete(m.bans, k)
 	}
-	if b != nil && len(b.prefixes) > 0 {
-		m.bans[k] = b
-		if !b.until.IsZero() && (old == nil || !old.until.Equal(b.until)) {
-			heap.Push(&m.ends, banEnd{b.until, k})
-		}
-		for _, p := range b.prefixes {
-			m.holders[p] = append(m.holders[p], k)
-			touched[p] = struct{}{}
-		}
-	}
-	for p := range touched {
-		for _, w := range m.workers {
-			m.update(w, p)
+	for j, p := range touched {
+		for n, w := range m.workers {
+			bw := before[j*len(m.workers)+n]
+			m.update(w, p, bw.e, bw.ok)
 		}
 	}
 }
 
-// update brings w's desired entry for p in line with the bans holding p.
-func (m *Manager) update(w *worker, p netip.Prefix) {
-	e, ok := m.entry(p, w.Kinds)
-	old, had := w.desired[p]
-	if ok != had && len(Exempt(p, m.allow)) > 0 {
-		// An allowed prefix inside p starts or stops being an exemption:
-		// the backend learns its exemptions from a Sync.
-		if ok {
-			w.desired[p] = e
-		} else {
-			delete(w.desired, p)
-		}
-		m.resync(w)
+// alloc is a free slot for a ban.
+func (m *Manager) alloc() int32 {
+	if n := len(m.free); n > 0 {
+		i := m.free[n-1]
+		m.free = m.free[:n-1]
+		return i
+	}
+	m.slots = append(m.slots, ban{})
+	return int32(len(m.slots) - 1)
+}
+
+// release frees slot i: the ends pushed for it are stale from now on.
+func (m *Manager) release(i int32) {
+	m.slots[i] = ban{gen: m.slots[i].gen + 1}
+	m.free = append(m.free, i)
+}
+
+// hold records that the ban in slot i holds p, after those holding it.
+func (m *Manager) hold(p netip.Prefix, i int32) {
+	h, ok := m.holders[p]
+	switch {
+	case !ok:
+		m.holders[p] = i
+	case h >= 0:
+		m.holders[p] = -1
+		m.shared[p] = []int32{h, i}
+	default:
+		m.shared[p] = append(m.shared[p], i)
+	}
+}
+
+// unhold records that the ban in slot i no longer holds p.
+func (m *Manager) unhold(p netip.Prefix, i int32) {
+	h, ok := m.holders[p]
+	switch {
+	case !ok:
 		return
+	case h >= 0:
+		if h == i {
+			delete(m.holders, p)
+		}
+		return
+	}
+	hs := m.shared[p]
+	if j := slices.Index(hs, i); j >= 0 {
+		hs = slices.Delete(hs, j, j+1)
+	}
+	if len(hs) == 1 {
+		m.holders[p] = hs[0]
+		delete(m.shared, p)
+	} else {
+		m.shared[p] = hs
+	}
+}
+
+// holding are the slots of the bans holding p, oldest first; buf holds
+// the one of a prefix one ban holds.
+func (m *Manager) holding(p netip.Prefix, buf *[1]int32) []int32 {
+	h, ok := m.holders[p]
+	switch {
+	case !ok:
+		return nil
+	case h >= 0:
+		buf[0] = h
+		return buf[:]
+	}
+	return m.shared[p]
+}
+
+// update brings w's queue for p in line with the bans holding p, given
+// what w should have held before (old, had).
+func (m *Manager) update(w *worker, p netip.Prefix, old Entry, had bool) {
+	e, ok := m.entry(p, w.Kinds)
+	if ok != had {
+		if ok {
+			w.entries++
+		} else {
+			w.entries--
+		}
+		if len(Exempt(p, m.allow)) > 0 {
+			// An allowed prefix inside p starts or stops being an
+			// exemption: the backend learns its exemptions from a Sync.
+			m.resync(w)
+			return
+		}
 	}
 	switch {
 	case ok && had && old == e:
 		return
 	case ok:
-		w.desired[p] = e
 		if !w.needSync {
 			w.pending[p] = &Change{Entry: e}
 		}
 	case had:
-		delete(w.desired, p)
 		if !w.needSync {
 			w.pending[p] = &Change{Entry: Entry{Prefix: p}, Delete: true}
 		}
@@ -357,19 +511,33 @@ func (m *Manager) update(w *worker, p netip.Prefix) {
 	w.kick()
 }
 
+// desired are the entries w should hold now, unsorted: the backends'
+// wanted state is not kept apart but found again from the bans, so that
+// it costs the collector nothing between syncs.
+func (m *Manager) desired(w *worker) []Entry {
+	out := make([]Entry, 0, w.entries)
+	for p := range m.holders {
+		if e, ok := m.entry(p, w.Kinds); ok {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // entry is what blocks p for an action acting on kinds: the ban among
 // those holding p that ends last (one without an end ends last of all).
 func (m *Manager) entry(p netip.Prefix, kinds []Kind) (Entry, bool) {
 	var e Entry
 	found := false
-	for _, k := range m.holders[p] {
-		b := m.bans[k]
+	var buf [1]int32
+	for _, i := range m.holding(p, &buf) {
+		b := &m.slots[i]
 		if !slices.Contains(kinds, b.kind) {
 			continue
 		}
 		if !found || outlasts(b, &e) {
 			delay := e.Delay
-			e = Entry{Prefix: p, Kind: b.kind, Until: b.until, Rule: k.rule, Key: k.key, Reason: b.reason, Delay: delay}
+			e = Entry{Prefix: p, Kind: b.kind, Until: b.until, Rule: b.key.rule, Key: b.key.key, Reason: b.reason, Delay: delay}
 		}
 		if b.kind == KindThrottle {
 			e.Delay = max(e.Delay, b.delay)
@@ -453,16 +621,17 @@ func (m *Manager) expire(now time.Time) {
 	defer m.mu.Unlock()
 	for m.ends.Len() > 0 && !m.ends[0].until.After(now) {
 		e := heap.Pop(&m.ends).(banEnd)
-		if b := m.bans[e.key]; b != nil && b.until.Equal(e.until) {
-			m.set(e.key, nil)
+		if b := &m.slots[e.slot]; b.live && b.gen == e.gen && b.until.Equal(e.until) {
+			m.set(b.key, nil)
 		}
 	}
 }
 
-// banEnd is when a ban ends.
+// banEnd is when the ban in a slot ends; gen is the slot's then.
 type banEnd struct {
 	until time.Time
-	key   banKey
+	slot  int32
+	gen   uint32
 }
 
 type endHeap []banEnd
@@ -505,10 +674,7 @@ func (m *Manager) run(ctx context.Context, w *worker) {
 		var changes []Change
 		var allow []netip.Prefix
 		if sync {
-			entries = make([]Entry, 0, len(w.desired))
-			for _, e := range w.desired {
-				entries = append(entries, e)
-			}
+			entries = m.desired(w)
 			allow = exemptions(entries, m.allow)
 			w.needSync = false
 		} else {
@@ -631,7 +797,7 @@ func (m *Manager) Status() []Status {
 	out := make([]Status, len(m.workers))
 	for i, w := range m.workers {
 		s := w.st
-		s.Entries = len(w.desired)
+		s.Entries = w.entries
 		s.Pending = len(w.pending)
 		if w.needSync || w.want > w.done {
 			s.Pending = max(s.Pending, 1)
@@ -647,10 +813,7 @@ func (m *Manager) Entries(name string) []Entry {
 	defer m.mu.Unlock()
 	for _, w := range m.workers {
 		if w.st.Name == name {
-			out := make([]Entry, 0, len(w.desired))
-			for _, e := range w.desired {
-				out = append(out, e)
-			}
+			out := m.desired(w)
 			SortEntries(out)
 			return out
 		}
