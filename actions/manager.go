@@ -64,7 +64,6 @@ type ban struct {
 	one  netip.Prefix
 	more []netip.Prefix
 	gen  uint32 // counts the slot's releases: an end pushed before is stale
-	live bool
 }
 
 // newBan is a ban blocking ps (Prefixes' or resolve's answer).
@@ -121,8 +120,8 @@ type Manager struct {
 
 	mu    sync.Mutex
 	ends  endHeap          // the ends of bans, soonest first; stale ones are skipped
-	slots []ban            // the active bans, by slot; free ones are not live
-	free  []int32          // the slots not live
+	slots []ban            // the active bans, by slot, and the free slots
+	free  []int32          // the free slots
 	bans  map[banKey]int32 // the slot of each active ban
 	// holders is, for each blocked prefix, the slot of the ban holding
 	// it, or -1 when several do: then shared has them, oldest first.
@@ -388,7 +387,7 @@ func (m *Manager) set(k banKey, b *ban) {
 		s := &m.slots[i]
 		oldUntil, gen := s.until, s.gen
 		*s = *b
-		s.key, s.gen, s.live = k, gen, true
+		s.key, s.gen = k, gen
 		if !b.until.IsZero() && (!had || !oldUntil.Equal(b.until)) {
 			heap.Push(&m.ends, banEnd{b.until, i, gen})
 		}
@@ -621,7 +620,9 @@ func (m *Manager) expire(now time.Time) {
 	defer m.mu.Unlock()
 	for m.ends.Len() > 0 && !m.ends[0].until.After(now) {
 		e := heap.Pop(&m.ends).(banEnd)
-		if b := &m.slots[e.slot]; b.live && b.gen == e.gen && b.until.Equal(e.until) {
+		// A slot released since the push has a newer generation: its
+		// end is stale, as is one the ban's new end replaced.
+		if b := &m.slots[e.slot]; b.gen == e.gen && b.until.Equal(e.until) {
 			m.set(b.key, nil)
 		}
 	}
