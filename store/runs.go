@@ -44,6 +44,11 @@ func (w *conn) runs() ([]runInfo, error) {
 	}
 }
 
+// partLabel names the part id in an error: its run and its place in it.
+func partLabel(id int64) string {
+	return fmt.Sprintf("key run %d part %d", id>>runShift, id&(1<<runShift-1))
+}
+
 // loadPart reads the part id, in new memory.
 func (w *conn) loadPart(id int64) ([]byte, error) {
 	v, err := w.queryOne(sReadPart, id)
@@ -202,18 +207,18 @@ func (db *DB) pruneKeys(w *conn, now time.Time, p PruneOptions) (int64, error) {
 	for _, id := range old {
 		ri, ok := slices.BinarySearchFunc(runs, id>>runShift, func(r runInfo, run int64) int { return cmp.Compare(r.run, run) })
 		if !ok {
-			return 0, fmt.Errorf("key run %d part %d: no such run", id>>runShift, id&(1<<runShift-1))
+			return 0, fmt.Errorf("%s: no such run", partLabel(id))
 		}
 		data, err := w.loadPart(id)
 		if err != nil {
-			return 0, fmt.Errorf("key run %d part %d: %w", id>>runShift, id&(1<<runShift-1), err)
+			return 0, fmt.Errorf("%s: %w", partLabel(id), err)
 		}
 		pw.buf, pw.prev, pw.n, pw.hasPrune = pw.buf[:0], pw.prev[:0], 0, false
 		changed := false
 		c := cursor{blob: data}
 		for len(c.blob) > 0 {
 			if err := c.decode(); err != nil {
-				return 0, fmt.Errorf("key run %d part %d: %w: %w", id>>runShift, id&(1<<runShift-1), errCorruptRun, err)
+				return 0, fmt.Errorf("%s: %w: %w", partLabel(id), errCorruptRun, err)
 			}
 			e := &c.e
 			if !e.tomb {
@@ -273,7 +278,7 @@ func (db *DB) pruneKeys(w *conn, now time.Time, p PruneOptions) (int64, error) {
 			data = []byte{}
 		}
 		if err := w.execArgs(sUpdatePart, id, pw.n, int64(len(data)), prune, data); err != nil {
-			return 0, fmt.Errorf("key run %d part %d: %w", id>>runShift, id&(1<<runShift-1), err)
+			return 0, fmt.Errorf("%s: %w", partLabel(id), err)
 		}
 	}
 	if n == 0 {
@@ -620,7 +625,7 @@ func fillPartKeys(tx *sql.Tx) error {
 		}
 		c := cursor{blob: data}
 		if err := c.decode(); err != nil {
-			return fmt.Errorf("key run %d part %d: %w: %w", f.id>>runShift, f.id&(1<<runShift-1), errCorruptRun, err)
+			return fmt.Errorf("%s: %w: %w", partLabel(f.id), errCorruptRun, err)
 		}
 		f.rule, f.key = bytes.Clone(c.e.rule), bytes.Clone(c.e.key)
 		fs = append(fs, f)
