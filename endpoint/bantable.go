@@ -229,12 +229,13 @@ func (b *tableBuilder) done() *banTable {
 			seen6[k.bits] = true
 		}
 	}
-	t.lens4, t.lens6 = lengths(seen4[:], nil), lengths(seen6[:], nil)
+	t.lens4, t.lens6 = lengths(seen4[:]), lengths(seen6[:])
 	return t
 }
 
-// lengths appends to out the lengths marked in seen, longest first.
-func lengths(seen []bool, out []uint8) []uint8 {
+// lengths are the lengths marked in seen, longest first.
+func lengths(seen []bool) []uint8 {
+	var out []uint8
 	for n := len(seen) - 1; n >= 0; n-- {
 		if seen[n] {
 			out = append(out, uint8(n))
