@@ -551,8 +551,14 @@ func (w *runWriter) flush() error {
 	}
 	w.part++
 	w.bytes += int64(len(w.buf))
-	w.n, w.buf, w.prev, w.hasPrune = 0, w.buf[:0], w.prev[:0], false
+	w.empty()
 	return nil
+}
+
+// empty starts a new part in buf: no entry, no previous name to share a
+// prefix with, no prunable time.
+func (w *runWriter) empty() {
+	w.n, w.buf, w.prev, w.hasPrune = 0, w.buf[:0], w.prev[:0], false
 }
 
 // compactPlan says which runs to merge after a run was added to runs

@@ -213,7 +213,7 @@ func (db *DB) pruneKeys(w *conn, now time.Time, p PruneOptions) (int64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", partLabel(id), err)
 		}
-		pw.buf, pw.prev, pw.n, pw.hasPrune = pw.buf[:0], pw.prev[:0], 0, false
+		pw.empty()
 		changed := false
 		c := cursor{blob: data}
 		for len(c.blob) > 0 {
