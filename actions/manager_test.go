@@ -28,11 +28,10 @@ type recorder struct {
 	syncs    int
 	applies  [][]Change
 	failures int
-	calls    chan struct{}
 }
 
 func newRecorder(name string) *recorder {
-	return &recorder{name: name, held: map[netip.Prefix]Entry{}, calls: make(chan struct{}, 100)}
+	return &recorder{name: name, held: map[netip.Prefix]Entry{}}
 }
 
 func (r *recorder) Name() string { return r.name }
@@ -48,7 +47,6 @@ func (r *recorder) fail() error {
 func (r *recorder) Sync(_ context.Context, es []Entry, _ []netip.Prefix) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	defer func() { r.calls <- struct{}{} }()
 	r.syncs++
 	if err := r.fail(); err != nil {
 		return err
@@ -63,7 +61,6 @@ func (r *recorder) Sync(_ context.Context, es []Entry, _ []netip.Prefix) error {
 func (r *recorder) Apply(_ context.Context, cs []Change) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	defer func() { r.calls <- struct{}{} }()
 	r.applies = append(r.applies, slices.Clone(cs))
 	if err := r.fail(); err != nil {
 		return err
