@@ -156,6 +156,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -253,11 +254,16 @@ type rejectAt struct {
 // parse parses every line of b.
 func (b *block) parse() {
 	t := 0
+	b.entries = slices.Grow(b.entries[:0], len(b.lines))
 	for i, line := range b.lines {
 		n := b.first + i
-		var e parser.Entry
+		// Parsed in its place in the block (parser.Parser.ParseStringTo),
+		// not copied there: taken back if the line is no entry.
+		k := len(b.entries)
+		b.entries = b.entries[:k+1]
+		e := &b.entries[k]
 		var err error
-		e, b.fields, err = b.parser.ParseStringBuf(line, n, b.fields)
+		b.fields, err = b.parser.ParseStringTo(line, n, b.fields, e)
 		if per := b.parser.FieldsPerLine(); len(e.Fields) > 0 && cap(b.fields)-len(b.fields) < per {
 			// The block's first line with fields, or the room is used
 			// up: room for the rest of the block at this line's count,
@@ -271,6 +277,10 @@ func (b *block) parse() {
 		if t < len(b.trunc) && b.trunc[t] == i {
 			t++
 		}
+		if err != nil {
+			*e = parser.Entry{} // holds nothing of the line's chunk
+			b.entries = b.entries[:k]
+		}
 		if errors.Is(err, parser.ErrDirective) {
 			continue // a W3C directive: neither an entry nor a rejected line
 		}
@@ -278,7 +288,6 @@ func (b *block) parse() {
 			b.rejects = append(b.rejects, rejectAt{n, err})
 			continue
 		}
-		b.entries = append(b.entries, e)
 	}
 	close(b.done)
 }

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"math/bits"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -53,33 +54,76 @@ func (c *Config) Classify(src *Source, e *parser.Entry, dst []Charge) ([]Charge,
 type KeyCache struct {
 	ip, prefix map[netip.Addr]string
 	// agents remembers goodbots.Agent of recent user agents (good_bots):
-	// a map lookup costs less than the scan, and a log repeats its user
-	// agents. At most agentCacheSize user agents of at most
-	// MaxUserAgentKey bytes (about 2 MB), starting over when full.
-	agents map[string]agentClaim
+	// a log repeats its user agents, and a look here costs less than the
+	// scan. It is a table of agentSlots slots, two ways a set (a user
+	// agent lives in its slot or in the slot's twin, the newer of the two
+	// in the first), indexed by a hash of the text's length and five of
+	// its 8-byte words (agentHash), not of every byte, and checked by a
+	// compare of the whole text: a hash that misleads costs a miss, never a
+	// wrong answer. At most agentSlots user agents of at most
+	// MaxUserAgentKey bytes (about 2 MB); made at the first look.
+	agents []agentSlot
 }
 
-const agentCacheSize = 1 << 12
+// agentSlots is the size of KeyCache.agents.
+const agentSlots = 1 << 12
 
-type agentClaim struct {
-	name string
-	kind goodbots.Kind
+type agentSlot struct {
+	ua, name string
+	kind     goodbots.Kind
 }
 
 // agent is goodbots.Agent(ua), through the cache when there is one.
 func (k *KeyCache) agent(ua string) (string, goodbots.Kind) {
-	if k == nil || len(ua) > MaxUserAgentKey {
+	if k == nil || len(ua) > MaxUserAgentKey || ua == "" {
 		return goodbots.Agent(ua)
 	}
-	if c, ok := k.agents[ua]; ok {
-		return c.name, c.kind
+	if k.agents == nil {
+		k.agents = make([]agentSlot, agentSlots)
+	}
+	i := agentHash(ua) & (agentSlots - 1)
+	s := &k.agents[i]
+	if s.ua == ua {
+		return s.name, s.kind
+	}
+	if t := &k.agents[i^1]; t.ua == ua {
+		return t.name, t.kind
 	}
 	name, kind := goodbots.Agent(ua)
-	if k.agents == nil || len(k.agents) >= agentCacheSize {
-		k.agents = make(map[string]agentClaim, 256)
+	if s.ua != "" {
+		k.agents[i^1] = *s // the older goes to the twin slot
 	}
-	k.agents[strings.Clone(ua)] = agentClaim{name, kind}
+	*s = agentSlot{ua: strings.Clone(ua), name: name, kind: kind}
 	return name, kind
+}
+
+// agentHash hashes a user agent's length and five of its 8-byte words
+// (first, last, and three between): user agents of one log differ in
+// their versions and platforms, which these words reach, and the cost
+// stays the same for a long text.
+func agentHash(s string) uint32 {
+	n := len(s)
+	h := uint64(n) * 0x9e3779b97f4a7c15
+	if n < 8 {
+		for i := 0; i < n; i++ {
+			h = (h ^ uint64(s[i])) * 0x100000001b3
+		}
+	} else {
+		h ^= le64(s, 0)
+		h = bits.RotateLeft64(h*0x9e3779b97f4a7c15, 29) ^ le64(s, (n-8)/4)
+		h = bits.RotateLeft64(h*0x9e3779b97f4a7c15, 29) ^ le64(s, (n-8)/2)
+		h = bits.RotateLeft64(h*0x9e3779b97f4a7c15, 29) ^ le64(s, (n-8)*3/4)
+		h = bits.RotateLeft64(h*0x9e3779b97f4a7c15, 29) ^ le64(s, n-8)
+	}
+	h *= 0xff51afd7ed558ccd
+	return uint32(h >> 32)
+}
+
+// le64 is the 8 bytes of s from i, little-endian.
+func le64(s string, i int) uint64 {
+	_ = s[i+7]
+	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
 }
 
 // KeyCacheSize bounds a KeyCache: about 4 MB when full.
