@@ -113,7 +113,25 @@ func (r *recent) prefetch(e *parser.Entry) {
 }
 
 // add records e, the next entry of the merged log.
-func (r *recent) add(e *parser.Entry) {
+func (r *recent) add(e *parser.Entry) { r.addFlags(e, recFlags(e)) }
+
+// recFlags is what a record says of e's answer and path (recOK,
+// recStatic). It reads e's path, so replay's parse workers find it for
+// the entries they parse (block.flags), beside the line they have just
+// read.
+func recFlags(e *parser.Entry) uint8 {
+	var flags uint8
+	if e.Has&parser.HasStatus != 0 && (e.Status >= 200 && e.Status < 300 || e.Status == 304) {
+		flags |= recOK
+	}
+	if e.Has&parser.HasPath != 0 && isStatic(e.Path) {
+		flags |= recStatic
+	}
+	return flags
+}
+
+// addFlags is add with e's recFlags found ahead.
+func (r *recent) addFlags(e *parser.Entry, flags uint8) {
 	hi, lo := addrWords(e.IP)
 	b := recentHash(hi, lo)
 	t := e.Time.UnixNano()
@@ -137,13 +155,6 @@ func (r *recent) add(e *parser.Entry) {
 			break
 		}
 		p = q.prev
-	}
-	var flags uint8
-	if e.Has&parser.HasStatus != 0 && (e.Status >= 200 && e.Status < 300 || e.Status == 304) {
-		flags |= recOK
-	}
-	if e.Has&parser.HasPath != 0 && isStatic(e.Path) {
-		flags |= recStatic
 	}
 	r.recs[r.n&(recentLines-1)] = rec{hi: hi, lo: lo, t: t, first: first, prev: h.seq, seen: seen, flags: flags}
 	r.n++

@@ -240,7 +240,13 @@ type block struct {
 	// slice a block, not one a line. It is new for every use of the block,
 	// never reused: an entry the guard holds keeps its fields after its
 	// block is released.
-	fields  []parser.Field
+	fields []parser.Field
+	// claims and flags are found by the worker for each entry, beside the
+	// line it has just read, so that the merger does not read the line's
+	// text again: its user-agent claim (rules.Config.ClaimOf) and its
+	// record's flags in the ring of recent requests (recFlags).
+	claims  []rules.Claim
+	flags   []uint8
 	rejects []rejectAt
 	token   bool          // holds one of the pool's tokens
 	done    chan struct{} // closed when entries and rejects are ready
@@ -251,10 +257,12 @@ type rejectAt struct {
 	err error
 }
 
-// parse parses every line of b.
-func (b *block) parse() {
+// parse parses every line of b, and finds its entries' claims (under cfg,
+// through the worker's own kc) and flags.
+func (b *block) parse(cfg *rules.Config, kc *rules.KeyCache) {
 	t := 0
 	b.entries = slices.Grow(b.entries[:0], len(b.lines))
+	b.claims, b.flags = slices.Grow(b.claims[:0], len(b.lines)), slices.Grow(b.flags[:0], len(b.lines))
 	for i, line := range b.lines {
 		n := b.first + i
 		// Parsed in its place in the block (parser.Parser.ParseStringTo),
@@ -288,6 +296,8 @@ func (b *block) parse() {
 			b.rejects = append(b.rejects, rejectAt{n, err})
 			continue
 		}
+		b.claims = append(b.claims, cfg.ClaimOf(kc, e))
+		b.flags = append(b.flags, recFlags(e))
 	}
 	close(b.done)
 }
@@ -653,8 +663,9 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 	}
 	for range workers {
 		g.Go(func() error {
+			var kc rules.KeyCache // this worker's cache of user agents (ClaimOf)
 			for b := range pl.work {
-				b.parse()
+				b.parse(cfg, &kc)
 			}
 			return nil
 		})
@@ -715,9 +726,19 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 						}
 					}
 				}
-				decisions = main.Process(src, e, decisions[:0])
+				// e's claim and flags, found by its worker; not for an
+				// entry the guard held (e is then not its block's).
+				var cl rules.Claim
+				pre := !o.plain && c.b != nil && c.i < len(c.b.entries) && e == &c.b.entries[c.i]
+				if pre {
+					cl = c.b.claims[c.i]
+				}
+				decisions = main.ProcessClaimed(src, e, cl, decisions[:0])
 				rep.decide(decisions, e, main.Detector())
-				if !o.plain {
+				switch {
+				case pre:
+					rep.recordFlags(e, c.b.flags[c.i])
+				case !o.plain:
 					rep.record(e)
 				}
 				if rep.charts != nil {

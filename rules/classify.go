@@ -141,6 +141,34 @@ func (k *KeyCache) get(m *map[netip.Addr]string, a netip.Addr, build func(netip.
 	return s
 }
 
+// Claim is what good_bots reads of an entry's user agent (goodbots.Agent:
+// the crawler or monitor it names), found ahead of the entry's
+// classification (ClaimOf): replay's parse workers find it beside the line
+// they have just read, so that the merger does not read the user agent's
+// text again. The zero Claim is none found: classifying looks itself.
+type Claim struct {
+	name  string
+	kind  goodbots.Kind
+	found bool
+}
+
+// ClaimOf returns e's Claim under c, through k's cache of user agents. k is
+// the caller's own (a KeyCache is used by one goroutine); a worker's may
+// be another than the classifying pipeline's.
+func (c *Config) ClaimOf(k *KeyCache, e *parser.Entry) Claim {
+	if c.bots == nil || e.Has&parser.HasUserAgent == 0 {
+		return Claim{found: true} // classifying reads no user agent
+	}
+	name, kind := k.agent(e.UserAgent)
+	return Claim{name: name, kind: kind, found: true}
+}
+
+// ClassifyClaimed is ClassifyKeys with e's Claim found ahead (ClaimOf under
+// c, or the zero Claim): the same charges and verdict.
+func (c *Config) ClassifyClaimed(kcache *KeyCache, src *Source, e *parser.Entry, cl Claim, dst []Charge) ([]Charge, Verdict) {
+	return c.classify(keyCache{cache: kcache, noText: true, claim: cl}, src, e, dst)
+}
+
 // ClassifyCached is Classify with a KeyCache (nil: none).
 func (c *Config) ClassifyCached(kcache *KeyCache, src *Source, e *parser.Entry, dst []Charge) ([]Charge, Verdict) {
 	return c.classify(keyCache{cache: kcache}, src, e, dst)
@@ -201,7 +229,11 @@ func (c *Config) classify(kc keyCache, src *Source, e *parser.Entry, dst []Charg
 	var claims string
 	if c.bots != nil && e.Has&parser.HasUserAgent != 0 {
 		// Only a user agent that claims a crawler pays for a range lookup.
-		if name, kind := kcache.agent(e.UserAgent); kind == goodbots.Crawler {
+		name, kind := kc.claim.name, kc.claim.kind
+		if !kc.claim.found {
+			name, kind = kcache.agent(e.UserAgent)
+		}
+		if kind == goodbots.Crawler {
 			if c.bots.Verify(a, name) == goodbots.Verified {
 				return append(dst, Charge{Rule: c.Rules[c.botsRule], Key: c.botKeys[name], Addr: a, CPU: cpu, Duration: dur}), VerdictCharged
 			}
@@ -237,6 +269,7 @@ type keyCache struct {
 	ipF, prefixF   FixedKey
 	cache          *KeyCache
 	noText         bool
+	claim          Claim // the entry's, when found ahead (ClassifyClaimed)
 }
 
 func (kc *keyCache) ipKey(c *Config, e *parser.Entry) {
