@@ -2,9 +2,13 @@ package rules
 
 import (
 	"math/rand/v2"
+	"net/netip"
+	"reflect"
 	"testing"
+	"time"
 
 	"github.com/logjail/logjail/goodbots"
+	"github.com/logjail/logjail/parser"
 )
 
 // TestAgentCacheAsAgent checks the user-agent cache of a KeyCache against
@@ -64,5 +68,48 @@ func TestAgentCacheAsAgent(t *testing.T) {
 	}
 	if len(kc.agents) != agentSlots {
 		t.Errorf("%d slots, want %d", len(kc.agents), agentSlots)
+	}
+}
+
+// TestClassifyClaimedAsKeys checks ClassifyClaimed, given the Claim that
+// ClaimOf found through another KeyCache (as replay's parse workers do),
+// against ClassifyKeys: the same charges and verdict for addresses in the
+// allow list, the deny list and each kind of range (a group with limits,
+// none, banned, one keyed by prefix), crawlers from their published ranges
+// and from elsewhere, other bots, users, statuses and sources, under a
+// configuration with good_bots and one without.
+func TestClassifyClaimedAsKeys(t *testing.T) {
+	addrs := []string{"198.51.100.10", "2001:db8:aaaa::5", "203.0.113.66", "198.51.100.7", "203.0.113.130",
+		"203.0.113.195", "203.0.113.201", "203.0.113.20", "2001:db8:bbbb::9", "66.249.66.1", "157.55.39.1",
+		"192.0.2.44", "2001:db8:1:2::3", "::ffff:192.0.2.45"}
+	uas := []string{"", "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+		"Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)", "SomeBot/1.0", "Mozilla/5.0 (X11; Linux x86_64)"}
+	for _, cfgText := range []string{classifyConfig, classifyConfig + "good_bots: {limits: [\"5 per second\"]}\n"} {
+		c := mustParse(t, cfgText, testOptions)
+		var merger, worker KeyCache
+		n := 0
+		for _, src := range append(c.Sources, nil) {
+			for _, a := range addrs {
+				for i, ua := range uas {
+					e := parser.Entry{IP: netip.MustParseAddr(a), Time: time.Unix(1700000000, 0), Method: "POST", Path: "/login",
+						Status: 403 + i%2, Has: parser.HasMethod | parser.HasPath | parser.HasStatus}
+					if ua != "" {
+						e.UserAgent, e.Has = ua, e.Has|parser.HasUserAgent
+					}
+					if i%2 == 1 {
+						e.User, e.Has = "u"+a, e.Has|parser.HasUser
+					}
+					want, wv := c.ClassifyKeys(&merger, src, &e, nil)
+					got, gv := c.ClassifyClaimed(&merger, src, &e, c.ClaimOf(&worker, &e), nil)
+					if !reflect.DeepEqual(want, got) || wv != gv {
+						t.Fatalf("%s %q: verdict %v, claimed %v; charges\n%+v\nclaimed\n%+v", a, ua, wv, gv, want, got)
+					}
+					n += len(want)
+				}
+			}
+		}
+		if n == 0 {
+			t.Fatal("no charge at all: the test checks nothing")
+		}
 	}
 }

@@ -141,26 +141,52 @@ func (k *KeyCache) get(m *map[netip.Addr]string, a netip.Addr, build func(netip.
 	return s
 }
 
-// Claim is what good_bots reads of an entry's user agent (goodbots.Agent:
-// the crawler or monitor it names), found ahead of the entry's
-// classification (ClaimOf): replay's parse workers find it beside the line
-// they have just read, so that the merger does not read the user agent's
-// text again. The zero Claim is none found: classifying looks itself.
+// Claim is what classifying an entry reads of the configuration alone,
+// found ahead (ClaimOf): where its address is in the allow list, the deny
+// list and the ranges, and what good_bots reads of its user agent
+// (goodbots.Agent: the crawler or monitor it names). Replay's parse workers
+// find it beside the line they have just read, so that the merger does
+// neither the three lookups nor read the user agent's text again. The
+// verification of a crawler's address is not in it (a DNS verifier has a
+// cache of its own). The zero Claim is none found: classifying looks
+// itself.
 type Claim struct {
 	name  string
 	kind  goodbots.Kind
 	found bool
+	list  uint8 // claimAllowed, claimDenied or claimRange: the first that holds
+	rng   int32 // with claimRange: the range's index (ranges.Lookup)
 }
+
+// Claim.list.
+const (
+	claimAllowed uint8 = 1 + iota
+	claimDenied
+	claimRange
+)
 
 // ClaimOf returns e's Claim under c, through k's cache of user agents. k is
 // the caller's own (a KeyCache is used by one goroutine); a worker's may
 // be another than the classifying pipeline's.
 func (c *Config) ClaimOf(k *KeyCache, e *parser.Entry) Claim {
-	if c.bots == nil || e.Has&parser.HasUserAgent == 0 {
-		return Claim{found: true} // classifying reads no user agent
+	cl := Claim{found: true}
+	switch a := e.IP; {
+	case c.allow.Contains(a):
+		cl.list = claimAllowed
+		return cl
+	case c.deny.Contains(a):
+		cl.list = claimDenied
+		return cl
+	default:
+		if ri, ok := c.ranges.Lookup(a); ok {
+			cl.list, cl.rng = claimRange, int32(ri)
+			return cl // classifying reads no user agent
+		}
 	}
-	name, kind := k.agent(e.UserAgent)
-	return Claim{name: name, kind: kind, found: true}
+	if c.bots != nil && e.Has&parser.HasUserAgent != 0 {
+		cl.name, cl.kind = k.agent(e.UserAgent)
+	}
+	return cl
 }
 
 // ClassifyClaimed is ClassifyKeys with e's Claim found ahead (ClaimOf under
@@ -185,10 +211,23 @@ func (c *Config) ClassifyKeys(kcache *KeyCache, src *Source, e *parser.Entry, ds
 func (c *Config) classify(kc keyCache, src *Source, e *parser.Entry, dst []Charge) ([]Charge, Verdict) {
 	kcache := kc.cache
 	a := e.IP
-	if c.allow.Contains(a) {
-		return dst, VerdictAllowed
+	cl := kc.claim
+	if !cl.found {
+		switch {
+		case c.allow.Contains(a):
+			cl.list = claimAllowed
+		case c.deny.Contains(a):
+			cl.list = claimDenied
+		default:
+			if ri, ok := c.ranges.Lookup(a); ok {
+				cl.list, cl.rng = claimRange, int32(ri)
+			}
+		}
 	}
-	if c.deny.Contains(a) {
+	switch cl.list {
+	case claimAllowed:
+		return dst, VerdictAllowed
+	case claimDenied:
 		return dst, VerdictDenied
 	}
 	if src != nil && (src.Index >= len(c.Sources) || c.Sources[src.Index] != src) {
@@ -205,8 +244,8 @@ func (c *Config) classify(kc keyCache, src *Source, e *parser.Entry, dst []Charg
 	if e.Has&parser.HasDuration != 0 {
 		dur = e.Duration
 	}
-	if ri, ok := c.ranges.Lookup(a); ok {
-		rg := &c.rangeDefs[ri]
+	if cl.list == claimRange {
+		rg := &c.rangeDefs[cl.rng]
 		switch rg.mode {
 		case rangeNone:
 			return dst, VerdictExempt
@@ -229,8 +268,8 @@ func (c *Config) classify(kc keyCache, src *Source, e *parser.Entry, dst []Charg
 	var claims string
 	if c.bots != nil && e.Has&parser.HasUserAgent != 0 {
 		// Only a user agent that claims a crawler pays for a range lookup.
-		name, kind := kc.claim.name, kc.claim.kind
-		if !kc.claim.found {
+		name, kind := cl.name, cl.kind
+		if !cl.found {
 			name, kind = kcache.agent(e.UserAgent)
 		}
 		if kind == goodbots.Crawler {
