@@ -11,10 +11,29 @@
 // genlog.yaml's cpu=$upstream_http_x_cpu_time) go into one slice a block
 // (parser.Parser.ParseStringBuf), allocated for each use of the block and
 // never reused, since an entry the guard holds outlives its block; a
-// format whose lines carry no named field allocates none. Classifying in
-// the workers too (branch h-par) was tried again and not kept: on a busy
-// 2-core host it cost 10% more CPU a line and more wall time than the
-// merger classifying (docs/performance.md, "Replay's CPU per line").
+// format whose lines carry no named field allocates none. Each line is
+// parsed in its place in the block (parser.Parser.ParseStringTo: no Entry
+// is copied), and the blocks the merger is done with wait in the pool's
+// one free list for any reader to use again (pool: its length, and why).
+//
+// What the merger would read of the configuration and of a line's text
+// alone, the worker that parsed the line finds beside it (block.claims,
+// block.flags), so that the merger reads neither the user agent nor the
+// path, nor looks the address up in the lists: the entry's rules.Claim
+// (rules.Config.ClaimOf, through the worker's own user-agent cache: the
+// allow list, the deny list, the ranges, the crawler or monitor its user
+// agent names) and its record's flags in the ring of recent requests
+// (recFlags: answered 2xx or 304, a static file). The merger takes them
+// for the entry it charges (pipeline.Pipeline.ProcessClaimed) and finds
+// them itself for an entry the guard held (then not its block's).
+// Everything that depends on the detector's or the report's state stays
+// in the merger, in the log's order. TestWorkersFindAsMerger replays
+// crawlers, bursts, an outlier and a jump both ways (Options.plain: the
+// merger finds all): the same report; rules' TestClassifyClaimedAsKeys
+// checks the claims against ClassifyKeys. Classifying whole in the workers
+// (branch h-par, the charges made there) was tried twice and not kept: on
+// a busy 2-core host it cost 10% more CPU a line and more wall time than
+// the merger classifying (docs/performance.md, "Replay's CPU per line").
 //
 // Hints: the merger asks the CPU to load what it will read soon
 // (internal/prefetch), where a lookup into a table larger than the caches
