@@ -244,6 +244,13 @@ func (t *keyTable) place(id uint32, h uint64) {
 func (t *keyTable) resize(n int) {
 	old := t.slots
 	t.slots = make([]uint32, n)
+	// A large index is new memory: written before place reads it, each of
+	// its pages faults once, as a write; read first, it would fault twice
+	// (the kernel's zero page, then a copy on the write and a flush of
+	// every core's TLB).
+	for i := 0; i < n; i += 1024 {
+		t.slots[i] = 0
+	}
 	for _, id := range old {
 		if id != 0 {
 			t.place(id, t.hashOf(id))

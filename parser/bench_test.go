@@ -59,7 +59,8 @@ func BenchmarkParse(b *testing.B) {
 // (log_format is testdata/genlog.yaml's, with a named CPU field: its
 // Entry.Fields is the one allocation a line may cost); buf=reused is
 // ParseStringBuf into one buffer of 512 lines' room, reused as replay's
-// blocks do, which allocates nothing.
+// blocks do, which allocates nothing; to=block is ParseStringTo into the
+// entries of a block, as replay's workers parse since issue 23's part RP.
 func BenchmarkParseString(b *testing.B) {
 	for _, name := range []string{"combined", "nginx_timing", "log_format"} {
 		for _, bc := range benchCases {
@@ -91,6 +92,25 @@ func BenchmarkParseString(b *testing.B) {
 					if _, buf, err = p.ParseStringBuf(bc.line, 1, buf); err != nil {
 						b.Fatal(err)
 					}
+				}
+			})
+			b.Run(bc.name+"/to=block", func(b *testing.B) {
+				// ParseStringTo into the entries of a block of 512, as
+				// replay's workers parse: no Entry copied.
+				b.ReportAllocs()
+				b.SetBytes(int64(len(bc.line)))
+				buf := make([]Field, 0, 512*p.FieldsPerLine())
+				entries := make([]Entry, 512)
+				var err error
+				i := 0
+				for b.Loop() {
+					if cap(buf)-len(buf) < p.FieldsPerLine() {
+						buf = buf[:0]
+					}
+					if buf, err = p.ParseStringTo(bc.line, 1, buf, &entries[i%len(entries)]); err != nil {
+						b.Fatal(err)
+					}
+					i++
 				}
 			})
 		}

@@ -1,11 +1,13 @@
 package parser
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // sameAsParseString checks that ParseStringBuf, appending into buf, reads
@@ -24,6 +26,21 @@ func sameAsParseString(t *testing.T, p *Parser, line string, buf []Field) (Entry
 	}
 	if len(buf) < n || len(buf) > n+len(got.Fields) {
 		t.Fatalf("%s: %q: buffer grew from %d to %d for %d fields", p.Name(), line, n, len(buf), len(got.Fields))
+	}
+	// ParseStringTo, into an Entry that holds another line's values (as a
+	// reused block's does), reads the same and writes the same room.
+	dirty := Entry{IP: netip.MustParseAddr("203.0.113.9"), Time: time.Unix(1, 2), Method: "M", Path: "/p", Query: "q",
+		Protocol: "P", Status: 500, Bytes: 9, Referer: "r", UserAgent: "u", User: "x", Host: "h", Duration: 1, CPU: 2,
+		Has: ^Has(0), Fields: []Field{{Name: "n", Value: "v"}}}
+	tbuf, terr := p.ParseStringTo(line, 7, buf[:n], &dirty)
+	if (werr == nil) != (terr == nil) || werr != nil && werr.Error() != terr.Error() {
+		t.Fatalf("%s: %q: ParseString error %v, ParseStringTo error %v", p.Name(), line, werr, terr)
+	}
+	if !reflect.DeepEqual(want, dirty) {
+		t.Fatalf("%s: %q:\nParseString   %+v\nParseStringTo %+v", p.Name(), line, want, dirty)
+	}
+	if len(tbuf) != len(buf) {
+		t.Fatalf("%s: %q: ParseStringTo took %d of the buffer, ParseStringBuf %d", p.Name(), line, len(tbuf)-n, len(buf)-n)
 	}
 	return got, buf
 }

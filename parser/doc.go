@@ -31,6 +31,11 @@
 //     with named fields (a log_format's cpu=$upstream_http_x_cpu_time)
 //     allocates nothing a line either; the Entry is ParseString's, field
 //     for field (TestParseStringBufSameEntry on the corpus, the fuzzers).
+//     ParseStringTo is ParseStringBuf writing the Entry into one the
+//     caller holds (replay: its place in the block), whatever that held:
+//     every field is written (the zero Entry on an error), and no Entry is
+//     copied; the same tests read every line through it into an Entry full
+//     of another line's values.
 //
 // Host-first logs. The presets vhost_combined (Apache's `%v:%p %h %l %u %t
 // "%r" %>s %O ...`, Debian's other_vhosts_access.log) and host_combined

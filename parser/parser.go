@@ -333,21 +333,31 @@ func (p *Parser) ParseString(line string, lineNo int) (Entry, error) {
 // (an Entry without fields has a nil Fields), and buf is never written
 // below its length.
 func (p *Parser) ParseStringBuf(line string, lineNo int, buf []Field) (Entry, []Field, error) {
+	var e Entry
+	buf, err := p.ParseStringTo(line, lineNo, buf, &e)
+	return e, buf, err
+}
+
+// ParseStringTo is ParseStringBuf writing the Entry into *e, whatever e
+// held (every field of it is written), instead of returning it: a caller
+// that keeps its entries in a slice (replay's blocks) parses each in
+// place, with no copy of the Entry.
+func (p *Parser) ParseStringTo(line string, lineNo int, buf []Field, e *Entry) ([]Field, error) {
 	tail := buf[len(buf):len(buf):cap(buf)]
 	if cap(tail) == 0 {
 		tail = nil
 	}
-	e, _, err := p.parseInto(line, lineNo, tail)
+	_, err := p.parseTo(line, lineNo, tail, e)
 	if err != nil || len(e.Fields) == 0 {
 		e.Fields = nil
-		return e, buf, err
+		return buf, err
 	}
 	n := len(e.Fields)
 	e.Fields = e.Fields[:n:n]
 	if cap(tail) >= n && &tail[:1][0] == &e.Fields[0] {
 		buf = buf[:len(buf)+n]
 	}
-	return e, buf, err
+	return buf, err
 }
 
 // FieldsPerLine is how many Entry.Fields a line of the format may carry
@@ -363,15 +373,23 @@ func (p *Parser) parse(line string, lineNo int) (Entry, bool, error) {
 // parseInto is parse, appending the Entry's Fields to fields (a nil or
 // empty slice; its spare capacity is used first).
 func (p *Parser) parseInto(line string, lineNo int, fields []Field) (Entry, bool, error) {
+	var e Entry
+	full, err := p.parseTo(line, lineNo, fields, &e)
+	return e, full, err
+}
+
+// parseTo is parseInto writing the Entry into *e (all of it: the zero
+// Entry on an error).
+func (p *Parser) parseTo(line string, lineNo int, fields []Field, e *Entry) (bool, error) {
 	if n := len(line); n > 0 && line[n-1] == '\n' {
 		line = line[:n-1]
 	}
 	if n := len(line); n > 0 && line[n-1] == '\r' {
 		line = line[:n-1]
 	}
-	var e Entry
+	*e = Entry{}
 	if trimSpace(line) == "" {
-		return e, false, &Error{Line: lineNo, Field: "line", Reason: "empty"}
+		return false, &Error{Line: lineNo, Field: "line", Reason: "empty"}
 	}
 	e.Fields = fields
 	var st lineState
@@ -382,12 +400,14 @@ func (p *Parser) parseInto(line string, lineNo int, fields []Field) (Entry, bool
 		he, hst := new(Entry), new(lineState)
 		he.Fields = fields
 		full = p.hand.read(p, line, lineNo, he, hst)
-		e, st = *he, *hst
+		*e, st = *he, *hst
 		if st.directive != "" {
-			return Entry{}, false, &Error{Line: lineNo, Field: "directive", Reason: st.directive}
+			*e = Entry{}
+			return false, &Error{Line: lineNo, Field: "directive", Reason: st.directive}
 		}
 		if st.failField != "" {
-			return Entry{}, false, &Error{Line: lineNo, Field: st.failField, Reason: st.fail}
+			*e = Entry{}
+			return false, &Error{Line: lineNo, Field: st.failField, Reason: st.fail}
 		}
 		if p.handCPU != "" {
 			for _, f := range e.Fields {
@@ -402,12 +422,13 @@ func (p *Parser) parseInto(line string, lineNo int, fields []Field) (Entry, bool
 		je, jst := new(Entry), new(lineState)
 		je.Fields = fields
 		full = p.scanJSON(p.json, line, je, jst)
-		e, st = *je, *jst
+		*e, st = *je, *jst
 	} else {
-		full = p.scan(line, &e, &st)
+		full = p.scan(line, e, &st)
 	}
 	if st.second != "" {
-		return Entry{}, false, &Error{Line: lineNo, Field: "ip", Reason: hostFirstReason(line, st.second)}
+		*e = Entry{}
+		return false, &Error{Line: lineNo, Field: "ip", Reason: hostFirstReason(line, st.second)}
 	}
 	// Client address.
 	conn, xff := st.conn, st.xff
@@ -421,10 +442,12 @@ func (p *Parser) parseInto(line string, lineNo int, fields []Field) (Entry, bool
 		}
 	}
 	if !conn.IsValid() {
-		return Entry{}, false, &Error{Line: lineNo, Field: "ip", Reason: st.reason(st.ipRaw, st.hasIPRaw, "not an address")}
+		*e = Entry{}
+		return false, &Error{Line: lineNo, Field: "ip", Reason: st.reason(st.ipRaw, st.hasIPRaw, "not an address")}
 	}
 	if !st.hasTime {
-		return Entry{}, false, &Error{Line: lineNo, Field: "time", Reason: st.reason(st.timeRaw, st.hasTimeR, "cannot parse")}
+		*e = Entry{}
+		return false, &Error{Line: lineNo, Field: "time", Reason: st.reason(st.timeRaw, st.hasTimeR, "cannot parse")}
 	}
 	e.IP = clientFrom(conn, xff, p.trusted)
 	if p.fpmCPU && st.hasCPUPct && e.Has&HasDuration != 0 && e.Has&HasCPU == 0 {
@@ -433,7 +456,7 @@ func (p *Parser) parseInto(line string, lineNo int, fields []Field) (Entry, bool
 	if p.json != nil {
 		full = full && e.Has&HasStatus != 0
 	}
-	return e, full && !st.bad, nil
+	return full && !st.bad, nil
 }
 
 // hostFirstReason says why a common-based preset refuses a line whose

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"net/netip"
-	"strings"
 	"time"
 	"unsafe"
 
@@ -114,7 +113,25 @@ func (r *recent) prefetch(e *parser.Entry) {
 }
 
 // add records e, the next entry of the merged log.
-func (r *recent) add(e *parser.Entry) {
+func (r *recent) add(e *parser.Entry) { r.addFlags(e, recFlags(e)) }
+
+// recFlags is what a record says of e's answer and path (recOK,
+// recStatic). It reads e's path, so replay's parse workers find it for
+// the entries they parse (block.flags), beside the line they have just
+// read.
+func recFlags(e *parser.Entry) uint8 {
+	var flags uint8
+	if e.Has&parser.HasStatus != 0 && (e.Status >= 200 && e.Status < 300 || e.Status == 304) {
+		flags |= recOK
+	}
+	if e.Has&parser.HasPath != 0 && isStatic(e.Path) {
+		flags |= recStatic
+	}
+	return flags
+}
+
+// addFlags is add with e's recFlags found ahead.
+func (r *recent) addFlags(e *parser.Entry, flags uint8) {
 	hi, lo := addrWords(e.IP)
 	b := recentHash(hi, lo)
 	t := e.Time.UnixNano()
@@ -138,13 +155,6 @@ func (r *recent) add(e *parser.Entry) {
 			break
 		}
 		p = q.prev
-	}
-	var flags uint8
-	if e.Has&parser.HasStatus != 0 && (e.Status >= 200 && e.Status < 300 || e.Status == 304) {
-		flags |= recOK
-	}
-	if e.Has&parser.HasPath != 0 && isStatic(e.Path) {
-		flags |= recStatic
 	}
 	r.recs[r.n&(recentLines-1)] = rec{hi: hi, lo: lo, t: t, first: first, prev: h.seq, seen: seen, flags: flags}
 	r.n++
@@ -215,22 +225,36 @@ func (r *recent) burst(a netip.Addr, t time.Time) burstStats {
 
 // isStatic reports whether path names a static file, by its extension:
 // style sheets, scripts, images, fonts, media, source maps. A browser
-// loading a page asks for these in bursts.
+// loading a page asks for these in bursts. The extension is what follows
+// the path's last '.', when no '/' follows that and it is at most 5 bytes:
+// so only the path's last 6 bytes are read, from the end (the merger calls
+// this for every entry; TestIsStaticAsScan checks it against the scan of
+// the whole path it replaces).
 func isStatic(path string) bool {
-	dot := strings.LastIndexByte(path, '.')
-	if dot < 0 || dot < strings.LastIndexByte(path, '/') || len(path)-dot > 6 {
-		return false
+	n := len(path)
+	for i := n - 1; i >= 0 && i >= n-6; i-- {
+		switch path[i] {
+		case '/':
+			return false
+		case '.':
+			return staticExt(path[i+1:])
+		}
 	}
-	var buf [6]byte
-	ext := buf[:0]
-	for i := dot + 1; i < len(path); i++ {
-		c := path[i]
+	return false
+}
+
+// staticExt reports whether ext (at most 5 bytes, any case) is the
+// extension of a static file.
+func staticExt(ext string) bool {
+	var buf [5]byte
+	for i := 0; i < len(ext); i++ {
+		c := ext[i]
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
 		}
-		ext = append(ext, c)
+		buf[i] = c
 	}
-	switch string(ext) {
+	switch string(buf[:len(ext)]) {
 	case "css", "js", "mjs", "map", "png", "jpg", "jpeg", "gif", "webp", "avif", "svg", "ico", "bmp",
 		"woff", "woff2", "ttf", "otf", "eot", "mp4", "webm", "mp3", "ogg", "wav":
 		return true

@@ -11,10 +11,29 @@
 // genlog.yaml's cpu=$upstream_http_x_cpu_time) go into one slice a block
 // (parser.Parser.ParseStringBuf), allocated for each use of the block and
 // never reused, since an entry the guard holds outlives its block; a
-// format whose lines carry no named field allocates none. Classifying in
-// the workers too (branch h-par) was tried again and not kept: on a busy
-// 2-core host it cost 10% more CPU a line and more wall time than the
-// merger classifying (docs/performance.md, "Replay's CPU per line").
+// format whose lines carry no named field allocates none. Each line is
+// parsed in its place in the block (parser.Parser.ParseStringTo: no Entry
+// is copied), and the blocks the merger is done with wait in the pool's
+// one free list for any reader to use again (pool: its length, and why).
+//
+// What the merger would read of the configuration and of a line's text
+// alone, the worker that parsed the line finds beside it (block.claims,
+// block.flags), so that the merger reads neither the user agent nor the
+// path, nor looks the address up in the lists: the entry's rules.Claim
+// (rules.Config.ClaimOf, through the worker's own user-agent cache: the
+// allow list, the deny list, the ranges, the crawler or monitor its user
+// agent names) and its record's flags in the ring of recent requests
+// (recFlags: answered 2xx or 304, a static file). The merger takes them
+// for the entry it charges (pipeline.Pipeline.ProcessClaimed) and finds
+// them itself for an entry the guard held (then not its block's).
+// Everything that depends on the detector's or the report's state stays
+// in the merger, in the log's order. TestWorkersFindAsMerger replays
+// crawlers, bursts, an outlier and a jump both ways (Options.plain: the
+// merger finds all): the same report; rules' TestClassifyClaimedAsKeys
+// checks the claims against ClassifyKeys. Classifying whole in the workers
+// (branch h-par, the charges made there) was tried twice and not kept: on
+// a busy 2-core host it cost 10% more CPU a line and more wall time than
+// the merger classifying (docs/performance.md, "Replay's CPU per line").
 //
 // Hints: the merger asks the CPU to load what it will read soon
 // (internal/prefetch), where a lookup into a table larger than the caches
@@ -156,6 +175,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -239,7 +259,13 @@ type block struct {
 	// slice a block, not one a line. It is new for every use of the block,
 	// never reused: an entry the guard holds keeps its fields after its
 	// block is released.
-	fields  []parser.Field
+	fields []parser.Field
+	// claims and flags are found by the worker for each entry, beside the
+	// line it has just read, so that the merger does not read the line's
+	// text again: its user-agent claim (rules.Config.ClaimOf) and its
+	// record's flags in the ring of recent requests (recFlags).
+	claims  []rules.Claim
+	flags   []uint8
 	rejects []rejectAt
 	token   bool          // holds one of the pool's tokens
 	done    chan struct{} // closed when entries and rejects are ready
@@ -250,14 +276,21 @@ type rejectAt struct {
 	err error
 }
 
-// parse parses every line of b.
-func (b *block) parse() {
+// parse parses every line of b, and finds its entries' claims (under cfg,
+// through the worker's own kc) and flags.
+func (b *block) parse(cfg *rules.Config, kc *rules.KeyCache) {
 	t := 0
+	b.entries = slices.Grow(b.entries[:0], len(b.lines))
+	b.claims, b.flags = slices.Grow(b.claims[:0], len(b.lines)), slices.Grow(b.flags[:0], len(b.lines))
 	for i, line := range b.lines {
 		n := b.first + i
-		var e parser.Entry
+		// Parsed in its place in the block (parser.Parser.ParseStringTo),
+		// not copied there: taken back if the line is no entry.
+		k := len(b.entries)
+		b.entries = b.entries[:k+1]
+		e := &b.entries[k]
 		var err error
-		e, b.fields, err = b.parser.ParseStringBuf(line, n, b.fields)
+		b.fields, err = b.parser.ParseStringTo(line, n, b.fields, e)
 		if per := b.parser.FieldsPerLine(); len(e.Fields) > 0 && cap(b.fields)-len(b.fields) < per {
 			// The block's first line with fields, or the room is used
 			// up: room for the rest of the block at this line's count,
@@ -271,6 +304,10 @@ func (b *block) parse() {
 		if t < len(b.trunc) && b.trunc[t] == i {
 			t++
 		}
+		if err != nil {
+			*e = parser.Entry{} // holds nothing of the line's chunk
+			b.entries = b.entries[:k]
+		}
 		if errors.Is(err, parser.ErrDirective) {
 			continue // a W3C directive: neither an entry nor a rejected line
 		}
@@ -278,7 +315,8 @@ func (b *block) parse() {
 			b.rejects = append(b.rejects, rejectAt{n, err})
 			continue
 		}
-		b.entries = append(b.entries, e)
+		b.claims = append(b.claims, cfg.ClaimOf(kc, e))
+		b.flags = append(b.flags, recFlags(e))
 	}
 	close(b.done)
 }
@@ -292,13 +330,24 @@ func (b *block) parse() {
 // input, so the merge never waits on a reader that waits on the budget.
 // More blocks in flight, which let the workers parse ahead in parallel,
 // each take one of the pool's tokens.
+//
+// The blocks the merger is done with wait in free for the readers to use
+// again, whichever reader had them: as many as the tokens and two more,
+// so that a busy host, where the merger may release several blocks before
+// a reader runs again, drops none (with four places in a list of each
+// reader's, as before, a replay of row 2's log made 449 blocks for 976,
+// and each new block's 135 kB of entries was new memory, page faults and
+// the kernel's zeroing). An input the merge has not reached holds its
+// first block, and no more.
 type pool struct {
 	work   chan *block
 	tokens chan struct{}
+	free   chan *block
 }
 
 func newPool(workers int) *pool {
 	p := &pool{work: make(chan *block, workers), tokens: make(chan struct{}, 4*workers+4)}
+	p.free = make(chan *block, cap(p.tokens)+2)
 	for range cap(p.tokens) {
 		p.tokens <- struct{}{}
 	}
@@ -313,7 +362,6 @@ type reader struct {
 	in       Input
 	pool     *pool
 	order    chan *block   // the blocks in flight, in file order
-	free     chan *block   // blocks the merger is done with, for reuse
 	inflight atomic.Int32  // blocks sent and not yet released
 	reached  atomic.Bool   // the merger has released one of its blocks
 	drained  chan struct{} // the merger released the last block in flight
@@ -337,7 +385,6 @@ func newReader(in Input, p *pool) *reader {
 		pool:    p,
 		reasons: map[string]int64{},
 		order:   make(chan *block, cap(p.tokens)+1),
-		free:    make(chan *block, 4),
 		drained: make(chan struct{}, 1),
 	}
 }
@@ -378,10 +425,11 @@ func (r *reader) run(ctx context.Context, stdin io.Reader) error {
 			r.release(b)
 			break
 		}
+		full := len(b.lines) == size // b is not the reader's once sent: the pool's free list may give it to another
 		if err := r.send(ctx, b); err != nil {
 			return err
 		}
-		if len(b.lines) < size {
+		if !full {
 			break
 		}
 		size = blockLines
@@ -448,14 +496,14 @@ func (r *reader) release(b *block) {
 	clear(b.entries) // let the chunks' strings go
 	b.fields = nil
 	select {
-	case r.free <- b:
+	case r.pool.free <- b:
 	default:
 	}
 }
 
 func (r *reader) newBlock(p *parser.Parser, size int) *block {
 	select {
-	case b := <-r.free:
+	case b := <-r.pool.free:
 		clear(b.lines)
 		b.lines, b.trunc, b.entries, b.rejects = b.lines[:0], b.trunc[:0], b.entries[:0], b.rejects[:0]
 		b.parser, b.done = p, make(chan struct{})
@@ -552,15 +600,7 @@ func (c *cursor) nextRaw(ctx context.Context) (bool, error) {
 		select {
 		case b, ok = <-c.r.order:
 			if !ok {
-				// The input is done: let its blocks go.
-				for {
-					select {
-					case <-c.r.free:
-						continue
-					default:
-					}
-					return false, nil
-				}
+				return false, nil // the input is done
 			}
 		case <-ctx.Done():
 			return false, ctx.Err()
@@ -644,8 +684,9 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 	}
 	for range workers {
 		g.Go(func() error {
+			var kc rules.KeyCache // this worker's cache of user agents (ClaimOf)
 			for b := range pl.work {
-				b.parse()
+				b.parse(cfg, &kc)
 			}
 			return nil
 		})
@@ -706,9 +747,19 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 						}
 					}
 				}
-				decisions = main.Process(src, e, decisions[:0])
+				// e's claim and flags, found by its worker; not for an
+				// entry the guard held (e is then not its block's).
+				var cl rules.Claim
+				pre := !o.plain && c.b != nil && c.i < len(c.b.entries) && e == &c.b.entries[c.i]
+				if pre {
+					cl = c.b.claims[c.i]
+				}
+				decisions = main.ProcessClaimed(src, e, cl, decisions[:0])
 				rep.decide(decisions, e, main.Detector())
-				if !o.plain {
+				switch {
+				case pre:
+					rep.recordFlags(e, c.b.flags[c.i])
+				case !o.plain:
 					rep.record(e)
 				}
 				if rep.charts != nil {

@@ -263,6 +263,9 @@ func (r *Report) observe(e *parser.Entry) {
 // the charge of e hides the ring's cache miss (recent.prefetch).
 func (r *Report) record(e *parser.Entry) { r.recent.add(e) }
 
+// recordFlags is record with e's recFlags found ahead (by a parse worker).
+func (r *Report) recordFlags(e *parser.Entry, flags uint8) { r.recent.addFlags(e, flags) }
+
 // decide records the decisions that charging e made; det is the detector
 // that made them, asked for the requests a ban came after.
 func (r *Report) decide(ds []detector.Decision, e *parser.Entry, det *detector.Detector) {

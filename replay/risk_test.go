@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"slices"
@@ -335,6 +336,44 @@ func TestIsStatic(t *testing.T) {
 	} {
 		if got := isStatic(path); got != want {
 			t.Errorf("isStatic(%q) = %v, want %v", path, got, want)
+		}
+	}
+}
+
+// isStaticScan is isStatic as it was before it read only the path's end:
+// the last '.' and the last '/' of the whole path.
+func isStaticScan(path string) bool {
+	dot := strings.LastIndexByte(path, '.')
+	if dot < 0 || dot < strings.LastIndexByte(path, '/') || len(path)-dot > 6 {
+		return false
+	}
+	return staticExt(path[dot+1:])
+}
+
+// TestIsStaticAsScan checks isStatic, which reads only the path's last 6
+// bytes, against the scan of the whole path: every extension of the list in
+// mixed case, after dots and slashes, and random paths over the bytes that
+// matter.
+func TestIsStaticAsScan(t *testing.T) {
+	var paths []string
+	for _, ext := range []string{"css", "JS", "mjs", "map", "Png", "jpg", "jpeg", "gif", "webp", "avif", "svg", "ico", "bmp",
+		"woff", "WOFF2", "ttf", "otf", "eot", "mp4", "webm", "mp3", "ogg", "wav", "php", "html", "", "c", "cssx", "woff22"} {
+		for _, pre := range []string{"", "/", "/a", "/a.b/c", "/x.css/", ".", "/a/.", "/v1.2/"} {
+			paths = append(paths, pre+"."+ext, pre+ext, pre+"."+ext+"/", pre+"."+ext+"?", pre+".."+ext)
+		}
+	}
+	rnd := rand.New(rand.NewPCG(23, 7))
+	const alphabet = "./aAcCsSjJgGpPfF2"
+	for range 200000 {
+		b := make([]byte, rnd.IntN(12))
+		for i := range b {
+			b[i] = alphabet[rnd.IntN(len(alphabet))]
+		}
+		paths = append(paths, string(b))
+	}
+	for _, p := range paths {
+		if got, want := isStatic(p), isStaticScan(p); got != want {
+			t.Errorf("isStatic(%q) = %v, the whole scan says %v", p, got, want)
 		}
 	}
 }

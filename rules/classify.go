@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"math/bits"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -53,33 +54,76 @@ func (c *Config) Classify(src *Source, e *parser.Entry, dst []Charge) ([]Charge,
 type KeyCache struct {
 	ip, prefix map[netip.Addr]string
 	// agents remembers goodbots.Agent of recent user agents (good_bots):
-	// a map lookup costs less than the scan, and a log repeats its user
-	// agents. At most agentCacheSize user agents of at most
-	// MaxUserAgentKey bytes (about 2 MB), starting over when full.
-	agents map[string]agentClaim
+	// a log repeats its user agents, and a look here costs less than the
+	// scan. It is a table of agentSlots slots, two ways a set (a user
+	// agent lives in its slot or in the slot's twin, the newer of the two
+	// in the first), indexed by a hash of the text's length and five of
+	// its 8-byte words (agentHash), not of every byte, and checked by a
+	// compare of the whole text: a hash that misleads costs a miss, never a
+	// wrong answer. At most agentSlots user agents of at most
+	// MaxUserAgentKey bytes (about 2 MB); made at the first look.
+	agents []agentSlot
 }
 
-const agentCacheSize = 1 << 12
+// agentSlots is the size of KeyCache.agents.
+const agentSlots = 1 << 12
 
-type agentClaim struct {
-	name string
-	kind goodbots.Kind
+type agentSlot struct {
+	ua, name string
+	kind     goodbots.Kind
 }
 
 // agent is goodbots.Agent(ua), through the cache when there is one.
 func (k *KeyCache) agent(ua string) (string, goodbots.Kind) {
-	if k == nil || len(ua) > MaxUserAgentKey {
+	if k == nil || len(ua) > MaxUserAgentKey || ua == "" {
 		return goodbots.Agent(ua)
 	}
-	if c, ok := k.agents[ua]; ok {
-		return c.name, c.kind
+	if k.agents == nil {
+		k.agents = make([]agentSlot, agentSlots)
+	}
+	i := agentHash(ua) & (agentSlots - 1)
+	s := &k.agents[i]
+	if s.ua == ua {
+		return s.name, s.kind
+	}
+	if t := &k.agents[i^1]; t.ua == ua {
+		return t.name, t.kind
 	}
 	name, kind := goodbots.Agent(ua)
-	if k.agents == nil || len(k.agents) >= agentCacheSize {
-		k.agents = make(map[string]agentClaim, 256)
+	if s.ua != "" {
+		k.agents[i^1] = *s // the older goes to the twin slot
 	}
-	k.agents[strings.Clone(ua)] = agentClaim{name, kind}
+	*s = agentSlot{ua: strings.Clone(ua), name: name, kind: kind}
 	return name, kind
+}
+
+// agentHash hashes a user agent's length and five of its 8-byte words
+// (first, last, and three between): user agents of one log differ in
+// their versions and platforms, which these words reach, and the cost
+// stays the same for a long text.
+func agentHash(s string) uint32 {
+	n := len(s)
+	h := uint64(n) * 0x9e3779b97f4a7c15
+	if n < 8 {
+		for i := 0; i < n; i++ {
+			h = (h ^ uint64(s[i])) * 0x100000001b3
+		}
+	} else {
+		h ^= le64(s, 0)
+		h = bits.RotateLeft64(h*0x9e3779b97f4a7c15, 29) ^ le64(s, (n-8)/4)
+		h = bits.RotateLeft64(h*0x9e3779b97f4a7c15, 29) ^ le64(s, (n-8)/2)
+		h = bits.RotateLeft64(h*0x9e3779b97f4a7c15, 29) ^ le64(s, (n-8)*3/4)
+		h = bits.RotateLeft64(h*0x9e3779b97f4a7c15, 29) ^ le64(s, n-8)
+	}
+	h *= 0xff51afd7ed558ccd
+	return uint32(h >> 32)
+}
+
+// le64 is the 8 bytes of s from i, little-endian.
+func le64(s string, i int) uint64 {
+	_ = s[i+7]
+	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
 }
 
 // KeyCacheSize bounds a KeyCache: about 4 MB when full.
@@ -95,6 +139,60 @@ func (k *KeyCache) get(m *map[netip.Addr]string, a netip.Addr, build func(netip.
 	s := build(a)
 	(*m)[a] = s
 	return s
+}
+
+// Claim is what classifying an entry reads of the configuration alone,
+// found ahead (ClaimOf): where its address is in the allow list, the deny
+// list and the ranges, and what good_bots reads of its user agent
+// (goodbots.Agent: the crawler or monitor it names). Replay's parse workers
+// find it beside the line they have just read, so that the merger does
+// neither the three lookups nor read the user agent's text again. The
+// verification of a crawler's address is not in it (a DNS verifier has a
+// cache of its own). The zero Claim is none found: classifying looks
+// itself.
+type Claim struct {
+	name  string
+	kind  goodbots.Kind
+	found bool
+	list  uint8 // claimAllowed, claimDenied or claimRange: the first that holds
+	rng   int32 // with claimRange: the range's index (ranges.Lookup)
+}
+
+// Claim.list.
+const (
+	claimAllowed uint8 = 1 + iota
+	claimDenied
+	claimRange
+)
+
+// ClaimOf returns e's Claim under c, through k's cache of user agents. k is
+// the caller's own (a KeyCache is used by one goroutine); a worker's may
+// be another than the classifying pipeline's.
+func (c *Config) ClaimOf(k *KeyCache, e *parser.Entry) Claim {
+	cl := Claim{found: true}
+	switch a := e.IP; {
+	case c.allow.Contains(a):
+		cl.list = claimAllowed
+		return cl
+	case c.deny.Contains(a):
+		cl.list = claimDenied
+		return cl
+	default:
+		if ri, ok := c.ranges.Lookup(a); ok {
+			cl.list, cl.rng = claimRange, int32(ri)
+			return cl // classifying reads no user agent
+		}
+	}
+	if c.bots != nil && e.Has&parser.HasUserAgent != 0 {
+		cl.name, cl.kind = k.agent(e.UserAgent)
+	}
+	return cl
+}
+
+// ClassifyClaimed is ClassifyKeys with e's Claim found ahead (ClaimOf under
+// c, or the zero Claim): the same charges and verdict.
+func (c *Config) ClassifyClaimed(kcache *KeyCache, src *Source, e *parser.Entry, cl Claim, dst []Charge) ([]Charge, Verdict) {
+	return c.classify(keyCache{cache: kcache, noText: true, claim: cl}, src, e, dst)
 }
 
 // ClassifyCached is Classify with a KeyCache (nil: none).
@@ -113,10 +211,23 @@ func (c *Config) ClassifyKeys(kcache *KeyCache, src *Source, e *parser.Entry, ds
 func (c *Config) classify(kc keyCache, src *Source, e *parser.Entry, dst []Charge) ([]Charge, Verdict) {
 	kcache := kc.cache
 	a := e.IP
-	if c.allow.Contains(a) {
-		return dst, VerdictAllowed
+	cl := kc.claim
+	if !cl.found {
+		switch {
+		case c.allow.Contains(a):
+			cl.list = claimAllowed
+		case c.deny.Contains(a):
+			cl.list = claimDenied
+		default:
+			if ri, ok := c.ranges.Lookup(a); ok {
+				cl.list, cl.rng = claimRange, int32(ri)
+			}
+		}
 	}
-	if c.deny.Contains(a) {
+	switch cl.list {
+	case claimAllowed:
+		return dst, VerdictAllowed
+	case claimDenied:
 		return dst, VerdictDenied
 	}
 	if src != nil && (src.Index >= len(c.Sources) || c.Sources[src.Index] != src) {
@@ -133,8 +244,8 @@ func (c *Config) classify(kc keyCache, src *Source, e *parser.Entry, dst []Charg
 	if e.Has&parser.HasDuration != 0 {
 		dur = e.Duration
 	}
-	if ri, ok := c.ranges.Lookup(a); ok {
-		rg := &c.rangeDefs[ri]
+	if cl.list == claimRange {
+		rg := &c.rangeDefs[cl.rng]
 		switch rg.mode {
 		case rangeNone:
 			return dst, VerdictExempt
@@ -157,7 +268,11 @@ func (c *Config) classify(kc keyCache, src *Source, e *parser.Entry, dst []Charg
 	var claims string
 	if c.bots != nil && e.Has&parser.HasUserAgent != 0 {
 		// Only a user agent that claims a crawler pays for a range lookup.
-		if name, kind := kcache.agent(e.UserAgent); kind == goodbots.Crawler {
+		name, kind := cl.name, cl.kind
+		if !cl.found {
+			name, kind = kcache.agent(e.UserAgent)
+		}
+		if kind == goodbots.Crawler {
 			if c.bots.Verify(a, name) == goodbots.Verified {
 				return append(dst, Charge{Rule: c.Rules[c.botsRule], Key: c.botKeys[name], Addr: a, CPU: cpu, Duration: dur}), VerdictCharged
 			}
@@ -193,6 +308,7 @@ type keyCache struct {
 	ipF, prefixF   FixedKey
 	cache          *KeyCache
 	noText         bool
+	claim          Claim // the entry's, when found ahead (ClassifyClaimed)
 }
 
 func (kc *keyCache) ipKey(c *Config, e *parser.Entry) {

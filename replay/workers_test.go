@@ -1,0 +1,99 @@
+package replay
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/logjail/logjail/goodbots"
+)
+
+// TestWorkersFindAsMerger replays a log with crawlers (Googlebot from
+// Google's published range, so verified and charged to range:googlebot
+// under good_bots, and from an address of ours, a claim only), browsers
+// loading static files in bursts, a flood of 404s, an outlier line and a
+// real jump in time (entries the guard holds, whose claims and flags the
+// merger finds itself), once with the user-agent claims and the recent
+// ring's flags found by the parse workers (block.claims, block.flags) and
+// once found by the merger (Options.plain): the same report, every
+// decision, key, explanation and risky ban included.
+func TestWorkersFindAsMerger(t *testing.T) {
+	const googlebot = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
+	var ls []string
+	sec := 0.0
+	for i := range 40_000 {
+		sec = float64(i) / 200
+		if i == 20_000 {
+			// An outlier (an hour ahead, then back): held, not charged.
+			ls = append(ls, req("203.0.113.77", sec+3600, "/x.css", 200, browserUA))
+		}
+		if i >= 10_000 && i < 10_060 {
+			// A browser loading a heavy page: banned by flood, a risky burst.
+			ls = append(ls, req("198.51.100.250", sec, fmt.Sprintf("/static/%d.woff2", i), 200, browserUA))
+		}
+		switch i % 8 {
+		case 0:
+			ls = append(ls, req(fmt.Sprintf("66.249.66.%d", 1+i/8%3), sec, fmt.Sprintf("/p/%d", i), 200, googlebot))
+		case 1:
+			ls = append(ls, req("203.0.113.50", sec, fmt.Sprintf("/p/%d", i), 200, googlebot))
+		case 2:
+			ls = append(ls, req(fmt.Sprintf("198.51.100.%d", i/8%40), sec, "/static/app.JS", 304, browserUA))
+		case 3:
+			ls = append(ls, req(fmt.Sprintf("198.51.100.%d", 100+i/8%20), sec, "/wp-login.php", 404, "curl/8.5.0"))
+		default:
+			ls = append(ls, req(fmt.Sprintf("2001:db8:%x::1", i%997), sec, "/index.html", 200, fmt.Sprintf("%s v%d", browserUA, i%50)))
+		}
+	}
+	// A real jump: three hours later the log goes on (the first line after
+	// the gap is held, then released by the next).
+	for i := range 200 {
+		ls = append(ls, req(fmt.Sprintf("198.51.100.%d", 200+i%10), sec+3*3600+float64(i)/10, "/img/a.png", 200, googlebot))
+	}
+	log := writeLog(t, ls)
+	cfg := parseConfig(t, `
+sources: [{name: web, paths: [/var/log/access.log], format: combined, timezone: UTC}]
+good_bots: {limits: ["20 per 10s"], ban: {for: 1m}}
+rules:
+  - name: flood
+    limits: ["20 per 10s"]
+    ban: {for: 20s}
+  - name: scanners
+    match: {status: '^4'}
+    limits: ["10 per 60s"]
+    ban: {for: 1m}
+`)
+	kind := func(ua string) (string, string) {
+		name, k := goodbots.Agent(ua)
+		switch k {
+		case goodbots.Crawler:
+			return name, "crawler"
+		case goodbots.Monitor:
+			return name, "monitor"
+		}
+		return "", ""
+	}
+	workers := replayOne(t, cfg, log, Options{AgentKind: kind})
+	merger := replayOne(t, cfg, log, Options{AgentKind: kind, plain: true})
+	a, err := json.Marshal(workers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(merger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(a), "range:googlebot") || workers.Input.Outliers == 0 ||
+		!strings.Contains(string(a), `"kind":"burst"`) || !strings.Contains(string(a), `"kind":"crawler"`) {
+		t.Fatalf("%d outliers, report %.2000s: the test does not reach the paths it checks (range:googlebot, a burst, a crawler)", workers.Input.Outliers, a)
+	}
+	if string(a) != string(b) {
+		for i := range min(len(workers.Decisions), len(merger.Decisions)) {
+			if x, y := fmt.Sprint(workers.Decisions[i]), fmt.Sprint(merger.Decisions[i]); x != y {
+				t.Fatalf("decision %d found by the workers: %s; by the merger: %s", i, x, y)
+			}
+		}
+		t.Fatalf("the reports differ (%d and %d decisions, %d and %d risky bans)",
+			len(workers.Decisions), len(merger.Decisions), len(workers.Risky), len(merger.Risky))
+	}
+}

@@ -1,0 +1,115 @@
+package rules
+
+import (
+	"math/rand/v2"
+	"net/netip"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/logjail/logjail/goodbots"
+	"github.com/logjail/logjail/parser"
+)
+
+// TestAgentCacheAsAgent checks the user-agent cache of a KeyCache against
+// goodbots.Agent itself: crawlers, monitors and browsers, versions that
+// differ in one byte only, short and overlong texts, and user agents forced
+// into the same set of slots (three for two ways), in a random order long
+// enough to evict and refill every slot many times.
+func TestAgentCacheAsAgent(t *testing.T) {
+	base := []string{
+		"Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+		"Googlebot/2.1 (+http://www.google.com/bot.html)",
+		"Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)",
+		"Mozilla/5.0 (compatible; DuckDuckBot-Https/1.1; https://duckduckgo.com/duckduckbot)",
+		"Mozilla/5.0+(compatible; UptimeRobot/2.0; http://www.uptimerobot.com/)",
+		"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36",
+		"curl/8.5.0", "x", "", "bingbot", "Googlebo", "Googlebot",
+		string(make([]byte, MaxUserAgentKey+1)),
+	}
+	// One byte changed anywhere, so that texts differ between the words
+	// the hash reads.
+	var uas []string
+	for _, ua := range base {
+		uas = append(uas, ua)
+		for i := 0; i < len(ua); i += 3 {
+			b := []byte(ua)
+			b[i] ^= 0x20
+			uas = append(uas, string(b))
+		}
+	}
+	// Three texts of one set of slots, found by trying versions.
+	sets := map[uint32][]string{}
+	for v := 0; ; v++ {
+		ua := "Mozilla/5.0 (compatible; Googlebot/2.1; probe " + string(rune('a'+v%26)) + string(rune('a'+v/26%26)) + string(rune('a'+v/676%26)) + ")"
+		set := agentHash(ua) & (agentSlots - 1) &^ 1
+		sets[set] = append(sets[set], ua)
+		if len(sets[set]) == 3 {
+			uas = append(uas, sets[set]...)
+			break
+		}
+	}
+	want := map[string][2]any{}
+	for _, ua := range uas {
+		name, kind := goodbots.Agent(ua)
+		want[ua] = [2]any{name, kind}
+	}
+	rnd := rand.New(rand.NewPCG(15, 23))
+	var kc KeyCache
+	for n := range 300000 {
+		ua := uas[rnd.IntN(len(uas))]
+		if n%7 == 0 {
+			ua = uas[len(uas)-1-n/7%3] // the three of one set, in turn
+		}
+		name, kind := kc.agent(ua)
+		if w := want[ua]; name != w[0] || kind != w[1] {
+			t.Fatalf("look %d: agent(%q) = %q, %v; goodbots.Agent says %q, %v", n, ua, name, kind, w[0], w[1])
+		}
+	}
+	if len(kc.agents) != agentSlots {
+		t.Errorf("%d slots, want %d", len(kc.agents), agentSlots)
+	}
+}
+
+// TestClassifyClaimedAsKeys checks ClassifyClaimed, given the Claim that
+// ClaimOf found through another KeyCache (as replay's parse workers do),
+// against ClassifyKeys: the same charges and verdict for addresses in the
+// allow list, the deny list and each kind of range (a group with limits,
+// none, banned, one keyed by prefix), crawlers from their published ranges
+// and from elsewhere, other bots, users, statuses and sources, under a
+// configuration with good_bots and one without.
+func TestClassifyClaimedAsKeys(t *testing.T) {
+	addrs := []string{"198.51.100.10", "2001:db8:aaaa::5", "203.0.113.66", "198.51.100.7", "203.0.113.130",
+		"203.0.113.195", "203.0.113.201", "203.0.113.20", "2001:db8:bbbb::9", "66.249.66.1", "157.55.39.1",
+		"192.0.2.44", "2001:db8:1:2::3", "::ffff:192.0.2.45"}
+	uas := []string{"", "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+		"Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)", "SomeBot/1.0", "Mozilla/5.0 (X11; Linux x86_64)"}
+	for _, cfgText := range []string{classifyConfig, classifyConfig + "good_bots: {limits: [\"5 per second\"]}\n"} {
+		c := mustParse(t, cfgText, testOptions)
+		var merger, worker KeyCache
+		n := 0
+		for _, src := range append(c.Sources, nil) {
+			for _, a := range addrs {
+				for i, ua := range uas {
+					e := parser.Entry{IP: netip.MustParseAddr(a), Time: time.Unix(1700000000, 0), Method: "POST", Path: "/login",
+						Status: 403 + i%2, Has: parser.HasMethod | parser.HasPath | parser.HasStatus}
+					if ua != "" {
+						e.UserAgent, e.Has = ua, e.Has|parser.HasUserAgent
+					}
+					if i%2 == 1 {
+						e.User, e.Has = "u"+a, e.Has|parser.HasUser
+					}
+					want, wv := c.ClassifyKeys(&merger, src, &e, nil)
+					got, gv := c.ClassifyClaimed(&merger, src, &e, c.ClaimOf(&worker, &e), nil)
+					if !reflect.DeepEqual(want, got) || wv != gv {
+						t.Fatalf("%s %q: verdict %v, claimed %v; charges\n%+v\nclaimed\n%+v", a, ua, wv, gv, want, got)
+					}
+					n += len(want)
+				}
+			}
+		}
+		if n == 0 {
+			t.Fatal("no charge at all: the test checks nothing")
+		}
+	}
+}
