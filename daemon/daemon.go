@@ -14,9 +14,10 @@
 // they need of it (the sources) before.
 //
 // Goroutines, all under one errgroup and one context: one follower per
-// source (package follow) sends batches of whole lines; a dispatcher hands
-// each batch to the parsing workers (one per core) and, in arrival order,
-// to the decider; the decider alone owns the detector, the pipeline and the
+// source (package follow) sends batches of whole lines to its source's
+// parsing goroutine, which parses them where they were read and sends them
+// on to the decider (stages.go, follow); the decider alone owns the
+// detector, the pipeline and the
 // checkpoint writer: it processes the parsed batches in the order they
 // arrived, records the decisions and the positions, checkpoints on the
 // `checkpoint` interval and runs the cleaner on its schedule. Every channel
@@ -99,7 +100,7 @@
 // snapshot swapped atomically, without a lock; /v1/throttle reads the
 // detector under d.mu. The decider charges a batch in slices of
 // sliceLines (256) entries and releases d.mu and yields between them, and
-// the parse workers yield between slices too: a reader waits at most one
+// the parsing goroutines yield between slices too: a reader waits at most one
 // slice (about 0.5 ms), not a batch of 512 lines, and the order of the
 // decisions is that of the lines, as before. Yielding alone does not
 // bound /auth on one core: with one P (GOMAXPROCS 1, under taskset or a
@@ -112,6 +113,17 @@
 // in the network poller, the kernel wakes its thread when a request
 // arrives and shares the core between the two threads. The figures are
 // in docs/performance.md.
+//
+// A line's cost (issue 23, part LIVE; docs/performance.md, "Live against
+// replay, round 3"). Each source's batches are parsed on a goroutine of
+// the source's own, next to its follower, and go to the decider parsed:
+// two hand-offs a batch instead of a dispatcher's and a worker pool's five
+// (stages.go, follow). Once the detector's key table is large enough to
+// take them (pipeline.Pipeline.Prefetching), the batch loop gives
+// pipeline.Pipeline.Prefetch the next three entries before each charge,
+// as replay's merger does: hints that change no decision
+// (TestHintsChangeNothing, Options.plain). The newest line's time of each
+// source costs no map look-up for most lines (decider.newest).
 //
 // Boundaries: It owns `logjail run`: the stages that wire every other
 // package together. It must not hold logic another package owns: each stage
@@ -187,6 +199,9 @@ type Options struct {
 	// Verifier verifies crawlers under good_bots: {verify: dns}. nil: one
 	// with the system's resolver, for the daemon's life.
 	Verifier *goodbots.Verifier
+	// plain turns the batch loop's hints off (TestHintsChangeNothing): no
+	// pipeline.Pipeline.Prefetch, as before the hints.
+	plain bool
 }
 
 // DBPath is the database of a configuration: logjail.db in its state_dir.
@@ -201,7 +216,6 @@ type parsed struct {
 	lines    []int32 // index in batch.Lines of each entry
 	rejected int
 	firstErr error // why the first rejected line was rejected
-	done     chan struct{}
 }
 
 // startActions builds the configured actions and starts them from the
@@ -239,11 +253,6 @@ func startActions(cfg *rules.Config, db state.BanReader, log *slog.Logger, now f
 	return m, allowed, nil
 }
 
-type sourceBatch struct {
-	src *rules.Source
-	b   follow.Batch
-}
-
 // compile builds a source's parser; `format: auto` looks at the first batch.
 func compile(src *rules.Source, b follow.Batch) (*parser.Parser, error) {
 	po := src.Parser
@@ -265,8 +274,8 @@ func compile(src *rules.Source, b follow.Batch) (*parser.Parser, error) {
 	return p, nil
 }
 
+// parse parses p's lines into its entries.
 func (p *parsed) parse() {
-	defer close(p.done)
 	if p.parser == nil { // no format could be chosen: every line is rejected
 		p.rejected, p.firstErr = len(p.batch.Lines), errors.New("no format reads these lines")
 		return
@@ -337,6 +346,7 @@ type decider struct {
 	rejectLogged map[string]time.Time
 	started      time.Time            // wall time the daemon started, for status
 	lastLine     map[string]time.Time // log time of the newest line read, by source
+	newestSrc    *rules.Source        // the source whose newest line is d.last; nil: none known (charge)
 	// guards are the neighbour rule's state by followed path; clocks count
 	// the lines not charged for their time, by source (pipeline's doc,
 	// "One line cannot move the clock").
@@ -440,11 +450,6 @@ func (d *decider) run(ctx context.Context, ordered <-chan *parsed, reload <-chan
 			if !ok {
 				return d.stop()
 			}
-			select {
-			case <-p.done:
-			case <-ctx.Done():
-				return d.stop()
-			}
 			d.mu.Lock()
 			d.batch(p)
 			d.mu.Unlock()
@@ -520,9 +525,20 @@ func (d *decider) batch(p *parsed) {
 	var future int64
 	var firstFuture time.Time
 	decided := false
+	hints := !d.o.plain && d.p.Prefetching()
 	for i := range p.entries {
 		if i > 0 && i%sliceLines == 0 {
 			d.yield()
+		}
+		if hints {
+			// Hints for the next entries (pipeline.Pipeline.Prefetch, as
+			// replay's merger gives them): their key slots, records and
+			// states load while this one is charged. They change nothing.
+			for a := range 3 {
+				if j := i + 1 + a; j < len(p.entries) {
+					d.p.Prefetch(&p.entries[j], a)
+				}
+			}
 		}
 		e := &p.entries[i]
 		if e.Time.Sub(now) > d.cfg.Future {
@@ -585,7 +601,7 @@ func (d *decider) batch(p *parsed) {
 	}
 }
 
-// sliceLines is how many lines a parsing worker parses, and how many
+// sliceLines is how many lines a parsing goroutine parses, and how many
 // entries the decider charges, before it lets the other goroutines run
 // (issue 23): on one core (GOMAXPROCS 1) a goroutine the endpoint woke
 // waits at most one slice (about 0.5 ms of parsing or charging), not a
@@ -618,13 +634,22 @@ func (d *decider) decided() {
 func (d *decider) charge(src *rules.Source, e *parser.Entry, now time.Time) bool {
 	d.src = src.Name
 	d.out = d.p.Process(src, e, d.out[:0])
-	if e.Time.After(d.last) {
-		d.last = e.Time
-	}
-	if e.Time.After(d.lastLine[src.Name]) {
-		d.lastLine[src.Name] = e.Time
-	}
+	d.newest(src, e.Time)
 	return d.local(src.Name, now)
+}
+
+// newest notes a line of src at log time t: d.last is the newest line's
+// time, lastLine each source's. Most lines cost no look-up in lastLine:
+// while src's newest line is the newest of all (newestSrc), a line no
+// newer than d.last is no newer than src's (TestNewestAsMaps).
+func (d *decider) newest(src *rules.Source, t time.Time) {
+	if t.After(d.last) {
+		d.last = t
+		d.lastLine[src.Name] = t
+		d.newestSrc = src
+	} else if src != d.newestSrc && t.After(d.lastLine[src.Name]) {
+		d.lastLine[src.Name] = t
+	}
 }
 
 // before is the position of path just before line i of p's batch: where

@@ -28,7 +28,7 @@ type spares struct {
 }
 
 // newSpares keeps up to n batches' memory: as many as can be in flight
-// between the dispatcher and the decider, so that in a steady state no
+// between the followers and the decider, so that in a steady state no
 // batch is allocated.
 func newSpares(n int) *spares {
 	return &spares{parsed: make(chan *parsed, n), lines: make(chan []follow.Line, n)}

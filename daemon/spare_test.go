@@ -13,7 +13,7 @@ import (
 )
 
 // fill gives p a batch of n lines of file source src, each entry and line
-// marked with id, as the dispatcher and a parse worker would.
+// marked with id, as a source's parsing goroutine would.
 func fill(p *parsed, src *rules.Source, id, n int) {
 	p.src = src
 	for i := range n {
@@ -37,7 +37,7 @@ func intact(t *testing.T, p *parsed, id, n int) {
 }
 
 // TestSparesNeverInUse: the free list hands out a batch's memory again
-// only once the decider has put it back. A dispatcher takes batches from
+// only once the decider has put it back. A parsing goroutine takes batches from
 // it and fills them; a decider keeps the last few (as the daemon's
 // channels hold batches in flight), checks every batch it holds on each
 // new one, and puts back the oldest: memory handed out while still held
@@ -127,7 +127,7 @@ func TestSparesPutClears(t *testing.T) {
 }
 
 // BenchmarkParseBatch: a batch of 512 combined lines parsed as the
-// daemon's workers parse it, its memory new for each batch (spare=false,
+// daemon's parsing goroutine parses it, its memory new for each batch (spare=false,
 // as before spares) or put back after it (spare=true); allocs/op and B/op
 // are a batch's.
 func BenchmarkParseBatch(b *testing.B) {
@@ -152,7 +152,7 @@ func BenchmarkParseBatch(b *testing.B) {
 				if spare {
 					p = s.get()
 				}
-				p.src, p.parser, p.batch, p.done = src, pr, follow.Batch{Lines: lines}, make(chan struct{})
+				p.src, p.parser, p.batch = src, pr, follow.Batch{Lines: lines}
 				p.parse()
 				if len(p.entries) != len(lines) {
 					b.Fatalf("%d entries: %v", len(p.entries), p.firstErr)

@@ -259,48 +259,49 @@ func (d *decider) reloads() <-chan struct{} {
 	return ch
 }
 
-// parseWorkers is how many goroutines parse lines: one per core.
-func parseWorkers() int { return max(1, runtime.GOMAXPROCS(0)) }
-
-// startSources starts, in g, one follower per source, the dispatcher and
-// the parsing workers; it returns the parsed batches in arrival order.
+// startSources starts, in g, one follower per source, each with the
+// goroutine that parses its batches; it returns the parsed batches in the
+// order they were parsed.
 func (d *decider) startSources(gctx context.Context, g *errgroup.Group) <-chan *parsed {
 	// The sources are the configuration's at start: a reload keeps them
 	// (they take a restart), and the decider alone reads d.cfg from now on.
 	sources := d.cfg.Sources
-	workers := parseWorkers()
-	batches := make(chan sourceBatch, 2*len(sources)+workers)
-	work := make(chan *parsed, workers)
-	ordered := make(chan *parsed, 2*workers+2)
-	// As many batches as can be in flight: the channels', one each
-	// worker and the decider holds, the dispatcher's, each follower's.
-	d.spare = newSpares(cap(batches) + cap(work) + cap(ordered) + workers + 2 + len(sources))
+	ordered := make(chan *parsed, 2*len(sources)+2)
+	// As many batches as can be in flight: the channel's, the one the
+	// decider holds, one being parsed and one being read each source.
+	d.spare = newSpares(cap(ordered) + 1 + 2*len(sources))
 
 	followCtx, stopFollowing := context.WithCancel(gctx)
 	d.undo(stopFollowing)
 	d.stopFollowing = stopFollowing
 	g.Go(func() error {
-		err := d.follow(followCtx, sources, batches)
+		defer close(ordered)
+		err := d.follow(followCtx, sources, ordered)
 		if errors.Is(err, context.Canceled) {
 			return nil
 		}
 		return err
 	})
-	g.Go(func() error { return d.dispatch(gctx, batches, work, ordered) })
-	for range workers {
-		g.Go(func() error {
-			for p := range work {
-				p.parse()
-			}
-			return nil
-		})
-	}
 	return ordered
 }
 
-// follow follows the sources, one follower each, sending their batches on
-// batches until ctx is done.
-func (d *decider) follow(ctx context.Context, sources []*rules.Source, batches chan<- sourceBatch) error {
+// follow follows the sources, one follower each, and parses each
+// source's batches in their order, on a goroutine of the source's own,
+// sending them on ordered until ctx is done.
+//
+// A batch is parsed where it was read (issue 23, part LIVE): the follower
+// hands it to its source's parsing goroutine, which sends it, parsed, to
+// the decider; two hand-offs a batch. Until then a dispatcher took every
+// source's batches and handed each to a pool of parsing workers (one per
+// core) and, in arrival order, to the decider, which waited for it to be
+// parsed: five hand-offs a batch, a thread woken for most, and each
+// batch's lines read on another core than the one that had just copied
+// them. One goroutine a source parses as fast as the decider charges
+// (parsing is a third of a line's cost), so a catch-up is no slower. The
+// decisions and their order are the same: a source's batches reach the
+// decider in their order, and two sources' batches interleave as they
+// were read, as before.
+func (d *decider) follow(ctx context.Context, sources []*rules.Source, ordered chan<- *parsed) error {
 	var followers errgroup.Group
 	for _, src := range sources {
 		out := make(chan follow.Batch)
@@ -315,14 +316,31 @@ func (d *decider) follow(ctx context.Context, sources []*rules.Source, batches c
 			}, out)
 		})
 		followers.Go(func() error {
+			var pr *parser.Parser
 			for {
+				var b follow.Batch
 				select {
-				case b := <-out:
-					select {
-					case batches <- sourceBatch{src, b}:
-					case <-ctx.Done():
-						return nil
+				case b = <-out:
+				case <-ctx.Done():
+					return nil
+				}
+				if pr == nil {
+					pr = d.compile(src, b)
+				}
+				if pr != nil {
+					// A format's directives (W3C's #Fields:) are noted in
+					// file order, so that each line is read with the
+					// columns in force at its place (parser.Parser.Directive;
+					// a no-op for other formats).
+					for _, l := range b.Lines {
+						pr.Directive(l.Text, int(l.Line))
 					}
+				}
+				p := d.spare.get()
+				p.src, p.parser, p.batch = src, pr, b
+				p.parse()
+				select {
+				case ordered <- p:
 				case <-ctx.Done():
 					return nil
 				}
@@ -332,54 +350,17 @@ func (d *decider) follow(ctx context.Context, sources []*rules.Source, batches c
 	return followers.Wait()
 }
 
-// dispatch parses in parallel and decides in arrival order: it hands each
-// batch to the workers (work) and, in the order they came, to the decider
-// (ordered).
-func (d *decider) dispatch(ctx context.Context, batches <-chan sourceBatch, work, ordered chan<- *parsed) error {
-	defer close(work)
-	defer close(ordered)
-	parsers := map[*rules.Source]*parser.Parser{}
-	for {
-		var sb sourceBatch
-		select {
-		case sb = <-batches:
-		case <-ctx.Done():
-			return nil
-		}
-		pr := parsers[sb.src]
-		if pr == nil {
-			var err error
-			if pr, err = compile(sb.src, sb.b); err != nil {
-				// `format: auto` read nothing it knows in these lines:
-				// they are rejected, and the next batch is tried.
-				d.log.Error("format", "source", sb.src.Name, "path", sb.b.Path, "lines", len(sb.b.Lines), "err", err)
-			} else {
-				parsers[sb.src] = pr
-				d.log.Info("format", "source", sb.src.Name, "format", pr.Name())
-			}
-		}
-		if pr != nil {
-			// The batches are parsed on several goroutines: a format's
-			// directives (W3C's #Fields:) are noted here, in file order,
-			// so that each line is read with the columns in force at its
-			// place (parser.Parser.Directive; a no-op for other formats).
-			for _, l := range sb.b.Lines {
-				pr.Directive(l.Text, int(l.Line))
-			}
-		}
-		p := d.spare.get()
-		p.src, p.parser, p.batch, p.done = sb.src, pr, sb.b, make(chan struct{})
-		select {
-		case ordered <- p:
-		case <-ctx.Done():
-			return nil
-		}
-		select {
-		case work <- p:
-		case <-ctx.Done():
-			return nil
-		}
+// compile builds src's parser for its batch b, or nil when `format: auto`
+// reads nothing it knows in b's lines: they are rejected, and the next
+// batch is tried.
+func (d *decider) compile(src *rules.Source, b follow.Batch) *parser.Parser {
+	pr, err := compile(src, b)
+	if err != nil {
+		d.log.Error("format", "source", src.Name, "path", b.Path, "lines", len(b.Lines), "err", err)
+		return nil
 	}
+	d.log.Info("format", "source", src.Name, "format", pr.Name())
+	return pr
 }
 
 // serve starts, in g, the control socket's server, the decider's own
@@ -421,7 +402,7 @@ func (d *decider) serve(gctx context.Context, g *errgroup.Group, ordered <-chan 
 	if d.o.Hooks.Ready != nil {
 		d.o.Hooks.Ready()
 	}
-	d.log.Info("following", "sources", sources, "workers", parseWorkers())
+	d.log.Info("following", "sources", sources)
 }
 
 // drain waits for the goroutines of g: the decider's took the last

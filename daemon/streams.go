@@ -12,7 +12,7 @@ import (
 // until ctx is done, sending its batches on out: a journald source from
 // just after its saved cursor (its position, stream.JournaldPath), a
 // syslog source from what arrives once it listens (it has no catch-up).
-// Their batches go through the same dispatcher, guard, pipeline and
+// Their batches go through the same parsing, guard, pipeline and
 // checkpoints as a file's; the position saved for a journald batch holds
 // its cursor (follow.Batch.After).
 func (d *decider) readStream(ctx context.Context, src *rules.Source, out chan<- follow.Batch) error {

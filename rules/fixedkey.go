@@ -2,6 +2,7 @@ package rules
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"net/netip"
 	"strings"
 )
@@ -97,15 +98,106 @@ func (k FixedKey) Addr() netip.Addr {
 // AppendText appends k's text to b: the address for a whole address, else
 // the prefix ("203.0.113.0/24", "2001:db8:1:2::/64"), as IPKey and
 // PrefixKey write them. The zero key appends nothing.
+//
+// The text is written from k's words, byte for byte what netip.Addr's and
+// netip.Prefix's AppendTo write for k's address and prefix (RFC 5952: the
+// groups in lower-case hexadecimal without leading zeros, the longest run
+// of two or more zero groups, the first of equal ones, as "::"; an
+// IPv4-mapped address as ::ffff: and its dotted quad), without making the
+// netip.Addr (issue 23: a checkpoint writes the text of every key it
+// holds, and netip's formatting was most of its cost).
+// TestAppendTextAsNetip holds it to netip's on millions of random keys.
 func (k FixedKey) AppendText(b []byte) []byte {
-	a := k.Addr()
-	if !a.IsValid() {
+	switch k.Fam {
+	case 4:
+		b = appendAddr4(b, uint32(k.Lo))
+	case 6:
+		b = appendAddr6(b, k.Hi, k.Lo)
+	default:
 		return b
 	}
-	if !k.Multi() {
-		return a.AppendTo(b)
+	if k.Multi() {
+		b = append(b, '/')
+		b = appendDecimal(b, k.Bits)
 	}
-	return netip.PrefixFrom(a, int(k.Bits)).AppendTo(b)
+	return b
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendDecimal appends x in decimal.
+func appendDecimal(b []byte, x uint8) []byte {
+	if x >= 100 {
+		b = append(b, hexDigits[x/100])
+	}
+	if x >= 10 {
+		b = append(b, hexDigits[x/10%10])
+	}
+	return append(b, hexDigits[x%10])
+}
+
+// appendAddr4 appends the IPv4 address v as a dotted quad.
+func appendAddr4(b []byte, v uint32) []byte {
+	b = appendDecimal(b, uint8(v>>24))
+	b = append(b, '.')
+	b = appendDecimal(b, uint8(v>>16))
+	b = append(b, '.')
+	b = appendDecimal(b, uint8(v>>8))
+	b = append(b, '.')
+	return appendDecimal(b, uint8(v))
+}
+
+// appendAddr6 appends the IPv6 address hi:lo (hi its first 64 bits) as
+// netip.Addr.AppendTo writes it.
+func appendAddr6(b []byte, hi, lo uint64) []byte {
+	if hi == 0 && lo>>32 == 0xffff {
+		return appendAddr4(append(b, "::ffff:"...), uint32(lo))
+	}
+	var g [8]uint16
+	var zero uint8 // bit i: group i is 0
+	for i := range 4 {
+		g[i], g[4+i] = uint16(hi>>(48-16*i)), uint16(lo>>(48-16*i))
+	}
+	for i, v := range g {
+		if v == 0 {
+			zero |= 1 << i
+		}
+	}
+	// The longest run of two or more zero groups, the first of equal
+	// ones: none when start is 8.
+	start, n := 8, 1
+	for i := 0; i < 8; {
+		if zero>>i&1 == 0 {
+			i++
+			continue
+		}
+		l := bits.TrailingZeros8(^(zero >> i)) // the run of zero groups at i
+		if l > n {
+			start, n = i, l
+		}
+		i += l
+	}
+	var buf [39]byte // "ffff:" seven times and "ffff"
+	w := 0
+	for i := 0; i < 8; i++ {
+		if i == start {
+			buf[w], buf[w+1] = ':', ':'
+			w += 2
+			if i += n; i >= 8 {
+				break
+			}
+		} else if i > 0 {
+			buf[w] = ':'
+			w++
+		}
+		v := g[i]
+		for s := (bits.Len16(v|1) + 3) / 4 * 4; s > 0; {
+			s -= 4
+			buf[w] = hexDigits[v>>s&0xf]
+			w++
+		}
+	}
+	return append(b, buf[:w]...)
 }
 
 // String returns k's text (AppendText).

@@ -152,3 +152,122 @@ rules:
 		t.Errorf("ClassifyKeys of a new address: %v allocations, want 0", allocs)
 	}
 }
+
+// netipText is what AppendText wrote before it formatted the words itself
+// (issue 23): netip's text of k's address, or of its prefix.
+func netipText(k FixedKey) string {
+	a := k.Addr()
+	if !a.IsValid() {
+		return ""
+	}
+	if !k.Multi() {
+		return a.String()
+	}
+	return netip.PrefixFrom(a, int(k.Bits)).String()
+}
+
+// randomWords returns 128 bits whose 16-bit groups are each zero, 0xffff,
+// one small value or random, so that every shape of zero run (none, one,
+// two equal, at either end, all) comes up often; and, one time in eight,
+// an IPv4-mapped address.
+func randomWords(rng *rand.Rand) (hi, lo uint64) {
+	var w [2]uint64
+	for i := range 8 {
+		var g uint64
+		switch rng.IntN(4) {
+		case 0: // zero
+		case 1:
+			g = 0xffff
+		case 2:
+			g = uint64(rng.IntN(0x120))
+		default:
+			g = uint64(rng.Uint32() & 0xffff)
+		}
+		w[i/4] |= g << (48 - 16*(i%4))
+	}
+	if rng.IntN(8) == 0 {
+		w[0], w[1] = 0, 0xffff<<32|uint64(rng.Uint32())
+	}
+	return w[0], w[1]
+}
+
+// TestAppendTextAsNetip: AppendText writes netip's text byte for byte on
+// 2,000,000 random keys (v4, v6 and IPv4-mapped; whole addresses and
+// prefixes of every length, masked as the key table holds them), and on
+// the edge cases by name; and appends to what b holds.
+func TestAppendTextAsNetip(t *testing.T) {
+	for _, s := range []string{"::", "::1", "1::", "::ffff:0.0.0.0", "::ffff:255.255.255.255", "::fffe:1.2.3.4",
+		"0:0:1::", "1:0:0:1::", "1::1:0:0:1", "1:0:0:1:0:0:1:0", "1:0:1:0:1:0:1:0", "1:2:3:4:5:6:7:8",
+		"ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "0.0.0.0", "255.255.255.255", "10.0.0.1", "::1.2.3.4"} {
+		a := netip.MustParseAddr(s)
+		for bits := 0; bits <= a.BitLen(); bits++ {
+			k := mappedKey(a, bits)
+			if a.Is4() {
+				k = fixedKeyOf(a, bits)
+			}
+			if got, want := k.String(), netipText(k); got != want {
+				t.Fatalf("%s /%d: %q, netip writes %q", s, bits, got, want)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(23, 5))
+	n := 2_000_000
+	if testing.Short() {
+		n = 200_000
+	}
+	buf := []byte("key=")
+	for i := range n {
+		var k FixedKey
+		if i%4 == 0 {
+			bits := 32
+			if i%8 == 0 {
+				bits = rng.IntN(33)
+			}
+			k = fixedKeyOf(netip.AddrFrom4([4]byte{byte(rng.Uint32()), byte(rng.IntN(3) * 127), byte(rng.Uint32()), byte(rng.Uint32())}), bits)
+		} else {
+			hi, lo := randomWords(rng)
+			bits := 128
+			if i%2 == 0 {
+				bits = rng.IntN(129)
+			}
+			hi, lo = Mask128(hi, lo, bits)
+			k = FixedKey{Hi: hi, Lo: lo, Bits: uint8(bits), Fam: 6}
+		}
+		buf = k.AppendText(buf[:4])
+		if want := netipText(k); string(buf[4:]) != want || string(buf[:4]) != "key=" {
+			t.Fatalf("key %+v: AppendText wrote %q after %q, netip writes %q", k, buf[4:], buf[:4], want)
+		}
+	}
+	if got := (FixedKey{}).AppendText(buf[:4]); string(got) != "key=" {
+		t.Fatalf("the zero key appended %q", got[4:])
+	}
+}
+
+// BenchmarkAppendText: a key's text, by AppendText and by netip as before.
+func BenchmarkAppendText(b *testing.B) {
+	keys := []FixedKey{
+		mappedKey(netip.MustParseAddr("2001:db8:8000:1f3a::1"), 128),
+		mappedKey(netip.MustParseAddr("2001:db8:8000:1f3a::1"), 64),
+		fixedKeyOf(netip.MustParseAddr("203.0.113.77"), 32),
+	}
+	for _, k := range keys {
+		buf := make([]byte, 0, 64)
+		b.Run(k.String()+"/fixed", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				buf = k.AppendText(buf[:0])
+			}
+		})
+		b.Run(k.String()+"/netip", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				a := k.Addr()
+				if k.Multi() {
+					buf = netip.PrefixFrom(a, int(k.Bits)).AppendTo(buf[:0])
+				} else {
+					buf = a.AppendTo(buf[:0])
+				}
+			}
+		})
+	}
+}
