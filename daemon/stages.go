@@ -301,8 +301,12 @@ func (d *decider) startSources(gctx context.Context, g *errgroup.Group) <-chan *
 // decisions and their order are the same: a source's batches reach the
 // decider in their order, and two sources' batches interleave as they
 // were read, as before.
+//
+// A follower that fails ends them all (followers' context), so that the
+// error reaches the daemon: with a plain group the parsing goroutines,
+// waiting for a batch that never came, kept Wait from returning.
 func (d *decider) follow(ctx context.Context, sources []*rules.Source, ordered chan<- *parsed) error {
-	var followers errgroup.Group
+	followers, ctx := errgroup.WithContext(ctx)
 	for _, src := range sources {
 		out := make(chan follow.Batch)
 		followers.Go(func() error {

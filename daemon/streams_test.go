@@ -288,3 +288,39 @@ func startSyslogNginx(t *testing.T, nginx, dir string, udpPort int) int {
 	t.Fatalf("nginx did not start: %s", lastErr)
 	return 0
 }
+
+// TestSourceFailureEndsDaemon: a source that cannot start (here a syslog
+// source whose UDP port another socket holds) ends the daemon with its
+// error, instead of leaving it running without the source (its parsing
+// goroutine once waited for a batch that never came, and kept the
+// followers' Wait from returning).
+func TestSourceFailureEndsDaemon(t *testing.T) {
+	held, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	e := newEnv(t)
+	e.writeConfig(fmt.Sprintf(syslogConfig, e.state, held.LocalAddr().(*net.UDPAddr).Port))
+	e.out = &syncBuffer{}
+	e.cmd = exec.Command(binary, "run", "--config", e.cfg, "--log-level", "debug", "--poll")
+	e.cmd.Stdout, e.cmd.Stderr = e.out, e.out
+	if err := e.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { e.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		e.cmd.Process.Kill()
+		<-done
+		t.Fatalf("the daemon still ran 30 s after its source failed; output:\n%s", e.out.String())
+	}
+	if code := e.cmd.ProcessState.ExitCode(); code == 0 {
+		t.Fatalf("exit code 0 after a source failed; output:\n%s", e.out.String())
+	}
+	if out := e.out.String(); !strings.Contains(out, "address already in use") {
+		t.Fatalf("the error does not say the address is in use:\n%s", out)
+	}
+}
