@@ -30,12 +30,13 @@ const (
 	// in memory).
 	maxRuns = 64
 	// baseRatio: once the runs after the base (the oldest run) hold
-	// 1/baseRatio of its bytes, every run is merged into a new base,
+	// baseRatio times its bytes, every run is merged into a new base,
 	// without the tombstones and the states they replace: the runs hold
-	// at most about 1+1/baseRatio times the live states, and a state is
-	// written about 1+baseRatio times in steady state: 1 trades space for
-	// CPU (a live daemon's checkpoints are mostly merges).
-	baseRatio = 1
+	// at most about 1+baseRatio times the live states, and where most
+	// states change between merges a state is written about
+	// 1+1/baseRatio times and read 1+1/baseRatio times by merges
+	// (doc.go, "Key runs").
+	baseRatio = 2
 )
 
 // Tiers of a run (key_runs.tier): what made it.
@@ -645,7 +646,7 @@ func compactPlan(runs []runInfo) (from int) {
 		rest += r.bytes
 	}
 	switch {
-	case rest*baseRatio >= runs[0].bytes:
+	case rest >= baseRatio*runs[0].bytes:
 		return 0
 	case len(runs) > maxRuns:
 		return 1

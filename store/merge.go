@@ -45,13 +45,14 @@ type stepMerge struct {
 	base   bool // the output is a new base: tombstones left out
 }
 
-// stepBytes is what a merge step reads at least: stepBytes, or the test's
+// stepBudget is what a merge step reads after a checkpoint that wrote c
+// bytes of run: stepBytes, or stepFactor×c if more; or the test's
 // setting.
-func (db *DB) stepBytes() int64 {
+func (db *DB) stepBudget(c int64) int64 {
 	if db.mergeBytes > 0 {
 		return db.mergeBytes
 	}
-	return stepBytes
+	return max(stepBytes, stepFactor*c)
 }
 
 // nextRun is the number for a new run: after every run there is, hidden

@@ -104,7 +104,7 @@ func (db *DB) writeRun(w *conn, rows []KeyRow) error {
 	if rw.part > 0 {
 		runs = append(runs, runInfo{run: rw.run, tier: rw.tier, parts: rw.part, bytes: rw.bytes})
 	}
-	return db.mergeStep(w, runs, max(db.stepBytes(), stepFactor*rw.bytes))
+	return db.mergeStep(w, runs, db.stepBudget(rw.bytes))
 }
 
 // pruneKeys deletes every key state last seen before p.KeysBefore (or

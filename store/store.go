@@ -121,7 +121,7 @@ type DB struct {
 	// (after Open, or a transaction that failed): the next step gives it
 	// up.
 	orphans bool
-	// mergeBytes, when > 0, replaces stepBytes (tests).
+	// mergeBytes, when > 0, is every merge step's budget (tests).
 	mergeBytes int64
 }
 
