@@ -261,10 +261,12 @@ func BenchmarkPruneTrickle(b *testing.B) {
 // the process) and wall time one checkpoint call takes while 1M states
 // are merged into a new base: a base of 1M states, three runs of 300k
 // changed, then checkpoints of 16k changed states scattered over the
-// keys, the seventh of which starts the merge (1.9M entries read). Run
-// it with -benchtime=60x or more, so that the merge ends within the
-// run. max-cpu-ms is the most CPU a call took, ns/key the mean per
-// changed state.
+// keys, of which the 7th starts the merge where a new base is made once
+// the rest holds as many bytes as the base (1.9M entries read), the
+// 69th where it holds twice as many (baseRatio 2, 3M entries read). Run
+// it with -benchtime=200x, so that the merge ends within the run.
+// max-cpu-ms is the most CPU a call took, ns/key the mean per changed
+// state.
 func BenchmarkCheckpointDuringMerge(b *testing.B) {
 	const tracked, changed = 1_000_000, 16_384
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -302,6 +304,10 @@ func BenchmarkCheckpointDuringMerge(b *testing.B) {
 			b.Fatal(err)
 		}
 		maxCPU, maxWall = max(maxCPU, processCPU(b)-cpu0), max(maxWall, time.Since(wall0))
+	}
+	_, bases, err := db.KeyRuns()
+	if err != nil || bases != 1 {
+		b.Fatalf("%d bases at the end (%v): the merge into a new base did not end within the run", bases, err)
 	}
 	b.ReportMetric(float64(maxCPU.Microseconds())/1000, "max-cpu-ms")
 	b.ReportMetric(float64(maxWall.Microseconds())/1000, "max-wall-ms")
