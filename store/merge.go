@@ -81,13 +81,8 @@ func (w *conn) execSQL(q string, args ...driver.Value) error {
 // (those just replaced included, so that a small merge frees their pages
 // in its own transaction, as a merge at once did).
 func (db *DB) mergeStep(w *conn, runs []runInfo, budget int64) error {
-	if db.orphans {
-		// An output no merge of this DB writes (the DB was opened, or a
-		// transaction failed): given up.
-		if err := w.execSQL(`UPDATE key_hidden SET kind = ?1 WHERE kind = ?2`, int64(hiddenDead), int64(hiddenOutput)); err != nil {
-			return fmt.Errorf("key runs: giving up a merge: %w", err)
-		}
-		db.orphans = false
+	if err := db.giveUpOrphans(w); err != nil {
+		return err
 	}
 	sm := db.merge
 	if sm == nil {
@@ -110,6 +105,19 @@ func (db *DB) mergeStep(w *conn, runs []runInfo, budget int64) error {
 		parts = 2*budget/partBytes + 1
 	}
 	return db.dropDead(w, parts)
+}
+
+// giveUpOrphans marks dead an output that no merge of this DB writes
+// (after Open, or a transaction that failed: db.orphans).
+func (db *DB) giveUpOrphans(w *conn) error {
+	if !db.orphans {
+		return nil
+	}
+	if err := w.execSQL(`UPDATE key_hidden SET kind = ?1 WHERE kind = ?2`, int64(hiddenDead), int64(hiddenOutput)); err != nil {
+		return fmt.Errorf("key runs: giving up a merge: %w", err)
+	}
+	db.orphans = false
+	return nil
 }
 
 // startMerge starts a merge of inputs (the newest runs); base: into a new
@@ -178,6 +186,9 @@ func (db *DB) stepOn(w *conn, sm *stepMerge, budget int64) error {
 // giving up the merge in progress, and deletes the runs it replaced:
 // Prune's merge (not a checkpoint's).
 func (db *DB) mergeAll(w *conn, runs []runInfo) error {
+	if err := db.giveUpOrphans(w); err != nil {
+		return err
+	}
 	if err := db.cancelMerge(w); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,6 +124,28 @@ func TestSteppedMerges(t *testing.T) {
 			}
 			rd.Close()
 		}
+	}
+	// Opened again, the last merge given up: one checkpoint with no bound
+	// on its step deletes every hidden run, and leaves no part that no
+	// run shows.
+	db.Close()
+	db = mustOpen(t, path, Options{})
+	db.mergeBytes = 1 << 50
+	last := KeyRow{Rule: "flood", Key: "last", LastSeen: t0, Data: []byte{1}}
+	if err := db.Checkpoint(&Checkpoint{Time: t0, Keys: []KeyRow{last}}); err != nil {
+		t.Fatal(err)
+	}
+	model[[2]string{last.Rule, last.Key}] = last
+	var hidden, parts, keys, shown int
+	if err := db.r.QueryRow(`SELECT (SELECT count(*) FROM key_hidden), (SELECT count(*) FROM key_runs),
+		(SELECT count(*) FROM key_parts), (SELECT coalesce(sum(parts), 0) FROM (`+strings.Replace(runsQuery, "max(tier), count(*)", "max(tier), count(*) AS parts", 1)+`))`).Scan(&hidden, &parts, &keys, &shown); err != nil {
+		t.Fatal(err)
+	}
+	if hidden != 0 || parts != keys || parts != shown {
+		t.Errorf("after a checkpoint without bound: %d runs hidden, %d parts, %d part keys, %d parts shown; want 0 and as many", hidden, parts, keys, shown)
+	}
+	if got, want := readKeys(t, db), modelRows(model); !reflect.DeepEqual(want, got) {
+		t.Fatalf("states at the end (-model +stepped):\n%s", cmp.Diff(want, got))
 	}
 	t.Logf("%d checkpoints left a merge in progress, %d left replaced runs to delete; %d reopened, %d failed, %d states pruned",
 		stepped, published, reopened, failed, pruned)
