@@ -272,7 +272,13 @@
 //     a plain model, read by Keys, a reader and TopKeys;
 //     TestMergeStepBounded). Prune does not rewrite a part of a merge's
 //     input: it gives the merge up first (only when it changes such a
-//     part); its merge of every run (below) is done at once.
+//     part); but when a Prune gave one up since the last merge ended, the
+//     next finishes the merge in progress at once before it reads
+//     (TestPruneFinishesMerge), so that merges end however often Prune
+//     runs: the cleaner's minute can be shorter than a merge of a
+//     million states on a quiet daemon, whose checkpoints are seconds
+//     apart. Its merge of every run (below) is done at once too: Prune
+//     is no checkpoint, and the daemon reads on while it runs.
 //   - Prune reads only the parts whose prune_ms is before KeysBefore
 //     (none: it reads nothing). An entry of such a part last seen before
 //     then is the key's state only if no newer run holds the key: it is

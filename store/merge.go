@@ -170,7 +170,7 @@ func (db *DB) stepOn(w *conn, sm *stepMerge, budget int64) error {
 	if !done {
 		return nil
 	}
-	db.merge = nil
+	db.merge, db.pruneCancels = nil, 0
 	for _, r := range sm.inputs {
 		if err := w.execSQL(`INSERT INTO key_hidden (run, kind) VALUES (?1, ?2)`, r.run, int64(hiddenDead)); err != nil {
 			return fmt.Errorf("key runs: hiding merged run %d: %w", r.run, err)
@@ -208,10 +208,29 @@ func (db *DB) mergeAll(w *conn, runs []runInfo) error {
 // cancelMergeOf gives up the merge in progress if run is one of its
 // inputs: Prune is about to write a part of it again.
 func (db *DB) cancelMergeOf(w *conn, run int64) error {
-	if sm := db.merge; sm == nil || !slices.ContainsFunc(sm.inputs, func(r runInfo) bool { return r.run == run }) {
+	if sm := db.merge; sm == nil || !sm.reads(run) {
 		return nil
 	}
+	db.pruneCancels++
+	db.pruneGaveUp++
 	return db.cancelMerge(w)
+}
+
+// reads reports whether run is one of sm's inputs.
+func (sm *stepMerge) reads(run int64) bool {
+	return slices.ContainsFunc(sm.inputs, func(r runInfo) bool { return r.run == run })
+}
+
+// finishBeforePrune reports whether Prune, about to read the parts old,
+// must first finish the merge in progress: when a Prune gave up a merge
+// since the last one ended, and one of old is an input's. Prune so
+// gives up at most one merge in a row, and a merge ends however often
+// Prune runs (the cleaner's minute may be shorter than a merge of a
+// million states on a quiet daemon, whose checkpoints are seconds
+// apart).
+func (db *DB) finishBeforePrune(old []int64) bool {
+	sm := db.merge
+	return sm != nil && db.pruneCancels > 0 && slices.ContainsFunc(old, func(id int64) bool { return sm.reads(id >> runShift) })
 }
 
 // cancelMerge gives up the merge in progress: its output, hidden, is

@@ -18,7 +18,8 @@ import (
 // once (a reference database given the same writes, whose merges end in
 // the checkpoint that starts them) and against a plain model (a map of
 // the states): 300 random rounds of checkpoints with overwrites and
-// tombstones, checkpoints that fail and roll back, prunes, and the
+// tombstones, checkpoints that fail and roll back, prunes (which give up
+// a merge whose input they rewrite), and the
 // database closed and opened again (a crash: nothing of a merge's
 // progress survives but its committed, hidden parts). After every round
 // Keys, a reader opened beside the writer and TopKeys read exactly what
@@ -35,7 +36,7 @@ func TestSteppedMerges(t *testing.T) {
 	t0 := at("2026-11-22T12:00:00Z")
 	model := map[[2]string]KeyRow{}
 	rules := []string{"flood", "heavy"}
-	var stepped, published, reopened, failed, pruned int
+	var stepped, published, reopened, failed, pruned, cancels, finished int
 	for round := range 300 {
 		now := t0.Add(time.Duration(round) * time.Minute)
 		c := &Checkpoint{Time: now}
@@ -94,6 +95,7 @@ func TestSteppedMerges(t *testing.T) {
 			}
 			pruned += int(n)
 		case x < 10:
+			cancels, finished = cancels+db.pruneGaveUp, finished+db.pruneFinished
 			db.Close()
 			db = mustOpen(t, path, Options{})
 			db.mergeBytes = 1
@@ -125,6 +127,7 @@ func TestSteppedMerges(t *testing.T) {
 			rd.Close()
 		}
 	}
+	cancels, finished = cancels+db.pruneGaveUp, finished+db.pruneFinished
 	// Opened again, the last merge given up: one checkpoint with no bound
 	// on its step deletes every hidden run, and leaves no part that no
 	// run shows.
@@ -147,9 +150,9 @@ func TestSteppedMerges(t *testing.T) {
 	if got, want := readKeys(t, db), modelRows(model); !reflect.DeepEqual(want, got) {
 		t.Fatalf("states at the end (-model +stepped):\n%s", cmp.Diff(want, got))
 	}
-	t.Logf("%d checkpoints left a merge in progress, %d left replaced runs to delete; %d reopened, %d failed, %d states pruned",
-		stepped, published, reopened, failed, pruned)
-	if stepped < 50 || published < 5 || reopened < 5 || failed < 3 || pruned == 0 {
+	t.Logf("%d checkpoints left a merge in progress, %d left replaced runs to delete; %d reopened, %d failed, %d states pruned; prunes gave up %d merges and finished %d",
+		stepped, published, reopened, failed, pruned, cancels, finished)
+	if stepped < 50 || published < 5 || reopened < 5 || failed < 3 || pruned == 0 || cancels == 0 {
 		t.Error("the rounds did not exercise the stepped merges")
 	}
 }
@@ -270,5 +273,71 @@ func TestPrunableOf(t *testing.T) {
 	}
 	if _, _, _, err := prunableOf([]byte{entLastSeen}); err == nil {
 		t.Error("a truncated body read without an error")
+	}
+}
+
+// TestPruneFinishesMerge: a Prune that must rewrite a part of a merge's
+// input gives the merge up; the next, when a merge runs again, finishes
+// it first, so that merges end however often Prune runs. Either way the
+// states left are the full scan's.
+func TestPruneFinishesMerge(t *testing.T) {
+	db := mustOpen(t, filepath.Join(t.TempDir(), "logjail.db"), Options{})
+	db.mergeBytes = 1
+	t0 := at("2026-11-22T12:00:00Z")
+	all := benchKeys(6000, t0)
+	for i := range all {
+		if i%500 == 0 {
+			all[i].LastSeen = t0.Add(-time.Hour) // a few idle states in every run
+		}
+	}
+	var ck int
+	// checkpoint writes the next 1000 states, seen again (but the idle
+	// ones), as one run.
+	checkpoint := func() {
+		t.Helper()
+		rows := slices.Clone(all[ck%6*1000 : ck%6*1000+1000])
+		for i := range rows {
+			if !rows[i].LastSeen.Before(t0) {
+				rows[i].LastSeen = t0.Add(time.Duration(ck) * time.Second)
+			}
+		}
+		ck++
+		if err := db.Checkpoint(&Checkpoint{Time: t0, Keys: rows}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prune := func() {
+		t.Helper()
+		p := PruneOptions{KeysBefore: t0.Add(-time.Minute)}
+		want, n := prunedByScan(t, db, t0, p)
+		st, err := db.Prune(t0, p)
+		if err != nil || st.Keys != n {
+			t.Fatalf("pruned %d (%v), the full scan %d", st.Keys, err, n)
+		}
+		if got := readKeys(t, db); !reflect.DeepEqual(want, got) {
+			t.Fatalf("states after the prune (-full scan +prune):\n%s", cmp.Diff(want, got))
+		}
+		for i := range all {
+			all[i].LastSeen = t0 // pruned: those written again are seen
+		}
+		for i := range all {
+			if i%500 == 250 {
+				all[i].LastSeen = t0.Add(-time.Hour) // the next idle ones
+			}
+		}
+	}
+	for db.merge == nil {
+		checkpoint()
+	}
+	prune()
+	if db.pruneGaveUp != 1 || db.merge != nil {
+		t.Fatalf("a prune rewriting an input: %d merges given up, merge in progress %v; want 1, none", db.pruneGaveUp, db.merge != nil)
+	}
+	for db.merge == nil {
+		checkpoint()
+	}
+	prune()
+	if db.pruneFinished != 1 || db.pruneGaveUp != 1 || db.merge != nil {
+		t.Fatalf("the next prune: %d merges finished, %d given up; want 1 and 1", db.pruneFinished, db.pruneGaveUp)
 	}
 }

@@ -133,6 +133,17 @@ func (db *DB) pruneKeys(w *conn, now time.Time, p PruneOptions) (int64, error) {
 	if err != nil || len(old) == 0 {
 		return 0, err
 	}
+	if db.finishBeforePrune(old) {
+		// A prune gave up a merge since the last one ended: this one
+		// finishes it first, so that merges end however often Prune runs.
+		if err := db.stepOn(w, db.merge, -1); err != nil {
+			return 0, err
+		}
+		db.pruneFinished++
+		if old, err = w.oldParts(before); err != nil || len(old) == 0 {
+			return 0, err
+		}
+	}
 	runs, err := w.runs()
 	if err != nil {
 		return 0, fmt.Errorf("key runs: %w", err)

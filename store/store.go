@@ -121,6 +121,10 @@ type DB struct {
 	// (after Open, or a transaction that failed): the next step gives it
 	// up.
 	orphans bool
+	// pruneCancels counts the merges Prune gave up since one ended;
+	// pruneGaveUp and pruneFinished, all it gave up and finished (for
+	// the tests).
+	pruneCancels, pruneGaveUp, pruneFinished int
 	// mergeBytes, when > 0, is every merge step's budget (tests).
 	mergeBytes int64
 }
