@@ -231,10 +231,13 @@
 //     tombstones or replaced states; past 64 runs (maxRuns) the runs
 //     after the base are merged into one. Where most states change
 //     between two merges (a live daemon's: row 2 of docs/performance.md
-//     changes each of its 200k keys every 12 checkpoints) a state is so
-//     written 1.5 times and read by merges 1.5 times (with a new base
-//     once the rest held as many bytes as it, 2 and 2: BenchmarkCheckpointLive
-//     fell from some 2,300 to 2,000 ns a changed state); the runs hold
+//     changes each of its 200k keys every 12 checkpoints) a changed
+//     state is so read by merges 1.5 times and written 0.5 times more
+//     (with a new base once the rest held as many bytes as it, 2 and 1:
+//     BenchmarkCheckpointLive fell from some 2,300 to 2,000 ns a changed
+//     state). Where maxRuns comes first (1M keys, 16k changed a
+//     checkpoint) the runs after the base are merged into one at 64
+//     runs, and the new base follows: 2 and 1, as before. The runs hold
 //     at most 3 times the live states (plus one checkpoint's), and a
 //     reader merges at most maxRuns+1 runs, or maxStepRuns (128) while
 //     a merge runs. A merge copies each entry's body and name as they
