@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -254,4 +255,70 @@ func BenchmarkPruneTrickle(b *testing.B) {
 		pruned += st.Keys
 	}
 	b.ReportMetric(float64(pruned)/float64(b.N), "pruned/op")
+}
+
+// BenchmarkCheckpointDuringMerge gives the most CPU (user and system, of
+// the process) and wall time one checkpoint call takes while 1M states
+// are merged into a new base: a base of 1M states, three runs of 300k
+// changed, then checkpoints of 16k changed states scattered over the
+// keys, of which the 7th starts the merge where a new base is made once
+// the rest holds as many bytes as the base (1.9M entries read), the
+// 69th where it holds twice as many (baseRatio 2, 3M entries read). Run
+// it with -benchtime=200x, so that the merge ends within the run.
+// max-cpu-ms is the most CPU a call took, ns/key the mean per changed
+// state.
+func BenchmarkCheckpointDuringMerge(b *testing.B) {
+	const tracked, changed = 1_000_000, 16_384
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	db := mustOpen(b, filepath.Join(b.TempDir(), "logjail.db"), Options{})
+	all := benchKeys(tracked, t0)
+	if err := db.Checkpoint(&Checkpoint{Time: t0, Keys: all}); err != nil {
+		b.Fatal(err)
+	}
+	for i := range 3 {
+		rows := all[i*300_000 : (i+1)*300_000]
+		touch(rows, t0.Add(time.Second))
+		if err := db.Checkpoint(&Checkpoint{Time: t0, Keys: rows}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := db.TruncateWAL(); err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	rows := make([]KeyRow, changed)
+	t := t0
+	var maxCPU, maxWall time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		t = t.Add(300 * time.Millisecond)
+		for i, j := range r.Perm(tracked)[:changed] {
+			rows[i] = all[j]
+		}
+		touch(rows, t)
+		b.StartTimer()
+		cpu0, wall0 := processCPU(b), time.Now()
+		if err := db.Checkpoint(benchCheckpoint(t, rows)); err != nil {
+			b.Fatal(err)
+		}
+		maxCPU, maxWall = max(maxCPU, processCPU(b)-cpu0), max(maxWall, time.Since(wall0))
+	}
+	_, bases, err := db.KeyRuns()
+	if err != nil || bases != 1 {
+		b.Fatalf("%d bases at the end (%v): the merge into a new base did not end within the run", bases, err)
+	}
+	b.ReportMetric(float64(maxCPU.Microseconds())/1000, "max-cpu-ms")
+	b.ReportMetric(float64(maxWall.Microseconds())/1000, "max-wall-ms")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/changed, "ns/key")
+}
+
+// processCPU is the process's CPU time so far, user and system.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -144,6 +144,11 @@
 //	                 the detector's state of the key (windows, ladder,
 //	                 earlier bans), opaque here; or a tombstone
 //
+//	key_hidden       the runs no reader sees (merge.go): run INTEGER
+//	                 PRIMARY KEY, kind 0 (the output of the merge in
+//	                 progress, until published) or 1 (a run a merge
+//	                 replaced, or an output given up, until deleted)
+//
 //	key_parts        the first (rule, key) of each part of key_runs, for
 //	                 Prune's look-ups; id as key_runs'; written and deleted
 //	                 with the part
@@ -221,20 +226,62 @@
 //     run in memory, never a map of the keys. So Keys (and
 //     checkpoint.Restore, control's views) read exactly the rows the
 //     keys table held (checkpoint's TestRunsRestoreAsRows).
-//   - Compaction, in the checkpoint's transaction: once the runs after the
-//     oldest (the base) hold as many bytes as it (baseRatio), every run
-//     is merged into a new base without tombstones or replaced states;
-//     past 64 runs (maxRuns) the runs after the base are merged into one.
-//     The runs so hold at most about twice the live states (plus one
-//     checkpoint's), a state is written about twice in steady state (its
-//     checkpoint, its share of a base), and a reader merges at most 65
-//     runs. A merge copies each entry's body as it is (its name is
-//     compressed again). Memory stays bounded by the parts being merged
-//     (one 64 KiB part a run), whatever the number of keys.
-//     A merge into a new base of a million states takes some seconds, in
-//     the checkpoint writer's goroutine (the daemon's asynchronous
-//     writer): the daemon reads on meanwhile, and its next checkpoint
-//     waits for it.
+//   - Compaction: once the runs after the oldest (the base) hold twice
+//     its bytes (baseRatio), every run is merged into a new base without
+//     tombstones or replaced states; past 64 runs (maxRuns) the runs
+//     after the base are merged into one. Where most states change
+//     between two merges (a live daemon's: row 2 of docs/performance.md
+//     changes each of its 200k keys every 12 checkpoints) a changed
+//     state is so read by merges 1.5 times and written 0.5 times more
+//     (with a new base once the rest held as many bytes as it, 2 and 1:
+//     BenchmarkCheckpointLive fell from some 2,300 to 2,000 ns a changed
+//     state). Where maxRuns comes first (1M keys, 16k changed a
+//     checkpoint) the runs after the base are merged into one at 64
+//     runs, and the new base follows: 2 and 1, as before. The runs hold
+//     at most 3 times the live states (plus one checkpoint's), and a
+//     reader merges at most maxRuns+1 runs, or maxStepRuns (128) while
+//     a merge runs. A merge copies each entry's body and name as they
+//     are, reading of the body only its prune time (prunableOf); the
+//     name is compressed again. Memory stays bounded by the parts being
+//     merged (one 64 KiB part a run), whatever the number of keys.
+//   - Merges run in steps (merge.go), so that no checkpoint holds one:
+//     a merge into a new base of a million states read 1.9M entries in
+//     one checkpoint, about a second of CPU on the daemon's one core
+//     (BenchmarkCheckpointDuringMerge, docs/performance.md), which row 3
+//     saw as /auth's p99. A merge's inputs are fixed when it starts.
+//     Each checkpoint, after writing its run, carries it on until its
+//     cursors have loaded a budget of input parts: 4 MiB (stepBytes),
+//     or 4 times the bytes the checkpoint wrote if more (stepFactor), so
+//     that the merge outpaces the runs written while it runs (a merge
+//     reading I bytes takes I/4C steps, in which the checkpoints add
+//     I/4 bytes: less than the next merge waits for). The output is a
+//     run numbered after every run there was when it started; the
+//     table key_hidden hides it from every reader (Keys, restore,
+//     TopKeys, Prune, KeyRuns) until the step that writes its last part
+//     publishes it, in that checkpoint's transaction: the inputs are
+//     hidden and the output shown at once. The runs written meanwhile
+//     are numbered after the output, so they stay newer than it. The
+//     runs a merge replaced (hidden) are deleted afterwards, up to twice
+//     the budget of parts a checkpoint, so that their pages return in
+//     slices too. Past maxStepRuns runs shown, the checkpoint at hand
+//     finishes the merge. What a merge holds between steps (its cursors,
+//     the part it is filling) is in memory only: when the DB is opened
+//     again, or a checkpoint's transaction fails (rolling back the
+//     step), the merge is given up (its hidden output deleted as a
+//     replaced run) and a new one starts where compactPlan says: a crash
+//     loses a merge's work, never a state (TestSteppedMerges: 300 rounds
+//     of checkpoints, tombstones, failed checkpoints, prunes and
+//     reopenings, merges of one part a step, against merges at once and
+//     a plain model, read by Keys, a reader and TopKeys;
+//     TestMergeStepBounded). Prune does not rewrite a part of a merge's
+//     input: it gives the merge up first (only when it changes such a
+//     part); but when a Prune gave one up since the last merge ended, the
+//     next finishes the merge in progress at once before it reads
+//     (TestPruneFinishesMerge), so that merges end however often Prune
+//     runs: the cleaner's minute can be shorter than a merge of a
+//     million states on a quiet daemon, whose checkpoints are seconds
+//     apart. Its merge of every run (below) is done at once too: Prune
+//     is no checkpoint, and the daemon reads on while it runs.
 //   - Prune reads only the parts whose prune_ms is before KeysBefore
 //     (none: it reads nothing). An entry of such a part last seen before
 //     then is the key's state only if no newer run holds the key: it is
@@ -285,6 +332,10 @@
 // (fillPartKeys: each part read once, at the first open by a writer of
 // this version; TestPartKeysMigrate).
 //
+// Version 6 added key_hidden, for merges in steps: a reader of version 5
+// would read a merge's output before it is published (and the runs it
+// replaced after), so it is refused.
+//
 // # Checkpoint cost
 //
 // A checkpoint sorts its changed states (sortRows), encodes them into a
@@ -311,13 +362,17 @@
 //
 // The database holds the key runs and the history kept:
 //
-//	size ≤ 3 × K × (B + 40 B) + C + 2 × E × 190 B + 256 KiB
+//	size ≤ 4.75 × K × (B + 40 B) + C + 2 × E × 190 B + 256 KiB
 //
 // K is the most (rule, key) states present (the keys seen within twice
 // the longest window, plus those banned), B their blob's size (about 200
 // B), 40 B the rest of an entry; C the bytes one checkpoint writes (its
-// changed states, as entries). The runs hold at most 2 K states; a merge
-// into a new base writes it (K) before it frees the runs it replaces. E is the events within history_retention; 190 B
+// changed states, as entries). The runs hold at most 3 K states (a base
+// and twice its bytes after it, baseRatio); a merge into a new base
+// writes it (K) before it frees the runs it replaces, and while it runs
+// in steps the checkpoints add at most a quarter of what it reads (3 K /
+// stepFactor). The runs it replaced are deleted, in slices, long before
+// the next merge into a new base starts. E is the events within history_retention; 190 B
 // is an event's row (about 110 B with a 40-character reason) and its two
 // index entries (about 45 B), in a B-tree between half and wholly full.
 // 256 KiB are the schema's pages (16 KiB each) and the free pages Prune

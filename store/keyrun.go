@@ -30,12 +30,13 @@ const (
 	// in memory).
 	maxRuns = 64
 	// baseRatio: once the runs after the base (the oldest run) hold
-	// 1/baseRatio of its bytes, every run is merged into a new base,
+	// baseRatio times its bytes, every run is merged into a new base,
 	// without the tombstones and the states they replace: the runs hold
-	// at most about 1+1/baseRatio times the live states, and a state is
-	// written about 1+baseRatio times in steady state: 1 trades space for
-	// CPU (a live daemon's checkpoints are mostly merges).
-	baseRatio = 1
+	// at most about 1+baseRatio times the live states, and where most
+	// states change between merges a state is written about
+	// 1+1/baseRatio times and read 1+1/baseRatio times by merges
+	// (doc.go, "Key runs").
+	baseRatio = 2
 )
 
 // Tiers of a run (key_runs.tier): what made it.
@@ -125,6 +126,7 @@ func commonPrefix(a, b []byte) int {
 // slices point into the cursor's name and part, valid until the cursor
 // moves.
 type entry struct {
+	name      []byte // the whole name: uvarint length of the rule, rule, key
 	rule, key []byte
 	tomb      bool
 	body      []byte
@@ -199,10 +201,13 @@ type runInfo struct {
 	bytes int64
 }
 
-// runsQuery lists the runs, oldest first.
+// runsQuery lists the runs, oldest first, but those key_hidden hides (a
+// merge's output while it is written, the runs a merge replaced while
+// they are deleted: merge.go).
 // (sum(size), not sum(length(data)): length reads a blob's overflow
 // pages.)
-const runsQuery = `SELECT id >> 20, max(tier), count(*), sum(size) FROM key_runs GROUP BY 1 ORDER BY 1`
+const runsQuery = `SELECT id >> 20, max(tier), count(*), sum(size) FROM key_runs
+	WHERE id >> 20 NOT IN (SELECT run FROM key_hidden) GROUP BY 1 ORDER BY 1`
 
 // partQuery reads one part.
 const partQuery = `SELECT data FROM key_runs WHERE id = ?1`
@@ -216,6 +221,9 @@ type cursor struct {
 	name  []byte
 	e     entry
 	valid bool
+	// loaded, when set, counts the bytes of the parts loaded (a stepped
+	// merge's budget).
+	loaded *int64
 }
 
 // next moves to the next entry; c.valid is false past the last.
@@ -232,6 +240,9 @@ func (c *cursor) next() error {
 		}
 		c.part++
 		c.blob, c.name = b, c.name[:0]
+		if c.loaded != nil {
+			*c.loaded += int64(len(b))
+		}
 	}
 	if err := c.decode(); err != nil {
 		return fmt.Errorf("key run %d part %d: %w: %w", c.run.run, c.part-1, errCorruptRun, err)
@@ -264,7 +275,7 @@ func (c *cursor) decode() error {
 		return fmt.Errorf("name %q: body truncated", c.name)
 	}
 	body := b[n : n+int(bl) : n+int(bl)]
-	c.e = entry{rule: c.name[k : k+int(lr)], key: c.name[k+int(lr):], body: body, tomb: body[0]&entTomb != 0}
+	c.e = entry{name: c.name, rule: c.name[k : k+int(lr)], key: c.name[k+int(lr):], body: body, tomb: body[0]&entTomb != 0}
 	c.blob = b[n+int(bl):]
 	return nil
 }
@@ -353,8 +364,10 @@ func (e *entry) parse() error {
 // merger merges runs, newest wins: each (rule, key) once, in order, as
 // its newest entry says (a tombstone included).
 type merger struct {
-	cs   []*cursor // a heap: the least (rule, key) first, the newest run first among equals
-	heap []int
+	cs     []*cursor // a heap: the least (rule, key) first, the newest run first among equals
+	heap   []int
+	win    cursor // until's copy of the entry it passes
+	loaded int64  // bytes of the parts loaded, by cursors made to count them
 }
 
 func (m *merger) less(i, j int) bool {
@@ -386,9 +399,18 @@ func (m *merger) down(i int) {
 
 // newMerger opens a cursor on each run in runs, reading parts with load.
 func newMerger(runs []runInfo, load func(id int64) ([]byte, error)) (*merger, error) {
+	return newCountingMerger(runs, load, false)
+}
+
+// newCountingMerger is newMerger; with count, m.loaded counts the bytes
+// of the parts loaded.
+func newCountingMerger(runs []runInfo, load func(id int64) ([]byte, error), count bool) (*merger, error) {
 	m := &merger{}
 	for _, r := range runs {
 		c := &cursor{run: r, load: load}
+		if count {
+			c.loaded = &m.loaded
+		}
 		if err := c.next(); err != nil {
 			return nil, err
 		}
@@ -406,16 +428,28 @@ func newMerger(runs []runInfo, load func(id int64) ([]byte, error)) (*merger, er
 // each calls fn with every (rule, key)'s newest entry, in (rule, key)
 // order. The entry is valid only during fn.
 func (m *merger) each(fn func(e *entry) error) error {
-	var win cursor // the winning entry, copied out of its cursor
+	_, err := m.until(-1, fn)
+	return err
+}
+
+// until calls fn as each does, from where the last call stopped, until
+// the parts loaded (m.loaded, counted by cursors that count) reach limit
+// (limit < 0: none): done reports that every entry was passed.
+func (m *merger) until(limit int64, fn func(e *entry) error) (done bool, err error) {
+	win := &m.win // the winning entry, copied out of its cursor
 	for len(m.heap) > 0 {
+		if limit >= 0 && m.loaded >= limit {
+			return false, nil
+		}
 		top := m.cs[m.heap[0]]
 		win.name = append(win.name[:0], top.name...)
 		win.e = top.e
-		// Repoint the rule and key at the copy of the name: the
+		// Repoint the name, rule and key at the copy of the name: the
 		// cursor's name is overwritten by its next entry. The rest points
 		// into the cursor's part, which stays valid: load returns new
 		// memory for each part.
 		k := len(top.name) - len(top.e.rule) - len(top.e.key)
+		win.e.name = win.name
 		win.e.rule = win.name[k : k+len(top.e.rule)]
 		win.e.key = win.name[k+len(top.e.rule):]
 		// Advance every cursor at this (rule, key).
@@ -425,7 +459,7 @@ func (m *merger) each(fn func(e *entry) error) error {
 				break
 			}
 			if err := c.next(); err != nil {
-				return err
+				return false, err
 			}
 			if c.valid {
 				m.down(0)
@@ -439,10 +473,10 @@ func (m *merger) each(fn func(e *entry) error) error {
 			}
 		}
 		if err := fn(&win.e); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	return true, nil
 }
 
 // runWriter writes one run, cutting it into parts.
@@ -482,19 +516,58 @@ func (w *runWriter) addEntry(e *entry) error {
 	return w.added()
 }
 
-// put appends e to buf as addEntry does, without cutting a part.
+// put appends e to buf as addEntry does, without cutting a part. Of the
+// body it reads only what prunable needs (prunableOf); the name is copied
+// as it is when e has it whole.
 func (w *runWriter) put(e *entry) error {
 	if !e.tomb {
-		if err := e.parse(); err != nil {
-			return err
+		seen, ms, forever, err := prunableOf(e.body)
+		if err != nil {
+			return fmt.Errorf("%w: rule %q key %q: %w", errCorruptRun, e.rule, e.key, err)
 		}
-		w.prunable(e.hasSeen, e.lastSeen, len(e.phase) != 0 && !e.hasUntil)
+		w.prunable(seen, ms, forever)
 	}
-	w.name = binary.AppendUvarint(w.name[:0], uint64(len(e.rule)))
-	w.name = append(append(w.name, e.rule...), e.key...)
+	if e.name != nil {
+		w.name = append(w.name[:0], e.name...)
+	} else {
+		w.name = binary.AppendUvarint(w.name[:0], uint64(len(e.rule)))
+		w.name = append(append(w.name, e.rule...), e.key...)
+	}
 	w.buf = appendRaw(w.buf, w.prev, w.name, e.body)
 	w.note()
 	return nil
+}
+
+// prunableOf reads from the body of an entry that is no tombstone what
+// prunable needs (its last-seen time, if any, and whether it is
+// throttled or banned without end), skipping the rest: what parse would
+// give for hasSeen, lastSeen and len(phase) != 0 && !hasUntil
+// (TestPrunableOf).
+func prunableOf(b []byte) (seen bool, ms int64, forever bool, err error) {
+	fl := b[0]
+	b = b[1:]
+	if fl&entLastSeen != 0 {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return false, 0, false, errors.New("last seen: truncated")
+		}
+		seen, ms, b = true, v, b[n:]
+	}
+	for range 2 { // requests, blocked
+		_, n := binary.Varint(b)
+		if n <= 0 {
+			return false, 0, false, errors.New("counts: truncated")
+		}
+		b = b[n:]
+	}
+	if len(b) < 8 {
+		return false, 0, false, errors.New("cpu: truncated")
+	}
+	pl, n := binary.Uvarint(b[8:])
+	if n <= 0 {
+		return false, 0, false, errors.New("phase: truncated")
+	}
+	return seen, ms, pl != 0 && fl&entUntil == 0, nil
 }
 
 // prunable notes the time before which a Prune could delete the entry
@@ -573,7 +646,7 @@ func compactPlan(runs []runInfo) (from int) {
 		rest += r.bytes
 	}
 	switch {
-	case rest*baseRatio >= runs[0].bytes:
+	case rest >= baseRatio*runs[0].bytes:
 		return 0
 	case len(runs) > maxRuns:
 		return 1

@@ -152,7 +152,7 @@ func TestPartKeysMigrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := raw(t, path)
-	for _, q := range []string{`DROP TABLE key_parts`, `PRAGMA user_version = 4`} {
+	for _, q := range []string{`DROP TABLE key_parts`, `DROP TABLE key_hidden`, `PRAGMA user_version = 4`} {
 		if _, err := r.Exec(q); err != nil {
 			t.Fatal(q, err)
 		}

@@ -73,8 +73,8 @@ func (w *conn) insertPart(id, tier, n int64, pruneMS any, data, rule, key []byte
 }
 
 // writeRun writes rows (each (rule, key) once, the last mention: a nil
-// Data a tombstone) as a new run after runs, then merges runs as
-// compactPlan says.
+// Data a tombstone) as a new run after runs, then takes a step of the
+// merges (mergeStep).
 func (db *DB) writeRun(w *conn, rows []KeyRow) error {
 	for i := range rows {
 		if k := &rows[i]; k.Rule == "" || k.Key == "" {
@@ -85,77 +85,26 @@ func (db *DB) writeRun(w *conn, rows []KeyRow) error {
 	if err != nil {
 		return fmt.Errorf("key runs: %w", err)
 	}
+	next, err := db.nextRun(w)
+	if err != nil {
+		return err
+	}
 	db.order = sortRows(rows, db.order)
-	rw := db.newRunWriter(w, runs, tierCheckpoint)
+	rw := &runWriter{run: next, tier: tierCheckpoint, insert: w.insertPart, buf: db.part[:0]}
 	for _, i := range db.order {
 		if err := rw.add(&rows[i]); err != nil {
 			return err
 		}
 	}
-	return db.endRun(w, runs, rw, false)
-}
-
-func (db *DB) newRunWriter(w *conn, runs []runInfo, tier int64) *runWriter {
-	next := int64(1)
-	if len(runs) > 0 {
-		next = runs[len(runs)-1].run + 1
-	}
-	return &runWriter{run: next, tier: tier, insert: w.insertPart, buf: db.part[:0]}
-}
-
-// endRun writes the last part of rw, then compacts runs and rw's run;
-// with base, into a new base.
-func (db *DB) endRun(w *conn, runs []runInfo, rw *runWriter, base bool) error {
-	if err := rw.flush(); err != nil {
+	err = rw.flush()
+	db.part = rw.buf[:0]
+	if err != nil {
 		return err
 	}
-	db.part = rw.buf[:0]
 	if rw.part > 0 {
 		runs = append(runs, runInfo{run: rw.run, tier: rw.tier, parts: rw.part, bytes: rw.bytes})
 	}
-	return db.compact(w, runs, base)
-}
-
-// compact merges the runs compactPlan names into a new run and deletes
-// them. A merge into a new base leaves the tombstones out.
-func (db *DB) compact(w *conn, runs []runInfo, base bool) error {
-	from := compactPlan(runs)
-	if base && len(runs) > 0 {
-		from = 0
-	}
-	if from < 0 {
-		return nil
-	}
-	tier := int64(tierMerged)
-	if from == 0 {
-		tier = tierBase
-	}
-	m, err := newMerger(runs[from:], w.loadPart)
-	if err != nil {
-		return err
-	}
-	rw := db.newRunWriter(w, runs, tier)
-	err = m.each(func(e *entry) error {
-		if e.tomb && tier == tierBase {
-			return nil
-		}
-		return rw.addEntry(e)
-	})
-	if err == nil {
-		err = rw.flush()
-	}
-	db.part = rw.buf[:0]
-	if err != nil {
-		return fmt.Errorf("merging key runs %d to %d: %w", runs[from].run, runs[len(runs)-1].run, err)
-	}
-	lo, hi := runs[from].run<<runShift, (runs[len(runs)-1].run+1)<<runShift
-	if err := w.execArgs(sDeleteRuns, lo, hi); err != nil {
-		return fmt.Errorf("deleting merged key runs: %w", err)
-	}
-	if err := w.execArgs(sDeleteRunKeys, lo, hi); err != nil {
-		return fmt.Errorf("deleting merged key runs' part keys: %w", err)
-	}
-	return nil
+	return db.mergeStep(w, runs, db.stepBudget(rw.bytes))
 }
 
 // pruneKeys deletes every key state last seen before p.KeysBefore (or
@@ -183,6 +132,17 @@ func (db *DB) pruneKeys(w *conn, now time.Time, p PruneOptions) (int64, error) {
 	old, err := w.oldParts(before)
 	if err != nil || len(old) == 0 {
 		return 0, err
+	}
+	if db.finishBeforePrune(old) {
+		// A prune gave up a merge since the last one ended: this one
+		// finishes it first, so that merges end however often Prune runs.
+		if err := db.stepOn(w, db.merge, -1); err != nil {
+			return 0, err
+		}
+		db.pruneFinished++
+		if old, err = w.oldParts(before); err != nil || len(old) == 0 {
+			return 0, err
+		}
 	}
 	runs, err := w.runs()
 	if err != nil {
@@ -269,6 +229,9 @@ func (db *DB) pruneKeys(w *conn, now time.Time, p PruneOptions) (int64, error) {
 		if !changed {
 			continue
 		}
+		if err := db.cancelMergeOf(w, id>>runShift); err != nil {
+			return 0, err
+		}
 		var prune any
 		if pw.hasPrune {
 			prune = pw.pruneMS
@@ -287,19 +250,20 @@ func (db *DB) pruneKeys(w *conn, now time.Time, p PruneOptions) (int64, error) {
 	// A prune of an eighth of the entries or more merges every run into
 	// a new base without the tombstones, so that a vacuum can give their
 	// pages back; fewer wait for the next merge into a new base.
-	total, err := w.queryInt(`SELECT coalesce(sum(n), 0) FROM key_runs`)
+	total, err := w.queryInt(`SELECT coalesce(sum(n), 0) FROM key_runs WHERE id >> 20 NOT IN (SELECT run FROM key_hidden)`)
 	if err != nil || n*8 < total+n {
 		return n, err
 	}
 	if runs, err = w.runs(); err != nil {
 		return 0, fmt.Errorf("key runs: %w", err)
 	}
-	return n, db.compact(w, runs, true)
+	return n, db.mergeAll(w, runs)
 }
 
 // oldParts lists the parts whose prune_ms is before ms, in id order.
 func (w *conn) oldParts(ms int64) ([]int64, error) {
-	rows, err := w.c.Query(`SELECT id FROM key_runs WHERE prune_ms < `+fmt.Sprint(ms)+` ORDER BY id`, nil)
+	rows, err := w.c.Query(`SELECT id FROM key_runs WHERE prune_ms < `+fmt.Sprint(ms)+`
+		AND id >> 20 NOT IN (SELECT run FROM key_hidden) ORDER BY id`, nil)
 	if err != nil {
 		return nil, fmt.Errorf("key runs: %w", err)
 	}
@@ -328,7 +292,8 @@ type partName struct {
 // partKeys returns the first (rule, key) of each part of each run, in
 // runs' order: a name for each 64 KiB of states.
 func (w *conn) partKeys(runs []runInfo) ([][]partName, error) {
-	rows, err := w.c.Query(`SELECT id, rule, key FROM key_parts ORDER BY id`, nil)
+	rows, err := w.c.Query(`SELECT id, rule, key FROM key_parts
+		WHERE id >> 20 NOT IN (SELECT run FROM key_hidden) ORDER BY id`, nil)
 	if err != nil {
 		return nil, fmt.Errorf("key parts: %w", err)
 	}
@@ -646,7 +611,8 @@ func fillPartKeys(tx *sql.Tx) error {
 // are a base (every run merged, doc.go "Key runs"): right after a merge
 // into a new base, 1 and 1.
 func (db *DB) KeyRuns() (runs, bases int, err error) {
-	err = db.r.QueryRow(`SELECT count(DISTINCT id >> 20), count(DISTINCT CASE WHEN tier = 2 THEN id >> 20 END) FROM key_runs`).Scan(&runs, &bases)
+	err = db.r.QueryRow(`SELECT count(DISTINCT id >> 20), count(DISTINCT CASE WHEN tier = 2 THEN id >> 20 END) FROM key_runs
+		WHERE id >> 20 NOT IN (SELECT run FROM key_hidden)`).Scan(&runs, &bases)
 	if err != nil {
 		return 0, 0, db.errf("key runs", "%w", err)
 	}

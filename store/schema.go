@@ -118,6 +118,15 @@ CREATE TABLE bouncer_decisions (
 	// Prune finds a key in a run by reading one part (fillPartKeys fills
 	// it from the parts there are).
 	partKeysMigration,
+	// 6: the runs hidden from readers (merge.go): a merge's output while
+	// it is written a slice per checkpoint, and the runs it replaced
+	// while they are deleted a slice per checkpoint.
+	`
+CREATE TABLE key_hidden (
+	run  INTEGER PRIMARY KEY,
+	kind INTEGER NOT NULL
+);
+`,
 }
 
 // keyRunsMigration makes key_runs; migrateOne then moves the rows of keys

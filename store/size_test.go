@@ -178,7 +178,8 @@ func TestSize(t *testing.T) {
 
 	// The bound (doc.go, "Size"), from the largest key count seen and a
 	// day of events.
-	bound := int64(3*maxKeys*sizeKeyBytes + maxChanged*sizeKeyBytes + sizeBTreeSlack*len(hist)*sizeEventBytes + sizeFixedBytes)
+	runs := (2+baseRatio)*maxKeys + (1+baseRatio)*maxKeys/stepFactor // the runs, a merge's output, the runs written while it runs
+	bound := int64(runs*sizeKeyBytes + maxChanged*sizeKeyBytes + sizeBTreeSlack*len(hist)*sizeEventBytes + sizeFixedBytes)
 	walBound := int64(walCheckpointBytes + sizeWALTxnMargin)
 	t.Logf("a day: %d checkpoints, %d changed keys (%.1f a checkpoint), %d events; at most %d keys tracked, %d events kept",
 		ckpts, changed, float64(changed)/float64(ckpts), events, maxKeys, len(hist))

@@ -115,6 +115,18 @@ type DB struct {
 	wc     conn    // the writer's connection and its statements
 	order  []int32 // Checkpoint's buffer for the order of its keys
 	part   []byte  // the buffer of a key run's part being written
+	// The merge of key runs in progress (merge.go); nil: none.
+	merge *stepMerge
+	// orphans: key_hidden may hold an output that merge does not write
+	// (after Open, or a transaction that failed): the next step gives it
+	// up.
+	orphans bool
+	// pruneCancels counts the merges Prune gave up since one ended;
+	// pruneGaveUp and pruneFinished, all it gave up and finished (for
+	// the tests).
+	pruneCancels, pruneGaveUp, pruneFinished int
+	// mergeBytes, when > 0, is every merge step's budget (tests).
+	mergeBytes int64
 }
 
 // Open opens the database at path. A writer (the default) creates it and
@@ -226,6 +238,7 @@ func (db *DB) openWriter(abs, group string, migs []string) error {
 	if err := migrate(db.w, migs); err != nil {
 		return db.errf("migrate", "%w", err)
 	}
+	db.orphans = true
 	// Now that they exist (WAL mode made them), -wal and -shm get the
 	// database's mode and group too: SQLite sets the group only as root.
 	for _, p := range []string{abs + "-wal", abs + "-shm"} {

@@ -24,6 +24,7 @@ func (db *DB) Checkpoint(c *Checkpoint) error {
 		return w.tx(func() error { return db.checkpoint(w, c) })
 	})
 	if err != nil {
+		db.merge, db.orphans = nil, true // rolled back: the merge's steps are lost
 		return db.errf("checkpoint", "%w", err)
 	}
 	return nil
@@ -115,6 +116,7 @@ func (db *DB) Prune(now time.Time, p PruneOptions) (PruneStats, error) {
 		return st, err
 	}
 	if err := db.prune(now, p, &st); err != nil {
+		db.merge, db.orphans = nil, true // perhaps rolled back: the merge is given up
 		return st, db.errf("prune", "%w", err)
 	}
 	return st, nil
