@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -68,12 +69,42 @@ var errCorruptRun = errors.New("corrupt key run")
 // bytes of CPU (IEEE 754, little endian), uvarint length and bytes of the
 // phase, varint until (ms), uvarint length and bytes of the data. A merge
 // copies the body as it is.
-func appendEntry(b, prev, name, body []byte, r *KeyRow) ([]byte, []byte, []byte) {
+//
+// The body is encoded straight into b, after its length (bodyLen): no
+// scratch copy of the state's data, which is most of the entry (issue 23;
+// TestAppendEntrySame: the bytes of appendRaw of appendBody).
+func appendEntry(b, prev, name []byte, r *KeyRow) ([]byte, []byte) {
 	name = binary.AppendUvarint(name[:0], uint64(len(r.Rule)))
 	name = append(append(name, r.Rule...), r.Key...)
-	body = appendBody(body[:0], r)
-	return appendRaw(b, prev, name, body), name, body
+	shared := commonPrefix(prev, name)
+	b = binary.AppendUvarint(b, uint64(shared))
+	b = binary.AppendUvarint(b, uint64(len(name)-shared))
+	b = append(b, name[shared:]...)
+	b = binary.AppendUvarint(b, uint64(bodyLen(r)))
+	return appendBody(b, r), name
 }
+
+// bodyLen is the length of r's body, as appendBody writes it.
+func bodyLen(r *KeyRow) int {
+	if r.Data == nil {
+		return 1
+	}
+	n := 1 + varintLen(r.Requests) + varintLen(r.Blocked) + 8 +
+		uvarintLen(uint64(len(r.Phase))) + len(r.Phase) + uvarintLen(uint64(len(r.Data))) + len(r.Data)
+	if !r.LastSeen.IsZero() {
+		n += varintLen(r.LastSeen.UnixMilli())
+	}
+	if !r.Until.IsZero() {
+		n += varintLen(r.Until.UnixMilli())
+	}
+	return n
+}
+
+// uvarintLen is the length of v as binary.AppendUvarint writes it.
+func uvarintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
+
+// varintLen is the length of v as binary.AppendVarint writes it (zigzag).
+func varintLen(v int64) int { return uvarintLen(uint64(v<<1) ^ uint64(v>>63)) }
 
 // appendRaw appends the entry of name and body after prev's name.
 func appendRaw(b, prev, name, body []byte) []byte {
@@ -142,8 +173,14 @@ type entry struct {
 	data     []byte
 }
 
-// compareEntries orders entries by (rule, key).
+// compareEntries orders entries by (rule, key). Of entries with names
+// (decoded ones: the rule and the key end the name) and rules of one
+// length, it compares rule and key as one string, which orders them alike
+// (TestCompareEntries).
 func compareEntries(a, b *entry) int {
+	if len(a.rule) == len(b.rule) && a.name != nil && b.name != nil {
+		return bytes.Compare(a.name[len(a.name)-len(a.rule)-len(a.key):], b.name[len(b.name)-len(b.rule)-len(b.key):])
+	}
 	if c := bytes.Compare(a.rule, b.rule); c != 0 {
 		return c
 	}
@@ -492,7 +529,6 @@ type runWriter struct {
 	buf    []byte
 	prev   []byte // the name of buf's last entry
 	name   []byte
-	body   []byte
 	first  []byte // the name of buf's first entry
 	// The least prunable time of buf's entries (prunable).
 	pruneMS  int64
@@ -500,7 +536,7 @@ type runWriter struct {
 }
 
 func (w *runWriter) add(r *KeyRow) error {
-	w.buf, w.name, w.body = appendEntry(w.buf, w.prev, w.name, w.body, r)
+	w.buf, w.name = appendEntry(w.buf, w.prev, w.name, r)
 	if r.Data != nil {
 		w.prunable(!r.LastSeen.IsZero(), r.LastSeen.UnixMilli(), r.Phase != "" && r.Until.IsZero())
 	}
