@@ -239,3 +239,25 @@ func TestCompareEntries(t *testing.T) {
 		}
 	}
 }
+
+// TestCommonPrefix: commonPrefix, 8 bytes at a time, gives the length a
+// byte at a time gives, wherever the first difference falls.
+func TestCommonPrefix(t *testing.T) {
+	base := []byte("\x05flood2001:db8:1:2:3:4:5:6/128")
+	for n := range len(base) + 1 {
+		for d := range n + 1 {
+			a, b := bytes.Clone(base[:n]), bytes.Clone(base)
+			want := n
+			if d < n {
+				b[d]++
+				want = d
+			}
+			if got := commonPrefix(a, b); got != want {
+				t.Fatalf("%q, %q: %d, want %d", a, b, got, want)
+			}
+			if got := commonPrefix(b, a); got != want {
+				t.Fatalf("%q, %q: %d, want %d", b, a, got, want)
+			}
+		}
+	}
+}
