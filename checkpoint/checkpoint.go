@@ -21,8 +21,9 @@
 // the history per ban: the one of the clock that ends it first; Keep drops
 // the other.
 //
-// Cost: a checkpoint copies the changed states (detector.ChangesView,
-// whose keys are views) into one buffer of data and one string of keys, so
+// Cost: a checkpoint has the detector encode the changed states straight
+// into one buffer of data (detector.ChangesAppend, whose keys are views)
+// and copies their keys into one string, so
 // that taking it allocates a few times, not once a state; the state
 // (package store: key runs) writes them as one sorted run of compact
 // entries, not a row each (store's doc, "Key runs"; docs/performance.md).
@@ -350,17 +351,12 @@ func (w *Writer) collect(det *detector.Detector, t time.Time) *state.Checkpoint 
 	}
 	c.Keys = rows
 	// The keys are copied into one buffer too, made one string at the end.
+	// The detector encodes each state's Data straight into arena.
 	keys := w.keys[:0]
-	det.ChangesView(func(ks *detector.KeyState) {
-		var data []byte
-		if ks.Data != nil {
-			start := len(arena)
-			arena = append(arena, ks.Data...)
-			data = arena[start:len(arena):len(arena)]
-		}
+	arena = det.ChangesAppend(arena, func(ks *detector.KeyState) {
 		keys = append(keys, ks.Key...)
 		c.Keys = append(c.Keys, state.KeyRow{
-			Rule: ks.Rule, Key: "", Data: data, LastSeen: ks.LastSeen, // Key: below
+			Rule: ks.Rule, Key: "", Data: ks.Data, LastSeen: ks.LastSeen, // Key: below
 			Requests: ks.Requests, Blocked: ks.Blocked, CPU: ks.CPU, Phase: string(ks.Phase), Until: ks.Until,
 		})
 		w.keyEnds = append(w.keyEnds, len(keys))

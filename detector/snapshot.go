@@ -146,15 +146,27 @@ func (d *Detector) forget(s *state) {
 // states charged since the last call are the first ones of the LRU list.
 // Each state's Data carries its place in the LRU order (a stamp handed out
 // here, in list order), so that Restore rebuilds the same order.
-func (d *Detector) Changes(fn func(ks *KeyState)) { d.changes(fn, false) }
+func (d *Detector) Changes(fn func(ks *KeyState)) { d.changes(fn, false, nil) }
 
 // ChangesView is Changes with ks.Key valid only during fn too (a view of
 // the detector's own text of the key, not a copy): a caller that keeps
 // the key copies it (checkpoint.Writer copies every key of a checkpoint
 // into one string).
-func (d *Detector) ChangesView(fn func(ks *KeyState)) { d.changes(fn, true) }
+func (d *Detector) ChangesView(fn func(ks *KeyState)) { d.changes(fn, true, nil) }
 
-func (d *Detector) changes(fn func(ks *KeyState), view bool) {
+// ChangesAppend is ChangesView with each state's Data encoded straight
+// onto the end of buf (ks.Data is the bytes appended, its capacity
+// capped), not into a buffer of the detector's: a caller that keeps the
+// states' bytes together (checkpoint.Writer) copies none of them. It
+// returns buf grown; a Data appended before buf grew stays valid.
+func (d *Detector) ChangesAppend(buf []byte, fn func(ks *KeyState)) []byte {
+	d.changes(fn, true, &buf)
+	return buf
+}
+
+// changes reports the changes (Changes); with into, each Data is appended
+// to *into rather than written into d.buf.
+func (d *Detector) changes(fn func(ks *KeyState), view bool, into *[]byte) {
 	d.track()
 	ks := &d.ks
 	for i, g := range d.gone {
@@ -180,7 +192,7 @@ func (d *Detector) changes(fn func(ks *KeyState), view bool) {
 		for i := last; i >= 0; {
 			s := d.at(i)
 			d.lruStamp++
-			d.report(i, s, d.lruStamp, fn, view)
+			d.report(i, s, d.lruStamp, fn, view, into)
 			i = s.prev
 		}
 	}
@@ -189,7 +201,7 @@ func (d *Detector) changes(fn func(ks *KeyState), view bool) {
 		s := d.at(i)
 		s.flags &^= flagListed
 		if s.kid != 0 && s.flags&flagDirty != 0 {
-			d.report(i, s, 0, fn, view)
+			d.report(i, s, 0, fn, view, into)
 		}
 	}
 	d.dirty = d.dirty[:0]
@@ -200,8 +212,16 @@ func (d *Detector) changes(fn func(ks *KeyState), view bool) {
 			if !ok {
 				continue // removed since: in gone
 			}
-			d.buf = appendStatic(d.buf[:0], b)
-			*ks = KeyState{Rule: staticRule, Key: key, Data: d.buf, Phase: Ban}
+			var data []byte
+			if into != nil {
+				n := len(*into)
+				*into = appendStatic(*into, b)
+				data = (*into)[n:len(*into):len(*into)]
+			} else {
+				d.buf = appendStatic(d.buf[:0], b)
+				data = d.buf
+			}
+			*ks = KeyState{Rule: staticRule, Key: key, Data: data, Phase: Ban}
 			fn(ks)
 		}
 		clear(d.staticDirty)
@@ -210,10 +230,18 @@ func (d *Detector) changes(fn func(ks *KeyState), view bool) {
 }
 
 // report encodes s for fn and marks it clean and stored; with view, the
-// key is a view of its text.
-func (d *Detector) report(i int32, s *state, stamp uint64, fn func(*KeyState), view bool) {
+// key is a view of its text; with into, the state is appended to *into.
+func (d *Detector) report(i int32, s *state, stamp uint64, fn func(*KeyState), view bool, into *[]byte) {
 	s.flags = s.flags&^(flagDirty|flagMoved) | flagStored
-	d.buf = d.appendState(d.buf[:0], i, s, stamp)
+	var data []byte
+	if into != nil {
+		n := len(*into)
+		*into = d.appendState(*into, i, s, stamp)
+		data = (*into)[n:len(*into):len(*into)]
+	} else {
+		d.buf = d.appendState(d.buf[:0], i, s, stamp)
+		data = d.buf
+	}
 	ks := &d.ks
 	key := d.keys.view(s.kid)
 	if !view {
@@ -222,7 +250,7 @@ func (d *Detector) report(i int32, s *state, stamp uint64, fn func(*KeyState), v
 	*ks = KeyState{
 		Rule:     d.ri(s).rule.Name,
 		Key:      key,
-		Data:     d.buf,
+		Data:     data,
 		LastSeen: time.Unix(0, s.seen).In(d.newestT.Location()),
 		Requests: d.requests(s),
 		Blocked:  d.blocked(s),

@@ -1074,3 +1074,54 @@ func BenchmarkRestore(b *testing.B) {
 		})
 	}
 }
+
+// TestChangesAppend: ChangesAppend reports what Changes reports, in the
+// same order, each state's Data appended in turn to the caller's buffer
+// (a buffer that grows keeps the Data appended before valid), on two
+// detectors fed the same events with checkpoints between.
+func TestChangesAppend(t *testing.T) {
+	cfg := parseConfig(t, snapConfigWith(60)) // evictions: deleted states too
+	evs := snapEvents(cfg, 3000)
+	a := &snapRun{cfg: cfg, d: detectorFor(cfg)}
+	b := &snapRun{cfg: cfg, d: detectorFor(cfg)}
+	var buf []byte
+	from := 0
+	for i, cut := range []int{1, 40, 41, 500, 1700, 2999, len(evs)} {
+		a.feed(evs[from:cut])
+		b.feed(evs[from:cut])
+		from = cut
+		var want, got []KeyState
+		a.d.Changes(func(ks *KeyState) {
+			c := *ks
+			c.Data = bytes.Clone(ks.Data)
+			want = append(want, c)
+		})
+		if i%2 == 0 {
+			buf = buf[:0]
+		} else {
+			buf = make([]byte, 0, 3) // grows while appended to
+		}
+		start := len(buf)
+		var appended []byte
+		buf = b.d.ChangesAppend(buf, func(ks *KeyState) {
+			c := *ks
+			c.Key = strings.Clone(ks.Key) // a view
+			got = append(got, c)
+			appended = append(appended, ks.Data...)
+		})
+		if len(want) == 0 {
+			t.Fatalf("cut %d: no change reported: nothing compared", cut)
+		}
+		if diff := gocmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("cut %d: states (-Changes +ChangesAppend):\n%s", cut, diff)
+		}
+		if !bytes.Equal(buf[start:], appended) {
+			t.Errorf("cut %d: buf holds %d bytes after its start, want the %d of the states' Data in order", cut, len(buf)-start, len(appended))
+		}
+		for j, ks := range got {
+			if cap(ks.Data) != len(ks.Data) {
+				t.Errorf("cut %d: state %d (%s/%s): Data's capacity %d, want its length %d", cut, j, ks.Rule, ks.Key, cap(ks.Data), len(ks.Data))
+			}
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -68,12 +69,42 @@ var errCorruptRun = errors.New("corrupt key run")
 // bytes of CPU (IEEE 754, little endian), uvarint length and bytes of the
 // phase, varint until (ms), uvarint length and bytes of the data. A merge
 // copies the body as it is.
-func appendEntry(b, prev, name, body []byte, r *KeyRow) ([]byte, []byte, []byte) {
+//
+// The body is encoded straight into b, after its length (bodyLen): no
+// scratch copy of the state's data, which is most of the entry (issue 23;
+// TestAppendEntrySame: the bytes of appendRaw of appendBody).
+func appendEntry(b, prev, name []byte, r *KeyRow) ([]byte, []byte) {
 	name = binary.AppendUvarint(name[:0], uint64(len(r.Rule)))
 	name = append(append(name, r.Rule...), r.Key...)
-	body = appendBody(body[:0], r)
-	return appendRaw(b, prev, name, body), name, body
+	shared := commonPrefix(prev, name)
+	b = binary.AppendUvarint(b, uint64(shared))
+	b = binary.AppendUvarint(b, uint64(len(name)-shared))
+	b = append(b, name[shared:]...)
+	b = binary.AppendUvarint(b, uint64(bodyLen(r)))
+	return appendBody(b, r), name
 }
+
+// bodyLen is the length of r's body, as appendBody writes it.
+func bodyLen(r *KeyRow) int {
+	if r.Data == nil {
+		return 1
+	}
+	n := 1 + varintLen(r.Requests) + varintLen(r.Blocked) + 8 +
+		uvarintLen(uint64(len(r.Phase))) + len(r.Phase) + uvarintLen(uint64(len(r.Data))) + len(r.Data)
+	if !r.LastSeen.IsZero() {
+		n += varintLen(r.LastSeen.UnixMilli())
+	}
+	if !r.Until.IsZero() {
+		n += varintLen(r.Until.UnixMilli())
+	}
+	return n
+}
+
+// uvarintLen is the length of v as binary.AppendUvarint writes it.
+func uvarintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
+
+// varintLen is the length of v as binary.AppendVarint writes it (zigzag).
+func varintLen(v int64) int { return uvarintLen(uint64(v<<1) ^ uint64(v>>63)) }
 
 // appendRaw appends the entry of name and body after prev's name.
 func appendRaw(b, prev, name, body []byte) []byte {
@@ -112,9 +143,18 @@ func appendBody(b []byte, r *KeyRow) []byte {
 	return append(b, r.Data...)
 }
 
+// commonPrefix is the length of the longest common prefix of a and b,
+// compared 8 bytes at a time: the names of a part's neighbouring entries
+// share most of their bytes (an IPv6 key's first 20 or so).
 func commonPrefix(a, b []byte) int {
 	n := min(len(a), len(b))
-	for i := range n {
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		if x := binary.LittleEndian.Uint64(a[i:]) ^ binary.LittleEndian.Uint64(b[i:]); x != 0 {
+			return i + bits.TrailingZeros64(x)/8
+		}
+	}
+	for ; i < n; i++ {
 		if a[i] != b[i] {
 			return i
 		}
@@ -142,8 +182,14 @@ type entry struct {
 	data     []byte
 }
 
-// compareEntries orders entries by (rule, key).
+// compareEntries orders entries by (rule, key). Of entries with names
+// (decoded ones: the rule and the key end the name) and rules of one
+// length, it compares rule and key as one string, which orders them alike
+// (TestCompareEntries).
 func compareEntries(a, b *entry) int {
+	if len(a.rule) == len(b.rule) && a.name != nil && b.name != nil {
+		return bytes.Compare(a.name[len(a.name)-len(a.rule)-len(a.key):], b.name[len(b.name)-len(b.rule)-len(b.key):])
+	}
 	if c := bytes.Compare(a.rule, b.rule); c != 0 {
 		return c
 	}
@@ -364,37 +410,80 @@ func (e *entry) parse() error {
 // merger merges runs, newest wins: each (rule, key) once, in order, as
 // its newest entry says (a tombstone included).
 type merger struct {
-	cs     []*cursor // a heap: the least (rule, key) first, the newest run first among equals
-	heap   []int
+	cs []*cursor
+	// tree is a tree of losers over cs: tree[0] the least (rule, key),
+	// the newest run first among equals, a cursor past its end last;
+	// tree[n], n ≥ 1, the loser at node n, whose children are nodes 2n
+	// and 2n+1, cursor i the leaf len(cs)+i. Moving the least cursor on
+	// compares one entry a level (log₂ of the runs), where a heap
+	// compared two (issue 23: a merge of two dozen runs spent a fifth of
+	// its time comparing names).
+	tree   []int
 	win    cursor // until's copy of the entry it passes
 	loaded int64  // bytes of the parts loaded, by cursors made to count them
 }
 
-func (m *merger) less(i, j int) bool {
-	a, b := m.cs[m.heap[i]], m.cs[m.heap[j]]
-	if c := compareEntries(&a.e, &b.e); c != 0 {
+// beats reports whether cursor a comes before cursor b.
+func (m *merger) beats(a, b int) bool {
+	ca, cb := m.cs[a], m.cs[b]
+	switch {
+	case !cb.valid:
+		return ca.valid
+	case !ca.valid:
+		return false
+	}
+	if c := compareEntries(&ca.e, &cb.e); c != 0 {
 		return c < 0
 	}
-	return a.run.run > b.run.run
+	return ca.run.run > cb.run.run
 }
 
-func (m *merger) down(i int) {
-	n := len(m.heap)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			return
-		}
-		j := l
-		if r := l + 1; r < n && m.less(r, l) {
-			j = r
-		}
-		if !m.less(j, i) {
-			return
-		}
-		m.heap[i], m.heap[j] = m.heap[j], m.heap[i]
-		i = j
+// build makes the tree of the cursors.
+func (m *merger) build() {
+	k := len(m.cs)
+	m.tree = make([]int, k)
+	if k == 0 {
+		return
 	}
+	win := make([]int, 2*k) // the winner at each node; leaves at k…2k-1
+	for i := range k {
+		win[k+i] = i
+	}
+	for n := k - 1; n >= 1; n-- {
+		a, b := win[2*n], win[2*n+1]
+		if m.beats(b, a) {
+			a, b = b, a
+		}
+		win[n], m.tree[n] = a, b
+	}
+	if k == 1 {
+		m.tree[0] = 0
+	} else {
+		m.tree[0] = win[1]
+	}
+}
+
+// replay puts the least cursor, just moved on, back in its place.
+func (m *merger) replay() {
+	k := len(m.cs)
+	cur := m.tree[0]
+	for n := (k + cur) / 2; n >= 1; n /= 2 {
+		if m.beats(m.tree[n], cur) {
+			m.tree[n], cur = cur, m.tree[n]
+		}
+	}
+	m.tree[0] = cur
+}
+
+// top is the cursor at the least (rule, key), nil past every run's end.
+func (m *merger) top() *cursor {
+	if len(m.cs) == 0 {
+		return nil
+	}
+	if c := m.cs[m.tree[0]]; c.valid {
+		return c
+	}
+	return nil
 }
 
 // newMerger opens a cursor on each run in runs, reading parts with load.
@@ -416,12 +505,9 @@ func newCountingMerger(runs []runInfo, load func(id int64) ([]byte, error), coun
 		}
 		if c.valid {
 			m.cs = append(m.cs, c)
-			m.heap = append(m.heap, len(m.cs)-1)
 		}
 	}
-	for i := len(m.heap)/2 - 1; i >= 0; i-- {
-		m.down(i)
-	}
+	m.build()
 	return m, nil
 }
 
@@ -437,11 +523,11 @@ func (m *merger) each(fn func(e *entry) error) error {
 // (limit < 0: none): done reports that every entry was passed.
 func (m *merger) until(limit int64, fn func(e *entry) error) (done bool, err error) {
 	win := &m.win // the winning entry, copied out of its cursor
-	for len(m.heap) > 0 {
+	for m.top() != nil {
 		if limit >= 0 && m.loaded >= limit {
 			return false, nil
 		}
-		top := m.cs[m.heap[0]]
+		top := m.top()
 		win.name = append(win.name[:0], top.name...)
 		win.e = top.e
 		// Repoint the name, rule and key at the copy of the name: the
@@ -453,24 +539,11 @@ func (m *merger) until(limit int64, fn func(e *entry) error) (done bool, err err
 		win.e.rule = win.name[k : k+len(top.e.rule)]
 		win.e.key = win.name[k+len(top.e.rule):]
 		// Advance every cursor at this (rule, key).
-		for len(m.heap) > 0 {
-			c := m.cs[m.heap[0]]
-			if compareEntries(&c.e, &win.e) != 0 {
-				break
-			}
+		for c := m.top(); c != nil && compareEntries(&c.e, &win.e) == 0; c = m.top() {
 			if err := c.next(); err != nil {
 				return false, err
 			}
-			if c.valid {
-				m.down(0)
-			} else {
-				last := len(m.heap) - 1
-				m.heap[0] = m.heap[last]
-				m.heap = m.heap[:last]
-				if last > 0 {
-					m.down(0)
-				}
-			}
+			m.replay()
 		}
 		if err := fn(&win.e); err != nil {
 			return false, err
@@ -492,7 +565,6 @@ type runWriter struct {
 	buf    []byte
 	prev   []byte // the name of buf's last entry
 	name   []byte
-	body   []byte
 	first  []byte // the name of buf's first entry
 	// The least prunable time of buf's entries (prunable).
 	pruneMS  int64
@@ -500,7 +572,7 @@ type runWriter struct {
 }
 
 func (w *runWriter) add(r *KeyRow) error {
-	w.buf, w.name, w.body = appendEntry(w.buf, w.prev, w.name, w.body, r)
+	w.buf, w.name = appendEntry(w.buf, w.prev, w.name, r)
 	if r.Data != nil {
 		w.prunable(!r.LastSeen.IsZero(), r.LastSeen.UnixMilli(), r.Phase != "" && r.Until.IsZero())
 	}

@@ -1,7 +1,11 @@
 package store
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -141,5 +145,184 @@ func TestPruneAfterMerges(t *testing.T) {
 	// Nothing idle left: nothing read, nothing pruned.
 	if st, err := db.Prune(now, PruneOptions{KeysBefore: now.Add(-20 * time.Minute)}); err != nil || st.Keys != 0 {
 		t.Errorf("a second prune: %+v, %v", st, err)
+	}
+}
+
+// TestAppendEntrySame: appendEntry, which encodes the body straight into
+// the part, writes the bytes the encoding it replaced wrote (the body
+// made apart by appendBody, then the entry by appendRaw), entry after
+// entry of one part (the names prefix-compressed against the one before),
+// for rows of every shape: tombstones, never seen, no until, negative
+// and large counts, data of lengths across varint sizes.
+func TestAppendEntrySame(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 9))
+	t0 := at("2026-11-22T10:00:00Z")
+	var got, want, prev, name []byte
+	for i := range 5000 {
+		k := KeyRow{Rule: []string{"flood", "f", "a-much-longer-rule-name"}[r.IntN(3)],
+			Key:      fmt.Sprintf("2001:db8:%x::%x", r.IntN(4), r.IntN(1<<16)),
+			LastSeen: t0.Add(time.Duration(r.Int64N(1<<50) - 1<<49)), Requests: r.Int64N(1<<40) - 1<<20,
+			Blocked: int64(r.IntN(300)), CPU: r.Float64() * 1000, Data: make([]byte, []int{0, 1, 127, 128, 200, 16383, 16384, 70000}[r.IntN(8)])}
+		for j := range k.Data {
+			k.Data[j] = byte(i + j)
+		}
+		switch r.IntN(6) {
+		case 0:
+			k.Data = nil // a tombstone
+		case 1:
+			k.LastSeen = time.Time{}
+		case 2:
+			k.Phase, k.Until = PhaseBan, t0.Add(time.Duration(r.IntN(1e6))*time.Second)
+		case 3:
+			k.Phase = PhaseThrottle // no until
+		case 4:
+			k.Requests, k.Blocked = math.MaxInt64, math.MinInt64
+		}
+		if i%97 == 0 {
+			got, want, prev = got[:0], want[:0], prev[:0] // a new part
+		}
+		body := appendBody(nil, &k)
+		if n := bodyLen(&k); n != len(body) {
+			t.Fatalf("row %d %+v: bodyLen %d, want %d", i, k, n, len(body))
+		}
+		wantName := binary.AppendUvarint(nil, uint64(len(k.Rule)))
+		wantName = append(append(wantName, k.Rule...), k.Key...)
+		want = appendRaw(want, prev, wantName, body)
+		got, name = appendEntry(got, prev, name, &k)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("row %d %+v: the part is\n%x\nwant\n%x", i, k, got, want)
+		}
+		if !bytes.Equal(name, wantName) {
+			t.Fatalf("row %d: name %q, want %q", i, name, wantName)
+		}
+		prev = append(prev[:0], name...)
+	}
+}
+
+// TestCompareEntries: compareEntries orders decoded entries (and a
+// merge's copies of them) as (rule, key), rule first, whatever the
+// lengths of the rules and keys: its comparison of rule and key as one
+// string, for rules of one length, included.
+func TestCompareEntries(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 1))
+	rulesOf := []string{"a", "b", "ab", "ba", "flood", "floods", "flooe", ""}
+	keys := []string{"", "1", "10", "1.2", "2001:db8::1", "2001:db8::", "203.0.113.7", "flood"}
+	decoded := func(rule, key string) entry {
+		var c cursor
+		c.blob, _ = appendEntry(nil, nil, nil, &KeyRow{Rule: rule, Key: key, Data: []byte{1}})
+		if err := c.decode(); err != nil {
+			t.Fatal(err)
+		}
+		e := c.e
+		e.name = bytes.Clone(e.name)
+		k := len(e.name) - len(rule) - len(key)
+		e.rule, e.key = e.name[k:k+len(rule)], e.name[k+len(rule):]
+		return e
+	}
+	for range 20000 {
+		ra, rb := rulesOf[r.IntN(len(rulesOf))], rulesOf[r.IntN(len(rulesOf))]
+		ka, kb := keys[r.IntN(len(keys))], keys[r.IntN(len(keys))]
+		if r.IntN(2) == 0 {
+			ka += keys[r.IntN(len(keys))]
+		}
+		want := strings.Compare(ra, rb)
+		if want == 0 {
+			want = strings.Compare(ka, kb)
+		}
+		a, b := decoded(ra, ka), decoded(rb, kb)
+		if got := compareEntries(&a, &b); got != want {
+			t.Fatalf("(%q, %q) against (%q, %q): %d, want %d", ra, ka, rb, kb, got, want)
+		}
+		plain := entry{rule: []byte(rb), key: []byte(kb)} // no name
+		if got := compareEntries(&a, &plain); got != want {
+			t.Fatalf("(%q, %q) against a nameless (%q, %q): %d, want %d", ra, ka, rb, kb, got, want)
+		}
+	}
+}
+
+// TestCommonPrefix: commonPrefix, 8 bytes at a time, gives the length a
+// byte at a time gives, wherever the first difference falls.
+func TestCommonPrefix(t *testing.T) {
+	base := []byte("\x05flood2001:db8:1:2:3:4:5:6/128")
+	for n := range len(base) + 1 {
+		for d := range n + 1 {
+			a, b := bytes.Clone(base[:n]), bytes.Clone(base)
+			want := n
+			if d < n {
+				b[d]++
+				want = d
+			}
+			if got := commonPrefix(a, b); got != want {
+				t.Fatalf("%q, %q: %d, want %d", a, b, got, want)
+			}
+			if got := commonPrefix(b, a); got != want {
+				t.Fatalf("%q, %q: %d, want %d", b, a, got, want)
+			}
+		}
+	}
+}
+
+// TestMergerNewestWins: the merger (a tree of losers over the runs'
+// cursors) gives each (rule, key) of any number of runs once, in (rule,
+// key) order, with the entry of the newest run that holds it (a
+// tombstone included), for 1 to 40 runs of random keys, many in several
+// runs, some runs empty, several parts a run.
+func TestMergerNewestWins(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	for _, nruns := range []int{1, 2, 3, 5, 8, 13, 24, 40} {
+		parts := map[int64][]byte{}
+		var runs []runInfo
+		type got struct {
+			rule, key string
+			body      []byte
+		}
+		want := map[[2]string][]byte{}
+		for run := int64(1); run <= int64(nruns); run++ {
+			var rows []KeyRow
+			for range r.IntN(400) {
+				k := KeyRow{Rule: []string{"flood", "slow", "fl"}[r.IntN(3)], Key: fmt.Sprintf("2001:db8::%x", r.IntN(500)),
+					Requests: run, Data: make([]byte, 1+r.IntN(300))}
+				if r.IntN(8) == 0 {
+					k.Data = nil
+				}
+				rows = append(rows, k)
+			}
+			rw := &runWriter{run: run, insert: func(id, _, _ int64, _ any, data, _, _ []byte) error {
+				parts[id] = bytes.Clone(data)
+				return nil
+			}}
+			for _, i := range sortRows(rows, nil) {
+				if err := rw.add(&rows[i]); err != nil {
+					t.Fatal(err)
+				}
+				want[[2]string{rows[i].Rule, rows[i].Key}] = appendBody(nil, &rows[i])
+			}
+			if err := rw.flush(); err != nil {
+				t.Fatal(err)
+			}
+			runs = append(runs, runInfo{run: run, parts: rw.part})
+		}
+		m, err := newMerger(runs, func(id int64) ([]byte, error) { return parts[id], nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []got
+		if err := m.each(func(e *entry) error {
+			out = append(out, got{string(e.rule), string(e.key), bytes.Clone(e.body)})
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(out) != len(want) {
+			t.Errorf("%d runs: %d entries merged, want %d", nruns, len(out), len(want))
+		}
+		for i, g := range out {
+			if i > 0 && !(out[i-1].rule < g.rule || out[i-1].rule == g.rule && out[i-1].key < g.key) {
+				t.Fatalf("%d runs: entry %d (%s, %s) after (%s, %s)", nruns, i, g.rule, g.key, out[i-1].rule, out[i-1].key)
+			}
+			if w := want[[2]string{g.rule, g.key}]; !bytes.Equal(g.body, w) {
+				t.Fatalf("%d runs: (%s, %s): body %x, want the newest run's %x", nruns, g.rule, g.key, g.body, w)
+			}
+		}
 	}
 }
