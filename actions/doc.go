@@ -71,6 +71,16 @@
 // entries take a fifth longer to gather (72 against 60 ms, sorted), at
 // start and on the cleaner's resync.
 //
+// The bans' rule names and reasons are held once each (Manager.name):
+// the store and the detector give every ban its own copy of the same few
+// texts ("rate 4 per 10s > 3 (rule flood)" on every ban of a flood), and
+// each copy is one more object for the collector to mark on every cycle.
+// A ban set keeps the manager's copy of a text equal to its own; a text
+// is never dropped, so the set is bounded: at most maxNames (1,024) texts
+// of at most maxNameLen (256) bytes, about 256 KiB; past it a ban keeps
+// the copy it came with. The keys are not held so: each is its own
+// ban's (TestManagerNamesOnce).
+//
 // # The registry of action types
 //
 // The action types are one table, in Builtin: each type's name and its

@@ -129,6 +129,10 @@ type Manager struct {
 	shared  map[netip.Prefix][]int32
 	allow   []netip.Prefix
 	ranges  map[string][]netip.Prefix // group ranges' CIDRs by key
+	// names holds each rule name and reason once (the package doc, "What
+	// the manager holds"): the store and the detector give every ban its
+	// own copy of the same few texts.
+	names   map[string]string
 	workers []*worker
 
 	cancel context.CancelFunc
@@ -169,7 +173,7 @@ func NewManager(cs []Configured, o ManagerOptions) *Manager {
 	m := &Manager{
 		log: o.Logger, now: o.Now, sweep: o.Sweep, back: o.Backoff,
 		bans: map[banKey]int32{}, holders: map[netip.Prefix]int32{}, shared: map[netip.Prefix][]int32{},
-		ranges: cloneRanges(o.Ranges),
+		ranges: cloneRanges(o.Ranges), names: map[string]string{},
 	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
@@ -381,9 +385,13 @@ func (m *Manager) set(k banKey, b *ban) {
 	switch {
 	case b != nil && len(news) > 0:
 		if !had {
+			k.rule = m.name(k.rule)
 			i = m.alloc()
 			m.bans[k] = i
+		} else {
+			k = m.slots[i].key
 		}
+		b.reason = m.name(b.reason)
 		s := &m.slots[i]
 		oldUntil, gen := s.until, s.gen
 		*s = *b
@@ -404,6 +412,27 @@ func (m *Manager) set(k banKey, b *ban) {
 			m.update(w, p, bw.e, bw.ok)
 		}
 	}
+}
+
+// Bounds of Manager.names: at most maxNames texts of at most maxNameLen
+// bytes each are held (about 256 KiB); others are kept as given.
+const (
+	maxNames   = 1024
+	maxNameLen = 256
+)
+
+// name returns the copy of s that m holds, holding s first if there is
+// room: every ban of a rule then points at one rule name, and every ban
+// with the same reason at one reason, not one object each for the
+// collector to mark.
+func (m *Manager) name(s string) string {
+	if c, ok := m.names[s]; ok {
+		return c
+	}
+	if len(m.names) < maxNames && len(s) <= maxNameLen {
+		m.names[s] = s
+	}
+	return s
 }
 
 // alloc is a free slot for a ban.

@@ -3,12 +3,14 @@ package actions
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/state"
@@ -380,5 +382,62 @@ func TestManagerExemptions(t *testing.T) {
 	}
 	if got := r.holding(); !slices.Equal(got, []string{"127.0.0.9/32"}) {
 		t.Errorf("held %v", got)
+	}
+}
+
+// TestManagerNamesOnce: the bans' rule names and reasons, each a copy of
+// its own as the store gives them, are held once each (Manager.name), up
+// to maxNames texts; the entries keep every ban's own values, past the
+// bound too.
+func TestManagerNamesOnce(t *testing.T) {
+	const n = 2*maxNames + 200
+	long := strings.Repeat("r", maxNameLen+1)
+	var bans []state.Ban
+	for i := range n {
+		reason := "rate 4 per 10s > 3 (rule flood)"
+		switch {
+		case i%2 == 1:
+			reason = fmt.Sprintf("reason %d", i) // distinct: fills names
+		case i%10 == 0:
+			reason = long
+		}
+		bans = append(bans, state.Ban{Rule: strings.Clone("flood"), Key: fmt.Sprintf("2001:db8::%x", i+1), Kind: "ban",
+			Until: t0.Add(time.Hour), Reason: strings.Clone(reason)})
+	}
+	r := newRecorder("rec")
+	m := startManager(t, func() time.Time { return t0 }, bans, Configured{Backend: r, Kinds: []Kind{KindBan}})
+
+	got := map[string]Entry{}
+	for _, e := range m.Entries("rec") {
+		got[e.Key] = e
+	}
+	for _, b := range bans {
+		e, ok := got[b.Key]
+		if !ok || e.Rule != b.Rule || e.Reason != b.Reason {
+			t.Fatalf("%s: entry %+v (found %v), want rule %q reason %q", b.Key, e, ok, b.Rule, b.Reason)
+		}
+	}
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.names) != maxNames {
+		t.Errorf("names holds %d texts, want the bound %d", len(m.names), maxNames)
+	}
+	if _, ok := m.names[long]; ok {
+		t.Errorf("names holds a text of %d bytes, over maxNameLen", len(long))
+	}
+	rules, reasons := map[*byte]bool{}, map[*byte]bool{}
+	for k, i := range m.bans {
+		s := &m.slots[i]
+		if s.key != k {
+			t.Fatalf("slot %d holds key %v, the map %v", i, s.key, k)
+		}
+		rules[unsafe.StringData(s.key.rule)] = true
+		if s.reason == "rate 4 per 10s > 3 (rule flood)" {
+			reasons[unsafe.StringData(s.reason)] = true
+		}
+	}
+	if len(rules) != 1 || len(reasons) != 1 {
+		t.Errorf("the bans point at %d copies of their rule name and %d of their common reason, want 1 and 1", len(rules), len(reasons))
 	}
 }
