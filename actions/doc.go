@@ -79,7 +79,13 @@
 // is never dropped, so the set is bounded: at most maxNames (1,024) texts
 // of at most maxNameLen (256) bytes, about 256 KiB; past it a ban keeps
 // the copy it came with. The keys are not held so: each is its own
-// ban's (TestManagerNamesOnce).
+// ban's (TestManagerNamesOnce). The map of each prefix's holder is keyed
+// by the prefix's bytes, bits and family (pkey), not by the netip.Prefix,
+// whose address holds a pointer: a map whose keys and values hold none is
+// not scanned (TestPrefixKeyRoundTrip: the key gives back the prefix).
+// Both together: a whole collection with 100,000 bans (manager and
+// endpoint view) from 11.5-15.5 to 9.0-12.6 ms on one P
+// (BenchmarkCollectBans in endpoint), 53.6 to 47.1 MB live.
 //
 // # The registry of action types
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"strings"
@@ -439,5 +440,43 @@ func TestManagerNamesOnce(t *testing.T) {
 	}
 	if len(rules) != 1 || len(reasons) != 1 {
 		t.Errorf("the bans point at %d copies of their rule name and %d of their common reason, want 1 and 1", len(rules), len(reasons))
+	}
+}
+
+// TestPrefixKeyRoundTrip: a prefix's pkey gives back the same prefix, and
+// two prefixes have the same pkey only when they are equal: v4, v6,
+// v4-mapped, every length, unmasked, invalid and the zero Prefix.
+func TestPrefixKeyRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 2))
+	ps := []netip.Prefix{{}, netip.PrefixFrom(netip.MustParseAddr("198.51.100.1"), 33),
+		netip.PrefixFrom(netip.MustParseAddr("2001:db8::1"), 129), netip.PrefixFrom(netip.IPv6Unspecified(), 0),
+		netip.PrefixFrom(netip.IPv4Unspecified(), 0), netip.PrefixFrom(netip.AddrFrom16([16]byte{}), 0)}
+	for range 20_000 {
+		var b [16]byte
+		for i := range b {
+			b[i] = byte(rng.IntN(3)) // small values: prefixes that differ in little
+		}
+		var a netip.Addr
+		switch rng.IntN(3) {
+		case 0:
+			a = netip.AddrFrom4([4]byte(b[12:]))
+		case 1:
+			a = netip.AddrFrom16(b)
+		default:
+			b[10], b[11] = 0xff, 0xff
+			a = netip.AddrFrom16(b) // v4-mapped
+		}
+		ps = append(ps, netip.PrefixFrom(a, rng.IntN(a.BitLen()+2)-1))
+	}
+	seen := map[pkey]netip.Prefix{}
+	for _, p := range ps {
+		k := keyOf(p)
+		if got := k.prefix(); got != p {
+			t.Fatalf("%v (%#v): back from its key as %v (%#v)", p, p, got, got)
+		}
+		if q, ok := seen[k]; ok && q != p {
+			t.Fatalf("%v and %v have the same key", p, q)
+		}
+		seen[k] = p
 	}
 }
