@@ -71,6 +71,22 @@
 // entries take a fifth longer to gather (72 against 60 ms, sorted), at
 // start and on the cleaner's resync.
 //
+// The bans' rule names and reasons are held once each (Manager.name):
+// the store and the detector give every ban its own copy of the same few
+// texts ("rate 4 per 10s > 3 (rule flood)" on every ban of a flood), and
+// each copy is one more object for the collector to mark on every cycle.
+// A ban set keeps the manager's copy of a text equal to its own; a text
+// is never dropped, so the set is bounded: at most maxNames (1,024) texts
+// of at most maxNameLen (256) bytes, about 256 KiB; past it a ban keeps
+// the copy it came with. The keys are not held so: each is its own
+// ban's (TestManagerNamesOnce). The map of each prefix's holder is keyed
+// by the prefix's bytes, bits and family (pkey), not by the netip.Prefix,
+// whose address holds a pointer: a map whose keys and values hold none is
+// not scanned (TestPrefixKeyRoundTrip: the key gives back the prefix).
+// Both together: a whole collection with 100,000 bans (manager and
+// endpoint view) from 11.5-15.5 to 9.0-12.6 ms on one P
+// (BenchmarkCollectBans in endpoint), 53.6 to 47.1 MB live.
+//
 // # The registry of action types
 //
 // The action types are one table, in Builtin: each type's name and its

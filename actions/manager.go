@@ -125,10 +125,15 @@ type Manager struct {
 	bans  map[banKey]int32 // the slot of each active ban
 	// holders is, for each blocked prefix, the slot of the ban holding
 	// it, or -1 when several do: then shared has them, oldest first.
-	holders map[netip.Prefix]int32
+	// Its keys are pkeys, which hold no pointer: the map is not scanned.
+	holders map[pkey]int32
 	shared  map[netip.Prefix][]int32
 	allow   []netip.Prefix
 	ranges  map[string][]netip.Prefix // group ranges' CIDRs by key
+	// names holds each rule name and reason once (the package doc, "What
+	// the manager holds"): the store and the detector give every ban its
+	// own copy of the same few texts.
+	names   map[string]string
 	workers []*worker
 
 	cancel context.CancelFunc
@@ -168,8 +173,8 @@ type worker struct {
 func NewManager(cs []Configured, o ManagerOptions) *Manager {
 	m := &Manager{
 		log: o.Logger, now: o.Now, sweep: o.Sweep, back: o.Backoff,
-		bans: map[banKey]int32{}, holders: map[netip.Prefix]int32{}, shared: map[netip.Prefix][]int32{},
-		ranges: cloneRanges(o.Ranges),
+		bans: map[banKey]int32{}, holders: map[pkey]int32{}, shared: map[netip.Prefix][]int32{},
+		ranges: cloneRanges(o.Ranges), names: map[string]string{},
 	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
@@ -381,9 +386,13 @@ func (m *Manager) set(k banKey, b *ban) {
 	switch {
 	case b != nil && len(news) > 0:
 		if !had {
+			k.rule = m.name(k.rule)
 			i = m.alloc()
 			m.bans[k] = i
+		} else {
+			k = m.slots[i].key
 		}
+		b.reason = m.name(b.reason)
 		s := &m.slots[i]
 		oldUntil, gen := s.until, s.gen
 		*s = *b
@@ -406,6 +415,27 @@ func (m *Manager) set(k banKey, b *ban) {
 	}
 }
 
+// Bounds of Manager.names: at most maxNames texts of at most maxNameLen
+// bytes each are held (about 256 KiB); others are kept as given.
+const (
+	maxNames   = 1024
+	maxNameLen = 256
+)
+
+// name returns the copy of s that m holds, holding s first if there is
+// room: every ban of a rule then points at one rule name, and every ban
+// with the same reason at one reason, not one object each for the
+// collector to mark.
+func (m *Manager) name(s string) string {
+	if c, ok := m.names[s]; ok {
+		return c
+	}
+	if len(m.names) < maxNames && len(s) <= maxNameLen {
+		m.names[s] = s
+	}
+	return s
+}
+
 // alloc is a free slot for a ban.
 func (m *Manager) alloc() int32 {
 	if n := len(m.free); n > 0 {
@@ -425,12 +455,13 @@ func (m *Manager) release(i int32) {
 
 // hold records that the ban in slot i holds p, after those holding it.
 func (m *Manager) hold(p netip.Prefix, i int32) {
-	h, ok := m.holders[p]
+	k := keyOf(p)
+	h, ok := m.holders[k]
 	switch {
 	case !ok:
-		m.holders[p] = i
+		m.holders[k] = i
 	case h >= 0:
-		m.holders[p] = -1
+		m.holders[k] = -1
 		m.shared[p] = []int32{h, i}
 	default:
 		m.shared[p] = append(m.shared[p], i)
@@ -439,13 +470,14 @@ func (m *Manager) hold(p netip.Prefix, i int32) {
 
 // unhold records that the ban in slot i no longer holds p.
 func (m *Manager) unhold(p netip.Prefix, i int32) {
-	h, ok := m.holders[p]
+	k := keyOf(p)
+	h, ok := m.holders[k]
 	switch {
 	case !ok:
 		return
 	case h >= 0:
 		if h == i {
-			delete(m.holders, p)
+			delete(m.holders, k)
 		}
 		return
 	}
@@ -454,17 +486,52 @@ func (m *Manager) unhold(p netip.Prefix, i int32) {
 		hs = slices.Delete(hs, j, j+1)
 	}
 	if len(hs) == 1 {
-		m.holders[p] = hs[0]
+		m.holders[k] = hs[0]
 		delete(m.shared, p)
 	} else {
 		m.shared[p] = hs
 	}
 }
 
+// pkey is a prefix as a map key without a pointer (a netip.Addr holds
+// one, for its family and zone): its address's 16 bytes, its bits (-1 for
+// an invalid prefix) and its family (4, 6, or 0 for the zero Prefix). A
+// prefix has no zone (netip.PrefixFrom drops it), so keyOf and prefix
+// give back the same prefix (TestPrefixKeyRoundTrip).
+type pkey struct {
+	addr [16]byte
+	bits int16
+	fam  uint8
+}
+
+// keyOf is p's pkey.
+func keyOf(p netip.Prefix) pkey {
+	a := p.Addr()
+	k := pkey{bits: int16(p.Bits())}
+	switch {
+	case a.Is4():
+		k.addr, k.fam = a.As16(), 4
+	case a.Is6():
+		k.addr, k.fam = a.As16(), 6
+	}
+	return k
+}
+
+// prefix is the prefix k is the key of.
+func (k pkey) prefix() netip.Prefix {
+	switch k.fam {
+	case 4:
+		return netip.PrefixFrom(netip.AddrFrom4([4]byte(k.addr[12:])), int(k.bits))
+	case 6:
+		return netip.PrefixFrom(netip.AddrFrom16(k.addr), int(k.bits))
+	}
+	return netip.Prefix{}
+}
+
 // holding are the slots of the bans holding p, oldest first; buf holds
 // the one of a prefix one ban holds.
 func (m *Manager) holding(p netip.Prefix, buf *[1]int32) []int32 {
-	h, ok := m.holders[p]
+	h, ok := m.holders[keyOf(p)]
 	switch {
 	case !ok:
 		return nil
@@ -515,8 +582,8 @@ func (m *Manager) update(w *worker, p netip.Prefix, old Entry, had bool) {
 // it costs the collector nothing between syncs.
 func (m *Manager) desired(w *worker) []Entry {
 	out := make([]Entry, 0, w.entries)
-	for p := range m.holders {
-		if e, ok := m.entry(p, w.Kinds); ok {
+	for k := range m.holders {
+		if e, ok := m.entry(k.prefix(), w.Kinds); ok {
 			out = append(out, e)
 		}
 	}

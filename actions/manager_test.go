@@ -3,12 +3,15 @@ package actions
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/state"
@@ -380,5 +383,100 @@ func TestManagerExemptions(t *testing.T) {
 	}
 	if got := r.holding(); !slices.Equal(got, []string{"127.0.0.9/32"}) {
 		t.Errorf("held %v", got)
+	}
+}
+
+// TestManagerNamesOnce: the bans' rule names and reasons, each a copy of
+// its own as the store gives them, are held once each (Manager.name), up
+// to maxNames texts; the entries keep every ban's own values, past the
+// bound too.
+func TestManagerNamesOnce(t *testing.T) {
+	const n = 2*maxNames + 200
+	long := strings.Repeat("r", maxNameLen+1)
+	var bans []state.Ban
+	for i := range n {
+		reason := "rate 4 per 10s > 3 (rule flood)"
+		switch {
+		case i%2 == 1:
+			reason = fmt.Sprintf("reason %d", i) // distinct: fills names
+		case i%10 == 0:
+			reason = long
+		}
+		bans = append(bans, state.Ban{Rule: strings.Clone("flood"), Key: fmt.Sprintf("2001:db8::%x", i+1), Kind: "ban",
+			Until: t0.Add(time.Hour), Reason: strings.Clone(reason)})
+	}
+	r := newRecorder("rec")
+	m := startManager(t, func() time.Time { return t0 }, bans, Configured{Backend: r, Kinds: []Kind{KindBan}})
+
+	got := map[string]Entry{}
+	for _, e := range m.Entries("rec") {
+		got[e.Key] = e
+	}
+	for _, b := range bans {
+		e, ok := got[b.Key]
+		if !ok || e.Rule != b.Rule || e.Reason != b.Reason {
+			t.Fatalf("%s: entry %+v (found %v), want rule %q reason %q", b.Key, e, ok, b.Rule, b.Reason)
+		}
+	}
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.names) != maxNames {
+		t.Errorf("names holds %d texts, want the bound %d", len(m.names), maxNames)
+	}
+	if _, ok := m.names[long]; ok {
+		t.Errorf("names holds a text of %d bytes, over maxNameLen", len(long))
+	}
+	rules, reasons := map[*byte]bool{}, map[*byte]bool{}
+	for k, i := range m.bans {
+		s := &m.slots[i]
+		if s.key != k {
+			t.Fatalf("slot %d holds key %v, the map %v", i, s.key, k)
+		}
+		rules[unsafe.StringData(s.key.rule)] = true
+		if s.reason == "rate 4 per 10s > 3 (rule flood)" {
+			reasons[unsafe.StringData(s.reason)] = true
+		}
+	}
+	if len(rules) != 1 || len(reasons) != 1 {
+		t.Errorf("the bans point at %d copies of their rule name and %d of their common reason, want 1 and 1", len(rules), len(reasons))
+	}
+}
+
+// TestPrefixKeyRoundTrip: a prefix's pkey gives back the same prefix, and
+// two prefixes have the same pkey only when they are equal: v4, v6,
+// v4-mapped, every length, unmasked, invalid and the zero Prefix.
+func TestPrefixKeyRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 2))
+	ps := []netip.Prefix{{}, netip.PrefixFrom(netip.MustParseAddr("198.51.100.1"), 33),
+		netip.PrefixFrom(netip.MustParseAddr("2001:db8::1"), 129), netip.PrefixFrom(netip.IPv6Unspecified(), 0),
+		netip.PrefixFrom(netip.IPv4Unspecified(), 0), netip.PrefixFrom(netip.AddrFrom16([16]byte{}), 0)}
+	for range 20_000 {
+		var b [16]byte
+		for i := range b {
+			b[i] = byte(rng.IntN(3)) // small values: prefixes that differ in little
+		}
+		var a netip.Addr
+		switch rng.IntN(3) {
+		case 0:
+			a = netip.AddrFrom4([4]byte(b[12:]))
+		case 1:
+			a = netip.AddrFrom16(b)
+		default:
+			b[10], b[11] = 0xff, 0xff
+			a = netip.AddrFrom16(b) // v4-mapped
+		}
+		ps = append(ps, netip.PrefixFrom(a, rng.IntN(a.BitLen()+2)-1))
+	}
+	seen := map[pkey]netip.Prefix{}
+	for _, p := range ps {
+		k := keyOf(p)
+		if got := k.prefix(); got != p {
+			t.Fatalf("%v (%#v): back from its key as %v (%#v)", p, p, got, got)
+		}
+		if q, ok := seen[k]; ok && q != p {
+			t.Fatalf("%v and %v have the same key", p, q)
+		}
+		seen[k] = p
 	}
 }
