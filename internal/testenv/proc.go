@@ -2,9 +2,12 @@ package testenv
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,14 +50,47 @@ func (p *Proc) Stop() {
 // FreePort is a TCP port free on 127.0.0.1 just now, for a server a test
 // starts (another process may take it before the server binds it: tests
 // that start servers retry on "address already in use").
+//
+// It is taken below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range), never from it: a port the kernel handed
+// out for bind(":0") and that the test then freed may be handed out again
+// at once, to the test's next listener on ":0" (an upstream, httptest) or
+// as the source port of a connection (nginx to its upstream), and the
+// server the port was meant for then fails with "address already in use"
+// (TestProxyTrust did, once). Below that range only another explicit
+// choice takes it.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	lo := ephemeralLow()
+	for range 1000 {
+		port := 10000 + rand.IntN(lo-10000)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue // in use: another
+		}
+		l.Close()
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("no free TCP port on 127.0.0.1 between 10000 and %d", lo)
+	return 0
+}
+
+// ephemeralLow is the least port of the kernel's ephemeral range (32768
+// when it cannot be read, Linux's default).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil || lo <= 10000+100 {
+		return 32768
+	}
+	return lo
 }
 
 // Buffer collects a child process's output (cmd.Stdout, cmd.Stderr) while
