@@ -325,12 +325,13 @@ func (c *connector) Driver() driver.Driver                        { return c.drv
 
 // dsn is the URI of the database for go-sqlite3. A writer's transactions
 // begin IMMEDIATE (the write lock at BEGIN, never an upgrade that could
-// fail); a reader's are DEFERRED on a read-only file.
+// fail); a reader's are DEFERRED on a read-only file, on a connection
+// without SQLite's own mutex (doc.go, "Reading the bans").
 func dsn(abs string, ro bool) string {
 	u := "file:" + (&url.URL{Path: abs}).EscapedPath()
 	ms := strconv.Itoa(int(busyTimeout / time.Millisecond))
 	if ro {
-		return u + "?mode=ro&_txlock=deferred&_busy_timeout=" + ms
+		return u + "?mode=ro&_mutex=no&_txlock=deferred&_busy_timeout=" + ms
 	}
 	return u + "?mode=rwc&_txlock=immediate&_busy_timeout=" + ms
 }
