@@ -76,11 +76,7 @@ var errCorruptRun = errors.New("corrupt key run")
 func appendEntry(b, prev, name []byte, r *KeyRow) ([]byte, []byte) {
 	name = binary.AppendUvarint(name[:0], uint64(len(r.Rule)))
 	name = append(append(name, r.Rule...), r.Key...)
-	shared := commonPrefix(prev, name)
-	b = binary.AppendUvarint(b, uint64(shared))
-	b = binary.AppendUvarint(b, uint64(len(name)-shared))
-	b = append(b, name[shared:]...)
-	b = binary.AppendUvarint(b, uint64(bodyLen(r)))
+	b = appendHead(b, prev, name, bodyLen(r))
 	return appendBody(b, r), name
 }
 
@@ -108,12 +104,17 @@ func varintLen(v int64) int { return uvarintLen(uint64(v<<1) ^ uint64(v>>63)) }
 
 // appendRaw appends the entry of name and body after prev's name.
 func appendRaw(b, prev, name, body []byte) []byte {
+	return append(appendHead(b, prev, name, len(body)), body...)
+}
+
+// appendHead appends what comes before an entry's body: its name after
+// prev's (the bytes shared with it, the rest) and the body's length.
+func appendHead(b, prev, name []byte, bodyLen int) []byte {
 	shared := commonPrefix(prev, name)
 	b = binary.AppendUvarint(b, uint64(shared))
 	b = binary.AppendUvarint(b, uint64(len(name)-shared))
 	b = append(b, name[shared:]...)
-	b = binary.AppendUvarint(b, uint64(len(body)))
-	return append(b, body...)
+	return binary.AppendUvarint(b, uint64(bodyLen))
 }
 
 func appendBody(b []byte, r *KeyRow) []byte {

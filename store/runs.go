@@ -317,7 +317,7 @@ func (w *conn) partKeys(runs []runInfo) ([][]partName, error) {
 			i++
 		}
 		if i == len(runs) || runs[i].run != id>>runShift || id&(1<<runShift-1) != int64(len(out[i])) {
-			return nil, fmt.Errorf("key parts: part %d of run %d: %w: not a part of key_runs", id&(1<<runShift-1), id>>runShift, errCorruptRun)
+			return nil, fmt.Errorf("key parts: %s: %w: not a part of key_runs", partLabel(id), errCorruptRun)
 		}
 		out[i] = append(out[i], partName{bytes.Clone(rule), bytes.Clone(key)})
 	}
@@ -358,7 +358,7 @@ func (s *partSeeker) holds(e *entry) (bool, error) {
 		if id != s.id {
 			b, err := s.load(id)
 			if err != nil {
-				return false, fmt.Errorf("key run %d part %d: %w", s.run, i, err)
+				return false, fmt.Errorf("%s: %w", partLabel(id), err)
 			}
 			s.id, s.data = id, b
 		}
@@ -378,7 +378,7 @@ func (s *partSeeker) holds(e *entry) (bool, error) {
 			return false, nil
 		}
 		if err := s.c.decode(); err != nil {
-			return false, fmt.Errorf("key run %d part %d: %w: %w", s.run, i, errCorruptRun, err)
+			return false, fmt.Errorf("%s: %w: %w", partLabel(s.id), errCorruptRun, err)
 		}
 		s.c.valid = true
 	}
