@@ -170,23 +170,29 @@ const (
 // be another than the classifying pipeline's.
 func (c *Config) ClaimOf(k *KeyCache, e *parser.Entry) Claim {
 	cl := Claim{found: true}
-	switch a := e.IP; {
-	case c.allow.Contains(a):
-		cl.list = claimAllowed
-		return cl
-	case c.deny.Contains(a):
-		cl.list = claimDenied
-		return cl
-	default:
-		if ri, ok := c.ranges.Lookup(a); ok {
-			cl.list, cl.rng = claimRange, int32(ri)
-			return cl // classifying reads no user agent
-		}
+	if cl.list, cl.rng = c.lists(e.IP); cl.list != 0 {
+		return cl // classifying reads no user agent
 	}
 	if c.bots != nil && e.Has&parser.HasUserAgent != 0 {
 		cl.name, cl.kind = k.agent(e.UserAgent)
 	}
 	return cl
+}
+
+// lists says where a is in the allow list, the deny list and the ranges,
+// the first that holds (Claim.list, 0: none), and with claimRange the
+// range's index.
+func (c *Config) lists(a netip.Addr) (list uint8, rng int32) {
+	switch {
+	case c.allow.Contains(a):
+		return claimAllowed, 0
+	case c.deny.Contains(a):
+		return claimDenied, 0
+	}
+	if ri, ok := c.ranges.Lookup(a); ok {
+		return claimRange, int32(ri)
+	}
+	return 0, 0
 }
 
 // ClassifyClaimed is ClassifyKeys with e's Claim found ahead (ClaimOf under
@@ -213,16 +219,7 @@ func (c *Config) classify(kc keyCache, src *Source, e *parser.Entry, dst []Charg
 	a := e.IP
 	cl := kc.claim
 	if !cl.found {
-		switch {
-		case c.allow.Contains(a):
-			cl.list = claimAllowed
-		case c.deny.Contains(a):
-			cl.list = claimDenied
-		default:
-			if ri, ok := c.ranges.Lookup(a); ok {
-				cl.list, cl.rng = claimRange, int32(ri)
-			}
-		}
+		cl.list, cl.rng = c.lists(a)
 	}
 	switch cl.list {
 	case claimAllowed:
