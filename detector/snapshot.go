@@ -212,16 +212,10 @@ func (d *Detector) changes(fn func(ks *KeyState), view bool, into *[]byte) {
 			if !ok {
 				continue // removed since: in gone
 			}
-			var data []byte
-			if into != nil {
-				n := len(*into)
-				*into = appendStatic(*into, b)
-				data = (*into)[n:len(*into):len(*into)]
-			} else {
-				d.buf = appendStatic(d.buf[:0], b)
-				data = d.buf
-			}
-			*ks = KeyState{Rule: staticRule, Key: key, Data: data, Phase: Ban}
+			out := d.dataOut(into)
+			n := len(*out)
+			*out = appendStatic(*out, b)
+			*ks = KeyState{Rule: staticRule, Key: key, Data: (*out)[n:len(*out):len(*out)], Phase: Ban}
 			fn(ks)
 		}
 		clear(d.staticDirty)
@@ -229,19 +223,24 @@ func (d *Detector) changes(fn func(ks *KeyState), view bool, into *[]byte) {
 	*ks = KeyState{}
 }
 
+// dataOut is where a state's Data is appended: into (ChangesAppend), or
+// d.buf emptied (Changes, ChangesView: valid until the next state).
+func (d *Detector) dataOut(into *[]byte) *[]byte {
+	if into != nil {
+		return into
+	}
+	d.buf = d.buf[:0]
+	return &d.buf
+}
+
 // report encodes s for fn and marks it clean and stored; with view, the
 // key is a view of its text; with into, the state is appended to *into.
 func (d *Detector) report(i int32, s *state, stamp uint64, fn func(*KeyState), view bool, into *[]byte) {
 	s.flags = s.flags&^(flagDirty|flagMoved) | flagStored
-	var data []byte
-	if into != nil {
-		n := len(*into)
-		*into = d.appendState(*into, i, s, stamp)
-		data = (*into)[n:len(*into):len(*into)]
-	} else {
-		d.buf = d.appendState(d.buf[:0], i, s, stamp)
-		data = d.buf
-	}
+	out := d.dataOut(into)
+	n := len(*out)
+	*out = d.appendState(*out, i, s, stamp)
+	data := (*out)[n:len(*out):len(*out)]
 	ks := &d.ks
 	key := d.keys.view(s.kid)
 	if !view {
