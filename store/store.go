@@ -127,6 +127,12 @@ type DB struct {
 	pruneCancels, pruneGaveUp, pruneFinished int
 	// mergeBytes, when > 0, is every merge step's budget (tests).
 	mergeBytes int64
+	// The cover (cover.go): mark is the run of the last checkpoint with
+	// Mark (0: none since Open), coverEnd the run of the last with Cover:
+	// the runs up to it are weighed as the base.
+	mark, coverEnd int64
+	// covered counts the covers that hid runs (for the tests).
+	covered int
 }
 
 // Open opens the database at path. A writer (the default) creates it and
