@@ -185,3 +185,61 @@ func rowsByKey(rs []KeyRow) map[[2]string]KeyRow {
 	}
 	return m
 }
+
+// TestSizeCovers checks the size bound with covers (doc.go, "Size": 6 K
+// and 4 C): K states changed in turn, C a checkpoint, with the Mark and
+// Cover a checkpoint.Writer gives such a stream (a cover once every state
+// was written since the mark; a mark again at the first cover past an
+// eighth more), and, in the second half, a tenth of the keys gone idle
+// (no cover: merges as before). The database, measured after every
+// checkpoint, stays within the bound; the runs shown within maxRuns+1.
+func TestSizeCovers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("600 checkpoints")
+	}
+	t.Parallel()
+	const keys, changed = 20_000, 1_600
+	path := filepath.Join(t.TempDir(), "logjail.db")
+	db := mustOpen(t, path, Options{})
+	t0 := at("2026-11-26T09:00:00Z")
+	all := benchKeys(keys, t0)
+	since, covered, next := 0, false, 0
+	var maxDB int64
+	for ck := range 600 {
+		now := t0.Add(time.Duration(ck) * 300 * time.Millisecond)
+		live := keys
+		if ck >= 300 {
+			live = keys - keys/10 // the last tenth idle: no cover comes
+		}
+		rows := make([]KeyRow, changed)
+		for i := range rows {
+			rows[i] = all[(next+i)%live]
+		}
+		next = (next + changed) % live
+		touch(rows, now)
+		c := &Checkpoint{Time: now, Keys: rows}
+		c.Cover = ck > 0 && live == keys && (covered || since+len(rows) >= keys)
+		switch {
+		case ck == 0, c.Cover && since > keys+keys/8, !c.Cover && since > keys+keys/4:
+			c.Mark, since, covered = true, 0, false
+		case c.Cover:
+			covered = true
+		}
+		since += len(rows)
+		if err := db.Checkpoint(c); err != nil {
+			t.Fatal(err)
+		}
+		maxDB = max(maxDB, fileSize(t, path))
+		if runs, _, err := db.KeyRuns(); err != nil || runs > maxRuns+1 {
+			t.Fatalf("checkpoint %d: %d runs (%v)", ck, runs, err)
+		}
+	}
+	bound := int64((6*keys+4*changed)*sizeKeyBytes + sizeFixedBytes)
+	t.Logf("database at most %d KB, bound %d KB; %d covers dropped runs", maxDB>>10, bound>>10, db.covered)
+	if maxDB > bound {
+		t.Errorf("the database grew to %d bytes, over its bound of %d", maxDB, bound)
+	}
+	if db.covered < 5 {
+		t.Error("no covers: nothing tested")
+	}
+}

@@ -422,7 +422,7 @@
 // quarter more states than tracked): the runs shown hold at most three
 // times that, and those a cover dropped (at most as many) until deleted,
 // or a merge's output and steps as above: 6 K and 4 C in the bound
-// instead of 4.75 K and C. E is the events within history_retention; 190 B
+// instead of 4.75 K and C (TestSizeCovers). E is the events within history_retention; 190 B
 // is an event's row (about 110 B with a 40-character reason) and its two
 // index entries (about 45 B), in a B-tree between half and wholly full.
 // 256 KiB are the schema's pages (16 KiB each) and the free pages Prune
