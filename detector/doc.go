@@ -263,8 +263,8 @@
 // slot but the dirty ones, a pass over the slab), and CoverReady whether
 // every state tracked will have been reported since, once the next
 // Changes ran (a pass over the slab; the banned states and static bans
-// not reported since are marked changed, so that it reports them: they
-// are held, and so never pruned from a store). checkpoint.Writer asks so
+// not reported since are marked changed, so that it reports them: the
+// store's Prune keeps them while they are held). checkpoint.Writer asks so
 // that the store may drop its key states from before the mark unread
 // (state.Checkpoint's Mark and Cover; TestCoverReady).
 //

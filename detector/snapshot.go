@@ -140,9 +140,11 @@ func (d *Detector) MarkCover() {
 // (state.Checkpoint.Cover). It holds when every state on the LRU lists
 // has changed since the mark; the banned states (off the lists) and the
 // static bans that have not are then marked changed, so that the next
-// Changes reports them again (a banned state is held: the store's Prune
-// never drops it, so reporting it again brings back nothing Prune
-// removed). A state on a list that has not changed since may be one that
+// Changes reports them again (a static ban has no last-seen time, and a
+// banned state is held while its ban lasts, or was made within the
+// rules' remember: the store's Prune keeps both; a banned state Prune
+// removed once its ban ended on the wall clock comes back, as the
+// detector, on log time, still holds it). A state on a list that has not changed since may be one that
 // Prune removed from the store (an idle one): it is not reported again,
 // and no cover is ready until it changes or is evicted. It costs a pass
 // over the slab; a caller asks only once as many states were reported
