@@ -119,7 +119,8 @@
 // INTEGER 0 or 1. The schema version is PRAGMA user_version (Version).
 //
 //	meta             key TEXT PRIMARY KEY, value TEXT; WITHOUT ROWID
-//	                 Free-form settings (SetMeta, Checkpoint.Meta).
+//	                 Free-form settings (SetMeta, Checkpoint.Meta); the
+//	                 store keeps "store cover end" there ("Key runs").
 //
 //	detector         one row (id = 1): the detector-wide state
 //	  time_ms        log time of the last checkpoint (its newest entry)
@@ -257,9 +258,12 @@
 //     progress if it reads one of them; the runs from the mark to the
 //     covering checkpoint's are then weighed as the base (compactPlan,
 //     at most maxRuns/2 of them), so that no merge starts while covers
-//     keep coming. Mark and Cover are in memory only: opened again, the
-//     DB ignores Cover until the next Mark (and weighs its oldest run as
-//     the base again). checkpoint.Writer gives a cover once the detector
+//     keep coming. The mark is in memory only: opened again, the DB
+//     ignores Cover until the next Mark; the run of the last cover that
+//     dropped runs is kept in meta ("store cover end"), so that the DB
+//     opened again weighs the runs up to it as the base, not its oldest
+//     run alone (which would start a merge of every run at once:
+//     TestCoverEndReopened). checkpoint.Writer gives a cover once the detector
 //     says every state it tracks was reported since the mark
 //     (detector.CoverReady), and marks again past an eighth more states
 //     written than tracked, or gives a mark up past a quarter more (idle
