@@ -29,6 +29,11 @@
 // entries, not a row each (store's doc, "Key runs"; docs/performance.md).
 // A restore reads the runs merged, newest wins, which give back exactly
 // the rows a table of one row per (rule, key) held (TestRunsRestoreAsRows).
+// Where every state the detector tracks changes between marks (a daemon
+// whose keys all come back), a checkpoint says so (state.Checkpoint's
+// Mark and Cover, Writer.cover) and the store drops its runs from before
+// the mark unread instead of merging them (store's doc, "Key runs";
+// TestCoversRestoreAsRows).
 //
 // Boundaries: It owns turning the detector's state and the logs' positions
 // into state rows and back. It must not know the implementation of the
@@ -80,6 +85,13 @@ type Writer struct {
 	rows []state.KeyRow
 	data []byte
 	lent bool
+	// The cover (state.Checkpoint's Mark and Cover: Writer.cover): whether
+	// a checkpoint was marked, and covered since, the key states written
+	// since (the marked one's included), and how many before the detector
+	// is asked again.
+	marked, covered bool
+	sinceMark       int
+	nextAsk         int
 }
 
 // NewWriter returns a Writer that checkpoints into db, on the caller's
@@ -350,6 +362,7 @@ func (w *Writer) collect(det *detector.Detector, t time.Time) *state.Checkpoint 
 		arena = make([]byte, 0, n)
 	}
 	c.Keys = rows
+	w.cover(det, c)
 	// The keys are copied into one buffer too, made one string at the end.
 	// The detector encodes each state's Data straight into arena.
 	keys := w.keys[:0]
@@ -375,6 +388,7 @@ func (w *Writer) collect(det *detector.Detector, t time.Time) *state.Checkpoint 
 	if cap(w.keys) > 1<<20 { // a catch-up's, kept no longer
 		w.keys, w.keyEnds = nil, nil
 	}
+	w.sinceMark += len(c.Keys)
 	for k, until := range w.throttles {
 		if !until.After(t) {
 			if b, pending := w.bans[k]; !pending || b == nil || b.Kind == string(detector.Throttle) {
@@ -403,9 +417,53 @@ func (w *Writer) collect(det *detector.Detector, t time.Time) *state.Checkpoint 
 	return c
 }
 
-// merge is the checkpoint that writes old then c: c's rows win.
+// Covers (state.Checkpoint's Mark and Cover; store's doc, "Key runs"). A
+// cover is ready once every state the detector tracks was reported since
+// the mark (detector.CoverReady); after it, every checkpoint covers too
+// (the states reported since the mark stay reported), until the next
+// mark. A cover marks again once the states written since the mark exceed
+// the states tracked by an eighth (coverMark: enough for the next cover to
+// drop); a mark is given up for a new one once they exceed them by a
+// quarter with no cover (coverSlack: a detector with idle keys, whose
+// states do not all change). So the runs since the mark, which a store
+// weighs as its base, hold at most a quarter more states than there are,
+// plus one checkpoint's.
+const (
+	coverMark  = 8
+	coverSlack = 4
+)
+
+// cover decides c's Cover and Mark, before det's changes are taken (a
+// mark is set, and a cover readied, before them).
+func (w *Writer) cover(det *detector.Detector, c *state.Checkpoint) {
+	live := det.Stats().Keys
+	switch {
+	case !w.marked:
+	case w.covered:
+		c.Cover = true
+	case w.sinceMark > 0 && w.sinceMark+det.Pending() >= max(live, w.nextAsk) && w.sinceMark <= live+live/coverSlack:
+		// A pass over det's states: asked again only after an eighth more.
+		if c.Cover = det.CoverReady(); !c.Cover {
+			w.nextAsk = w.sinceMark + det.Pending() + max(live/8, 1)
+		}
+	}
+	switch {
+	case !w.marked,
+		c.Cover && w.sinceMark > live+live/coverMark,
+		!c.Cover && w.sinceMark > live+live/coverSlack:
+		det.MarkCover()
+		c.Mark, w.marked, w.covered = true, true, false
+		w.sinceMark, w.nextAsk = 0, 0
+	case c.Cover:
+		w.covered = true
+	}
+}
+
+// merge is the checkpoint that writes old then c: c's rows win, and c
+// keeps old's Mark and Cover.
 func merge(old, c *state.Checkpoint) *state.Checkpoint {
 	m := *c
+	m.Mark, m.Cover = old.Mark || c.Mark, old.Cover || c.Cover
 	m.Events = append(append([]state.Event(nil), old.Events...), c.Events...)
 	seen := map[state.BanKey]bool{}
 	for _, r := range c.Keys {

@@ -258,6 +258,16 @@
 // costs under 1µs a key, mostly the key index and allocations
 // (BenchmarkRestore).
 //
+// Covers: the same flags say which states changed since the last
+// MarkCover (a flag set with the dirty one; MarkCover clears it in every
+// slot but the dirty ones, a pass over the slab), and CoverReady whether
+// every state tracked will have been reported since, once the next
+// Changes ran (a pass over the slab; the banned states and static bans
+// not reported since are marked changed, so that it reports them: the
+// store's Prune keeps them while they are held). checkpoint.Writer asks so
+// that the store may drop its key states from before the mark unread
+// (state.Checkpoint's Mark and Cover; TestCoverReady).
+//
 // # Fleet
 //
 // A fleet shares the windows of its fleet rules (rules.Rule.Fleet) and

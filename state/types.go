@@ -118,6 +118,16 @@ type Checkpoint struct {
 	// addition to the original API: what must change with the state, as
 	// a configuration hash, goes here).
 	Meta map[string]string
+	// Mark and Cover let a store drop the key states it holds from before
+	// a checkpoint without reading them (issue 23). Mark starts a cover:
+	// the next Cover counts from this checkpoint. Cover says that the
+	// newest state of every (rule, key) that has one (a tombstone aside)
+	// is in the checkpoints from the last one with Mark (that one
+	// included) to this one: whatever came before them may be dropped.
+	// Cover applies before Mark (to the mark before). A store may ignore
+	// both: they change no state. A checkpoint written again with a later
+	// one (after an error) passes its Mark and Cover on to it.
+	Mark, Cover bool
 }
 
 // HistoryQuery selects history events. Zero fields select everything.

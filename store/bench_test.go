@@ -376,3 +376,51 @@ func BenchmarkMerge(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*entries), "ns/entry")
 }
+
+// BenchmarkCheckpointLiveCovers is BenchmarkCheckpointLive with the
+// Mark and Cover a checkpoint.Writer gives such a stream (every key
+// changed in turn): a cover once every state was written since the mark,
+// a mark again at the first cover past an eighth more (store's doc, "Key
+// runs"). The runs before a mark are dropped unread: no merge.
+func BenchmarkCheckpointLiveCovers(b *testing.B) {
+	const tracked, changed = 400_000, 16_384
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	db := mustOpen(b, filepath.Join(b.TempDir(), "logjail.db"), Options{})
+	all := benchKeys(tracked, t0)
+	since, covered := 0, false
+	write := func(t time.Time, rows []KeyRow, first bool) {
+		c := benchCheckpoint(t, rows)
+		c.Cover = covered || !first && since+len(rows) >= tracked
+		if first || c.Cover && since > tracked+tracked/8 {
+			c.Mark, since, covered = true, 0, false
+		} else if c.Cover {
+			covered = true
+		}
+		since += len(rows)
+		if err := db.Checkpoint(c); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := 0; i < tracked; i += changed {
+		write(t0, all[i:min(i+changed, tracked)], i == 0)
+	}
+	next, t := 0, t0
+	rows := make([]KeyRow, changed)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		t = t.Add(300 * time.Millisecond)
+		for i := range rows {
+			rows[i] = all[(next+i)%tracked]
+		}
+		next += changed
+		touch(rows, t)
+		b.StartTimer()
+		write(t, rows, false)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/changed, "ns/key")
+	if b.N >= 60 && db.covered == 0 {
+		b.Fatal("no cover dropped a run")
+	}
+}

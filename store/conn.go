@@ -26,6 +26,7 @@ const (
 	sUpsertDetector
 	sUpsertMeta
 	sPruneHistory
+	sCoverRuns
 	nStmts
 )
 
@@ -52,6 +53,7 @@ var stmtSQL = [nStmts]string{
 		ON CONFLICT (id) DO UPDATE SET time_ms = ?1, checkpoints = checkpoints + 1, data = ?2`,
 	sUpsertMeta:   `INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = ?2`,
 	sPruneHistory: pruneHistoryQuery,
+	sCoverRuns:    coverRunsQuery,
 }
 
 // conn is the writer's connection as go-sqlite3 gives it, with the

@@ -119,7 +119,8 @@
 // INTEGER 0 or 1. The schema version is PRAGMA user_version (Version).
 //
 //	meta             key TEXT PRIMARY KEY, value TEXT; WITHOUT ROWID
-//	                 Free-form settings (SetMeta, Checkpoint.Meta).
+//	                 Free-form settings (SetMeta, Checkpoint.Meta); the
+//	                 store keeps "store cover end" there ("Key runs").
 //
 //	detector         one row (id = 1): the detector-wide state
 //	  time_ms        log time of the last checkpoint (its newest entry)
@@ -244,6 +245,36 @@
 //     are, reading of the body only its prune time (prunableOf); the
 //     name is compressed again. Memory stays bounded by the parts being
 //     merged (one 64 KiB part a run), whatever the number of keys.
+//   - Covers (cover.go): a merge reads every state it keeps, but where
+//     every state changes between merges (row 2 of docs/performance.md:
+//     200k keys, each back every 4 s, 16k changed a checkpoint) the
+//     writer of the checkpoints knows more than the runs: that every
+//     state there is was written since some checkpoint. It says so with
+//     state.Checkpoint's Mark (a cover counts from this checkpoint's run
+//     on) and Cover (every state there is is in the runs from the mark's
+//     on). A checkpoint with Cover hides the runs before the mark's as
+//     dead, unread, as a merge hides the runs it replaced (dropDead
+//     deletes them a slice a checkpoint), giving up first the merge in
+//     progress if it reads one of them; the runs from the mark to the
+//     covering checkpoint's are then weighed as the base (compactPlan,
+//     at most maxRuns/2 of them), so that no merge starts while covers
+//     keep coming. The mark is in memory only: opened again, the DB
+//     ignores Cover until the next Mark; the run of the last cover that
+//     dropped runs is kept in meta ("store cover end"), so that the DB
+//     opened again weighs the runs up to it as the base, not its oldest
+//     run alone (which would start a merge of every run at once:
+//     TestCoverEndReopened). checkpoint.Writer gives a cover once the detector
+//     says every state it tracks was reported since the mark
+//     (detector.CoverReady), and marks again past an eighth more states
+//     written than tracked, or gives a mark up past a quarter more (idle
+//     keys, which Prune may have removed: never written again to cover):
+//     where keys go idle, covers do not come and the merges below run as
+//     before. Row 2's daemon: store.Checkpoint from 12% of its CPU
+//     (merges 7.9%) to under 5%, no merge after the first covers
+//     (TestCovers: 400 random rounds against a plain model, with sweeps
+//     and random keys, tombstones, failed checkpoints, prunes, merges in
+//     steps and reopenings; TestCoverGivesUpMerge; checkpoint's
+//     TestCoversRestoreAsRows).
 //   - Merges run in steps (merge.go), so that no checkpoint holds one:
 //     a merge into a new base of a million states read 1.9M entries in
 //     one checkpoint, about a second of CPU on the daemon's one core
@@ -389,7 +420,13 @@
 // writes it (K) before it frees the runs it replaces, and while it runs
 // in steps the checkpoints add at most a quarter of what it reads (3 K /
 // stepFactor). The runs it replaced are deleted, in slices, long before
-// the next merge into a new base starts. E is the events within history_retention; 190 B
+// the next merge into a new base starts. With covers ("Key runs") the
+// base weighed is the runs from a mark to the covering checkpoint, at
+// most 1.25 K + C states (checkpoint.Writer gives a mark up past a
+// quarter more states than tracked): the runs shown hold at most three
+// times that, and those a cover dropped (at most as many) until deleted,
+// or a merge's output and steps as above: 6 K and 4 C in the bound
+// instead of 4.75 K and C (TestSizeCovers). E is the events within history_retention; 190 B
 // is an event's row (about 110 B with a 40-character reason) and its two
 // index entries (about 45 B), in a B-tree between half and wholly full.
 // 256 KiB are the schema's pages (16 KiB each) and the free pages Prune

@@ -709,20 +709,27 @@ func (w *runWriter) empty() {
 
 // compactPlan says which runs to merge after a run was added to runs
 // (oldest first): from runs[from] to the end; from < 0: none. Merging
-// from 0 makes a new base.
-func compactPlan(runs []runInfo) (from int) {
+// from 0 makes a new base. The base it weighs is the oldest run, or the
+// oldest runs up to coverEnd (the last covering checkpoint's run, cover.go),
+// at most maxRuns/2 of them.
+func compactPlan(runs []runInfo, coverEnd int64) (from int) {
 	if len(runs) < 2 {
 		return -1
 	}
+	base, g := runs[0].bytes, 1
+	for g < len(runs) && g < maxRuns/2 && runs[g].run <= coverEnd {
+		base += runs[g].bytes
+		g++
+	}
 	var rest int64
-	for _, r := range runs[1:] {
+	for _, r := range runs[g:] {
 		rest += r.bytes
 	}
 	switch {
-	case rest >= baseRatio*runs[0].bytes:
+	case rest >= baseRatio*base && g < len(runs):
 		return 0
 	case len(runs) > maxRuns:
-		return 1
+		return g
 	}
 	return -1
 }

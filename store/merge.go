@@ -86,7 +86,7 @@ func (db *DB) mergeStep(w *conn, runs []runInfo, budget int64) error {
 	}
 	sm := db.merge
 	if sm == nil {
-		if from := compactPlan(runs); from >= 0 {
+		if from := compactPlan(runs, db.coverEnd); from >= 0 {
 			var err error
 			if sm, err = db.startMerge(w, runs[from:], from == 0); err != nil {
 				return err

@@ -127,6 +127,13 @@ type DB struct {
 	pruneCancels, pruneGaveUp, pruneFinished int
 	// mergeBytes, when > 0, is every merge step's budget (tests).
 	mergeBytes int64
+	// The cover (cover.go): mark is the run of the last checkpoint with
+	// Mark (0: none since Open), coverEnd the run of the last with Cover
+	// (at Open, of the last that dropped runs: coverEndKey): the runs up
+	// to it are weighed as the base.
+	mark, coverEnd int64
+	// covered counts the covers that hid runs (for the tests).
+	covered int
 }
 
 // Open opens the database at path. A writer (the default) creates it and
@@ -239,6 +246,9 @@ func (db *DB) openWriter(abs, group string, migs []string) error {
 		return db.errf("migrate", "%w", err)
 	}
 	db.orphans = true
+	if err := db.loadCoverEnd(); err != nil {
+		return db.errf("open", "%w", err)
+	}
 	// Now that they exist (WAL mode made them), -wal and -shm get the
 	// database's mode and group too: SQLite sets the group only as root.
 	for _, p := range []string{abs + "-wal", abs + "-shm"} {

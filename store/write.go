@@ -20,17 +20,22 @@ func (db *DB) Checkpoint(c *Checkpoint) error {
 	if err := db.writable("checkpoint"); err != nil {
 		return err
 	}
+	mark, coverEnd := db.mark, db.coverEnd
 	err := db.withConn(func(w *conn) error {
 		return w.tx(func() error { return db.checkpoint(w, c) })
 	})
 	if err != nil {
 		db.merge, db.orphans = nil, true // rolled back: the merge's steps are lost
+		db.mark, db.coverEnd = mark, coverEnd
 		return db.errf("checkpoint", "%w", err)
 	}
 	return nil
 }
 
 func (db *DB) checkpoint(w *conn, c *Checkpoint) error {
+	if err := db.cover(w, c); err != nil {
+		return err
+	}
 	if len(c.Keys) > 0 {
 		if err := db.writeRun(w, c.Keys); err != nil {
 			return err
