@@ -12,6 +12,8 @@ var benchCases = []struct {
 }{
 	{"common", Options{Format: "common"}, `83.149.9.216 - - [17/May/2015:10:05:03 +0000] "GET /presentations/logstash-monitorama-2013/images/kibana-search.png HTTP/1.1" 200 203023`},
 	{"combined", Options{Format: "combined"}, `83.149.9.216 - - [17/May/2015:10:05:03 +0000] "GET /presentations/logstash-monitorama-2013/images/kibana-search.png HTTP/1.1" 200 203023 "http://semicomplete.com/presentations/logstash-monitorama-2013/" "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_9_1) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/32.0.1700.77 Safari/537.36"`},
+	// Row 2 and 3 of make bench: combined lines of IPv6 clients (scripts/bench-lib.sh's bench_writer).
+	{"combined6", Options{Format: "combined"}, `2001:db8:8000:1a2b::1 - - [26/Nov/2026:08:44:00 +0000] "GET /y HTTP/1.1" 200 1 "-" "bench"`},
 	{"vhost_combined", Options{Format: "vhost_combined"}, `www.example.com:443 203.0.113.5 - - [22/Nov/2026:07:09:34 +0100] "GET /index.html HTTP/1.1" 200 4523 "https://www.example.com/" "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"`},
 	{"host_combined", Options{Format: "host_combined"}, `www.example.com 2001:db8:5::7 - - [22/Nov/2026:07:09:34 +0100] "GET /index.html HTTP/1.1" 200 4523 "-" "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"`},
 	{"nginx_timing", Options{Format: "nginx_timing"}, `203.0.113.7 - - [22/Nov/2026:07:09:34 +0100] "GET /search?q=logjail HTTP/2.0" 200 5123 "-" "curl/8.5.0" 0.125`},
@@ -56,13 +58,14 @@ func BenchmarkParse(b *testing.B) {
 }
 
 // BenchmarkParseString is the zero-copy path: no allocation for plain lines
-// (log_format is testdata/genlog.yaml's, with a named CPU field: its
+// (combined6 is row 2's line of make bench, an IPv6 client; log_format is
+// testdata/genlog.yaml's, with a named CPU field: its
 // Entry.Fields is the one allocation a line may cost); buf=reused is
 // ParseStringBuf into one buffer of 512 lines' room, reused as replay's
 // blocks do, which allocates nothing; to=block is ParseStringTo into the
 // entries of a block, as replay's workers parse since issue 23's part RP.
 func BenchmarkParseString(b *testing.B) {
-	for _, name := range []string{"combined", "nginx_timing", "log_format"} {
+	for _, name := range []string{"combined", "combined6", "nginx_timing", "log_format"} {
 		for _, bc := range benchCases {
 			if bc.name != name {
 				continue

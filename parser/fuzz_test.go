@@ -15,6 +15,8 @@ import (
 
 // checkSane is what every fuzzer asserts of an accepted line.
 func checkSane(t *testing.T, p *Parser, line string) {
+	// A line format reads as main's scanner at 3ee57b3 did.
+	sameAsReference(t, p, line)
 	e, err := p.ParseString(line, 1)
 	if err != nil {
 		var pe *Error
