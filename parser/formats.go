@@ -542,6 +542,12 @@ func finish(items []item, cpuField string) ([]item, error) {
 		if i+1 == len(items) && !it.numeric {
 			it.toEOL = true
 		}
+		if i+1 < len(items) {
+			it.sep = items[i+1].lit
+			it.sepAt = uint8(sepAt(it.sep))
+			it.gap = len(it.sep) > 1 && it.sep[0] == ' ' && (it.sep[1] == '[' || it.sep[1] == '"')
+			it.clfFixed = it.kind == kTimeCLF
+		}
 	}
 	if !hasIP {
 		return nil, fmt.Errorf("no field gives the client address")

@@ -56,6 +56,12 @@ type item struct {
 	intOnly  bool    // a duration written as an integer (Apache %D)
 	hostPre  bool    // the ident of a common-based preset: an address here means the line is host-first
 	port     string  // for kHostPort: the name of the port field
+
+	// Set by finish for the scan, from the literal after the field:
+	sep      string // that literal ("" for the last item)
+	sepAt    uint8  // the byte of sep findSep looks for first (sepAt)
+	gap      bool   // sep is a blank and '[' or '"': the field and its blank may be missing
+	clfFixed bool   // a CLF time followed by a literal: the usual 26 bytes are tried first
 }
 
 // lineState is what a scan learns besides the Entry fields.
@@ -99,7 +105,9 @@ func (p *Parser) scan(s string, e *Entry, st *lineState) bool {
 	return p.scanItems(p.items, s, e, st)
 }
 
-// scanItems reads s with items.
+// scanItems reads s with items. A field whose end is found by searching
+// for the literal after it (finish's sep) takes that literal at once: the
+// search has matched it whole.
 func (p *Parser) scanItems(items []item, s string, e *Entry, st *lineState) bool {
 	pos := 0
 	for i := 0; i < len(items); i++ {
@@ -124,11 +132,12 @@ func (p *Parser) scanItems(items []item, s string, e *Entry, st *lineState) bool
 			continue
 		}
 		var end int
+		found := false // end is where the whole of it.sep starts
 		switch {
-		case it.kind == kTimeCLF && i+1 < len(items) && len(s)-pos > 26 && s[pos+26] == items[i+1].lit[0] && s[pos+20] == ' ':
+		case it.clfFixed && len(s)-pos > 26 && s[pos+26] == it.sep[0] && s[pos+20] == ' ':
 			// The usual fixed-width "02/Jan/2006:15:04:05 -0700".
 			end = pos + 26
-		case i+1 >= len(items):
+		case it.sep == "":
 			if it.toEOL {
 				end = len(s)
 			} else {
@@ -138,11 +147,12 @@ func (p *Parser) scanItems(items []item, s string, e *Entry, st *lineState) bool
 				}
 			}
 		case it.quoted:
-			end = findClose(s, pos, items[i+1].lit, it)
+			end = findClose(s, pos, it.sep, it)
+			found = true
 		default:
-			end = findSep(s, pos, items[i+1].lit, it.list)
-			if sep := items[i+1].lit; len(sep) > 1 && sep[0] == ' ' && (sep[1] == '[' || sep[1] == '"') &&
-				pos > 0 && s[pos-1] == ' ' && strings.HasPrefix(s[pos:], sep[1:]) {
+			end = findSep(s, pos, it.sep, int(it.sepAt), it.list)
+			found = true
+			if it.gap && pos > 0 && s[pos-1] == ' ' && strings.HasPrefix(s[pos:], it.sep[1:]) {
 				// The field and its blank are missing ("1.2.3.4 - [time]"):
 				// read it as empty and go on from the bracket or quote.
 				p.set(it, "", e, st)
@@ -166,6 +176,11 @@ func (p *Parser) scanItems(items []item, s string, e *Entry, st *lineState) bool
 			return false
 		}
 		p.set(it, s[pos:end], e, st)
+		if found {
+			pos = end + len(it.sep)
+			i++
+			continue
+		}
 		pos = end
 	}
 	return true
@@ -186,26 +201,72 @@ func (st *lineState) stop(items []item, i, pos int) {
 }
 
 // findSep returns the index of sep at or after pos. For a list field, a sep
-// right after a ',' belongs to the list.
-func findSep(s string, pos int, sep string, list bool) int {
+// right after a ',' belongs to the list. at is the byte of sep to look for
+// first (sepAt).
+func findSep(s string, pos int, sep string, at int, list bool) int {
 	from := pos
 	for {
-		var j int
+		var k int
 		if len(sep) == 1 {
-			j = strings.IndexByte(s[from:], sep[0])
-		} else {
-			j = strings.Index(s[from:], sep)
-		}
-		if j < 0 {
+			j := strings.IndexByte(s[from:], sep[0])
+			if j < 0 {
+				return -1
+			}
+			k = from + j
+		} else if k = indexSep(s, from, sep, at); k < 0 {
 			return -1
 		}
-		k := from + j
 		if list && k > pos && s[k-1] == ',' {
 			from = k + 1
 			continue
 		}
 		return k
 	}
+}
+
+// indexSep is strings.Index(s[from:], sep)+from (or -1), looking first for
+// sep[at], the byte of sep that sepAt expects to be rarest in a line, and
+// then at the rest.
+func indexSep(s string, from int, sep string, at int) int {
+	c := sep[at]
+	for i := from + at; i+len(sep)-at <= len(s); {
+		j := strings.IndexByte(s[i:len(s)-len(sep)+at+1], c)
+		if j < 0 {
+			return -1
+		}
+		k := i + j - at
+		m := 0
+		for m < len(sep) && s[k+m] == sep[m] {
+			m++
+		}
+		if m == len(sep) {
+			return k
+		}
+		i += j + 1
+	}
+	return -1
+}
+
+// sepAt picks the byte of a separator to search a line for: the first of
+// its rarest kind (punctuation that values seldom hold, then letters,
+// digits and the common '-', '.', '/', ':', ',', then a blank).
+func sepAt(sep string) int {
+	rank := func(c byte) int {
+		switch {
+		case c == ' ' || c == '\t':
+			return 3
+		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-./:,", c) >= 0:
+			return 2
+		}
+		return 1
+	}
+	at := 0
+	for i := 1; i < len(sep); i++ {
+		if rank(sep[i]) < rank(sep[at]) {
+			at = i
+		}
+	}
+	return at
 }
 
 // findClose finds the closing quote of a quoted field: an unescaped '"' that

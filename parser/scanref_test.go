@@ -260,6 +260,8 @@ func TestHelpersAsReference(t *testing.T) {
 		return string(b)
 	}
 	tr := timeReader{zones: new(zoneCache), loc: time.UTC}
+	fixed := 0 // times clfFixed read
+	hex6 := 0  // addresses parseHexIPv6 read
 	months := []string{"Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec", "jAN", "Foo"}
 	for k := 0; k < n; k++ {
 		// Numbers: "d.ddd" and lists of them, with every digit count.
@@ -325,6 +327,12 @@ func TestHelpersAsReference(t *testing.T) {
 		if r.IntN(2) == 0 {
 			a = mutate(r, a)
 		}
+		if x, ok := parseHexIPv6(a); ok {
+			hex6++
+			if y, err := netip.ParseAddr(a); err != nil || x != y {
+				t.Fatalf("parseHexIPv6(%q) = %v; netip.ParseAddr = %v, %v", a, x, y, err)
+			}
+		}
 		if x, xok := parseAddr(a); true {
 			y, yok := refParseAddr(a)
 			if xok != yok || x != y {
@@ -344,11 +352,29 @@ func TestHelpersAsReference(t *testing.T) {
 		if r.IntN(3) == 0 {
 			c = mutate(r, c)
 		}
+		if len(c) == 26 {
+			if x, xok, done := tr.clfFixed(c); done {
+				fixed++
+				if y, yok := refClf(&tr, c); xok != yok || !x.Equal(y) || !reflect.DeepEqual(x, y) {
+					t.Fatalf("clfFixed(%q) = %v, %v; reference %v, %v", c, x, xok, y, yok)
+				}
+			}
+		}
 		if x, xok := tr.clf(c); true {
 			y, yok := refClf(&tr, c)
 			if xok != yok || !x.Equal(y) || !reflect.DeepEqual(x, y) {
 				t.Fatalf("clf(%q) = %v, %v; reference %v, %v", c, x, xok, y, yok)
 			}
 		}
+	}
+	// Three fifths of the times have the usual shape, and a third of those
+	// are edited: clfFixed read at least a third of all.
+	if fixed < n/3 {
+		t.Errorf("clfFixed read %d of %d times", fixed, n)
+	}
+	// Half the addresses are IPv6 without a dotted tail, and of those a
+	// half are bare and unedited: parseHexIPv6 read at least a sixth of all.
+	if hex6 < n/6 {
+		t.Errorf("parseHexIPv6 read %d of %d addresses", hex6, n)
 	}
 }
