@@ -217,7 +217,7 @@ func New(o Options) (*Parser, error) {
 	if loc == nil {
 		loc = time.Local
 	}
-	p := &Parser{tr: timeReader{zones: new(zoneCache), loc: loc}}
+	p := &Parser{tr: timeReader{zones: new(zoneCache), loc: loc, clfs: new(clfCache)}}
 	for _, pr := range o.TrustedProxies {
 		p.trusted = append(p.trusted, pr.Masked())
 	}

@@ -259,7 +259,7 @@ func TestHelpersAsReference(t *testing.T) {
 		}
 		return string(b)
 	}
-	tr := timeReader{zones: new(zoneCache), loc: time.UTC}
+	tr := timeReader{zones: new(zoneCache), loc: time.UTC, clfs: new(clfCache)}
 	fixed := 0 // times clfFixed read
 	hex6 := 0  // addresses parseHexIPv6 read
 	months := []string{"Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec", "jAN", "Foo"}
@@ -360,7 +360,8 @@ func TestHelpersAsReference(t *testing.T) {
 				}
 			}
 		}
-		if x, xok := tr.clf(c); true {
+		for range 2 { // the second from the cache, when the first was a time
+			x, xok := tr.clf(c)
 			y, yok := refClf(&tr, c)
 			if xok != yok || !x.Equal(y) || !reflect.DeepEqual(x, y) {
 				t.Fatalf("clf(%q) = %v, %v; reference %v, %v", c, x, xok, y, yok)
@@ -376,5 +377,42 @@ func TestHelpersAsReference(t *testing.T) {
 	// half are bare and unedited: parseHexIPv6 read at least a sixth of all.
 	if hex6 < n/6 {
 		t.Errorf("parseHexIPv6 read %d of %d addresses", hex6, n)
+	}
+}
+
+// TestCLFCacheConcurrent reads a few hundred times, each many times over,
+// from four goroutines at once through one parser's cache: every reading
+// is the reference's (under -race: and the cache's slots are no data race).
+func TestCLFCacheConcurrent(t *testing.T) {
+	var texts []string
+	for i := range 300 {
+		texts = append(texts, fmt.Sprintf("%02d/Nov/2026:07:%02d:%02d %c%02d00", 1+i%28, i/60%60, i%60, "+-"[i%2], i%14))
+	}
+	tr := timeReader{zones: new(zoneCache), loc: time.UTC, clfs: new(clfCache)}
+	want := make([]time.Time, len(texts))
+	for i, c := range texts {
+		var ok bool
+		if want[i], ok = refClf(&tr, c); !ok {
+			t.Fatalf("%q: not a time", c)
+		}
+	}
+	errs := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			r := rand.New(rand.NewPCG(uint64(g), 1))
+			for range scanRefCount() / 4 {
+				i := r.IntN(len(texts))
+				if got, ok := tr.clf(texts[i]); !ok || !reflect.DeepEqual(got, want[i]) {
+					errs <- fmt.Errorf("clf(%q) = %v, %v; want %v", texts[i], got, ok, want[i])
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
