@@ -202,19 +202,39 @@ func (st *lineState) stop(items []item, i, pos int) {
 
 // findSep returns the index of sep at or after pos. For a list field, a sep
 // right after a ',' belongs to the list. at is the byte of sep to look for
-// first (sepAt).
+// first (sepAt) in a vector search, which only what is past a value's
+// first 16 bytes takes: most values (an address, a status, a size, a
+// time taken) are shorter, and are looked at byte by byte.
 func findSep(s string, pos int, sep string, at int, list bool) int {
 	from := pos
 	for {
-		var k int
-		if len(sep) == 1 {
-			j := strings.IndexByte(s[from:], sep[0])
-			if j < 0 {
+		k := -1
+		end := min(from+16, len(s)-len(sep)+1) // the bytes looked at one by one, where sep can start
+		for q := from; q < end; q++ {
+			if s[q] == sep[0] {
+				m := 1
+				for m < len(sep) && s[q+m] == sep[m] {
+					m++
+				}
+				if m == len(sep) {
+					k = q
+					break
+				}
+			}
+		}
+		if k < 0 {
+			if end < from+16 {
 				return -1
 			}
-			k = from + j
-		} else if k = indexSep(s, from, sep, at); k < 0 {
-			return -1
+			if len(sep) == 1 {
+				j := strings.IndexByte(s[end:], sep[0])
+				if j < 0 {
+					return -1
+				}
+				k = end + j
+			} else if k = indexSep(s, end, sep, at); k < 0 {
+				return -1
+			}
 		}
 		if list && k > pos && s[k-1] == ',' {
 			from = k + 1
@@ -591,15 +611,34 @@ func setRequest(raw string, e *Entry, st *lineState) {
 		return
 	}
 	v := st.unescape(raw)
-	sp := strings.IndexByte(v, ' ')
-	if sp <= 0 || !isMethod(v[:sp]) {
+	// The method: 1 to 32 letters, '-' or '_', up to the first blank
+	// (isMethod, read as the blank is looked for).
+	sp := -1
+	for i := 0; i < len(v) && i <= 32; i++ {
+		c := v[i]
+		if c == ' ' {
+			sp = i
+			break
+		}
+		if !(c|0x20-'a' <= 'z'-'a' || c == '-' || c == '_') {
+			break
+		}
+	}
+	if sp <= 0 {
 		e.Fields = append(e.Fields, Field{Name: "request", Value: raw})
 		return
 	}
-	rest := strings.TrimLeft(v[sp+1:], " ")
+	b := sp + 1
+	for b < len(v) && v[b] == ' ' {
+		b++
+	}
+	rest := v[b:]
 	proto := ""
-	if l := strings.LastIndexByte(rest, ' '); l >= 0 && strings.HasPrefix(rest[l+1:], "HTTP/") {
-		proto, rest = rest[l+1:], strings.TrimRight(rest[:l], " ")
+	if l := strings.LastIndexByte(rest, ' '); l >= 0 && len(rest)-l > 5 && rest[l+1:l+6] == "HTTP/" {
+		proto, rest = rest[l+1:], rest[:l]
+		for len(rest) > 0 && rest[len(rest)-1] == ' ' {
+			rest = rest[:len(rest)-1]
+		}
 	}
 	if rest == "" {
 		e.Fields = append(e.Fields, Field{Name: "request", Value: raw})
