@@ -113,7 +113,7 @@ func (p *Parser) scanItems(items []item, s string, e *Entry, st *lineState) bool
 	for i := 0; i < len(items); i++ {
 		it := &items[i]
 		if it.kind == kLit {
-			if !strings.HasPrefix(s[pos:], it.lit) {
+			if !hasAt(s, pos, it.lit) {
 				// Be lenient with runs of blanks between fields.
 				if trimmed := strings.TrimLeft(it.lit, " "); len(trimmed) < len(it.lit) {
 					k := pos
@@ -152,7 +152,7 @@ func (p *Parser) scanItems(items []item, s string, e *Entry, st *lineState) bool
 		default:
 			end = findSep(s, pos, it.sep, int(it.sepAt), it.list)
 			found = true
-			if it.gap && pos > 0 && s[pos-1] == ' ' && strings.HasPrefix(s[pos:], it.sep[1:]) {
+			if it.gap && pos > 0 && s[pos-1] == ' ' && hasAt(s, pos, it.sep[1:]) {
 				// The field and its blank are missing ("1.2.3.4 - [time]"):
 				// read it as empty and go on from the bracket or quote.
 				p.set(it, "", e, st)
@@ -303,7 +303,7 @@ func findClose(s string, pos int, next string, it *item) int {
 		}
 		k := i + j
 		i = k + 1
-		if escaped(s, pos, k) || !strings.HasPrefix(s[k:], next) {
+		if escaped(s, pos, k) || !hasAt(s, k, next) {
 			continue
 		}
 		if first < 0 {
@@ -324,6 +324,20 @@ func findClose(s string, pos int, next string, it *item) int {
 		}
 	}
 	return first
+}
+
+// hasAt is strings.HasPrefix(s[i:], lit) for the short literals of a
+// format, compared byte by byte instead of by a call to memequal.
+func hasAt(s string, i int, lit string) bool {
+	if len(s)-i < len(lit) {
+		return false
+	}
+	for m := 0; m < len(lit); m++ {
+		if s[i+m] != lit[m] {
+			return false
+		}
+	}
+	return true
 }
 
 // escaped reports whether the byte at k is preceded by an odd number of backslashes.
