@@ -547,6 +547,7 @@ func finish(items []item, cpuField string) ([]item, error) {
 			it.sepAt = uint8(sepAt(it.sep))
 			it.gap = len(it.sep) > 1 && it.sep[0] == ' ' && (it.sep[1] == '[' || it.sep[1] == '"')
 			it.clfFixed = it.kind == kTimeCLF
+			it.quad = it.kind == kIP && !it.list && !it.cpu && it.sep[0]-'0' > 9 && it.sep[0] != '.'
 		}
 	}
 	if !hasIP {

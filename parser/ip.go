@@ -184,23 +184,33 @@ func splitLast(list string) (head, last string) {
 // leading zero, IPv6) reports false and takes the general path, which
 // decides exactly as netip does.
 func parseDottedQuad(s string) (netip.Addr, bool) {
+	if a, n, ok := dottedQuadAt(s, 0); ok && n == len(s) {
+		return a, true
+	}
+	return netip.Addr{}, false
+}
+
+// dottedQuadAt reads a dotted quad that starts at s[i] and returns where it
+// ends: four numbers of 1 to 3 digits, no leading zero, up to 255, between
+// dots; what follows is not looked at.
+func dottedQuadAt(s string, i int) (netip.Addr, int, bool) {
 	var u uint32 // the four bytes, stored at once (a byte at a time would
-	i := 0       // stall netip.AddrFrom4's load of all four)
+	// stall netip.AddrFrom4's load of all four)
 	for k := 0; k < 4; k++ {
 		if k > 0 {
 			if i >= len(s) || s[i] != '.' {
-				return netip.Addr{}, false
+				return netip.Addr{}, 0, false
 			}
 			i++
 		}
 		if i >= len(s) || s[i]-'0' > 9 {
-			return netip.Addr{}, false
+			return netip.Addr{}, 0, false
 		}
 		v := uint(s[i] - '0')
 		i++
 		if i < len(s) && s[i]-'0' <= 9 {
 			if v == 0 {
-				return netip.Addr{}, false // a leading zero
+				return netip.Addr{}, 0, false // a leading zero
 			}
 			v = v*10 + uint(s[i]-'0')
 			i++
@@ -208,18 +218,15 @@ func parseDottedQuad(s string) (netip.Addr, bool) {
 				v = v*10 + uint(s[i]-'0')
 				i++
 				if v > 255 {
-					return netip.Addr{}, false
+					return netip.Addr{}, 0, false
 				}
 			}
 		}
 		u = u<<8 | uint32(v)
 	}
-	if i != len(s) {
-		return netip.Addr{}, false
-	}
 	var b [4]byte
 	binary.BigEndian.PutUint32(b[:], u)
-	return netip.AddrFrom4(b), true
+	return netip.AddrFrom4(b), i, true
 }
 
 // hexValue is the value of a hex digit, 255 for any other byte. Read only.

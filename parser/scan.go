@@ -62,6 +62,7 @@ type item struct {
 	sepAt    uint8  // the byte of sep findSep looks for first (sepAt)
 	gap      bool   // sep is a blank and '[' or '"': the field and its blank may be missing
 	clfFixed bool   // a CLF time followed by a literal: the usual 26 bytes are tried first
+	quad     bool   // an address field (not a list, not CPU) whose sep starts with no digit or '.': a dotted quad is read first
 }
 
 // lineState is what a scan learns besides the Entry fields.
@@ -150,6 +151,17 @@ func (p *Parser) scanItems(items []item, s string, e *Entry, st *lineState) bool
 			end = findClose(s, pos, it.sep, it)
 			found = true
 		default:
+			if it.quad {
+				// An IPv4 client, read where it starts: its end is where
+				// the literal after it must be (no digit or '.' starts it,
+				// so it cannot be found earlier).
+				if a, n, ok := dottedQuadAt(s, pos); ok && hasAt(s, n, it.sep) {
+					p.setConnAddr(a, it.strength, st)
+					pos = n + len(it.sep)
+					i++
+					continue
+				}
+			}
 			end = findSep(s, pos, it.sep, int(it.sepAt), it.list)
 			found = true
 			if it.gap && pos > 0 && s[pos-1] == ' ' && hasAt(s, pos, it.sep[1:]) {
@@ -611,6 +623,14 @@ func (p *Parser) setConn(v string, level int8, st *lineState) {
 		if !st.hasIPRaw {
 			st.ipRaw, st.hasIPRaw = v, true
 		}
+		return
+	}
+	p.setConnAddr(a, level, st)
+}
+
+// setConnAddr is setConn of an address already read.
+func (p *Parser) setConnAddr(a netip.Addr, level int8, st *lineState) {
+	if st.hasIPRaw && level <= st.connLevel {
 		return
 	}
 	st.conn, st.connLevel, st.hasIPRaw = a, level, true
