@@ -548,6 +548,7 @@ func finish(items []item, cpuField string) ([]item, error) {
 			it.gap = len(it.sep) > 1 && it.sep[0] == ' ' && (it.sep[1] == '[' || it.sep[1] == '"')
 			it.clfFixed = it.kind == kTimeCLF
 			it.quad = it.kind == kIP && !it.list && !it.cpu && it.sep[0]-'0' > 9 && it.sep[0] != '.'
+			it.hex6 = it.kind == kIP && !it.list && !it.cpu && hexValue[it.sep[0]] > 15 && it.sep[0] != ':'
 		}
 	}
 	if !hasIP {

@@ -49,15 +49,24 @@ func parseAddr(s string) (netip.Addr, bool) {
 // ("2001:db8:8000:1a2b::1"), as netip.ParseAddr reads it, without its
 // generality. Anything else (a dotted-quad tail, a zone, "::" alone, any
 // malformed text) reports false and is left to netip.ParseAddr, which
-// decides it. The groups are shifted into two 128-bit values, those before
-// the "::" and those after, rather than stored byte by byte.
+// decides it.
 func parseHexIPv6(s string) (netip.Addr, bool) {
+	if a, n, ok := hexIPv6At(s, 0); ok && n == len(s) {
+		return a, true
+	}
+	return netip.Addr{}, false
+}
+
+// hexIPv6At reads the hex IPv6 text that starts at s[p] and returns where
+// it ends: at the end of s or at a byte after a group that is neither a
+// hex digit nor ':'. The groups are shifted into two 128-bit values, those
+// before the "::" and those after, rather than stored byte by byte.
+func hexIPv6At(s string, p int) (netip.Addr, int, bool) {
 	var hh, hl, th, tl uint64 // the groups before "::" (or all), after it
 	heads, tails := 0, 0      // how many groups each holds
 	ellipsis := false
-	p := 0
-	if len(s) > 2 && s[0] == ':' && s[1] == ':' {
-		ellipsis, p = true, 2
+	if len(s)-p > 2 && s[p] == ':' && s[p+1] == ':' {
+		ellipsis, p = true, p+2
 	}
 	for {
 		g, d := uint64(0), 0
@@ -69,7 +78,7 @@ func parseHexIPv6(s string) (netip.Addr, bool) {
 			g = g<<4 | uint64(v)
 		}
 		if d == 0 || d > 4 || heads+tails == 8 {
-			return netip.Addr{}, false
+			return netip.Addr{}, 0, false
 		}
 		if ellipsis {
 			th, tl = th<<16|tl>>48, tl<<16|g
@@ -78,26 +87,25 @@ func parseHexIPv6(s string) (netip.Addr, bool) {
 			hh, hl = hh<<16|hl>>48, hl<<16|g
 			heads++
 		}
-		if p == len(s) {
+		if p == len(s) || s[p] != ':' {
 			break
 		}
-		if s[p] != ':' || p+1 == len(s) {
-			return netip.Addr{}, false
+		if p++; p == len(s) {
+			return netip.Addr{}, 0, false
 		}
-		p++
 		if s[p] == ':' {
 			if ellipsis {
-				return netip.Addr{}, false
+				return netip.Addr{}, 0, false
 			}
 			ellipsis = true
-			if p++; p == len(s) {
+			if p++; p == len(s) || hexValue[s[p]] > 15 {
 				break
 			}
 		}
 	}
 	if ellipsis == (heads+tails == 8) {
 		// Eight groups and a "::", or fewer and none.
-		return netip.Addr{}, false
+		return netip.Addr{}, 0, false
 	}
 	// The head's groups go to the top: shift it left by the groups missing.
 	switch k := uint(16 * (8 - heads)); {
@@ -111,7 +119,7 @@ func parseHexIPv6(s string) (netip.Addr, bool) {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], hh|th)
 	binary.BigEndian.PutUint64(b[8:], hl|tl)
-	return netip.AddrFrom16(b), true
+	return netip.AddrFrom16(b), p, true
 }
 
 func isPort(s string) bool {

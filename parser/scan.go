@@ -63,6 +63,7 @@ type item struct {
 	gap      bool   // sep is a blank and '[' or '"': the field and its blank may be missing
 	clfFixed bool   // a CLF time followed by a literal: the usual 26 bytes are tried first
 	quad     bool   // an address field (not a list, not CPU) whose sep starts with no digit or '.': a dotted quad is read first
+	hex6     bool   // such a field whose sep starts with no hex digit or ':': a hex IPv6 address is read first
 }
 
 // lineState is what a scan learns besides the Entry fields.
@@ -151,11 +152,24 @@ func (p *Parser) scanItems(items []item, s string, e *Entry, st *lineState) bool
 			end = findClose(s, pos, it.sep, it)
 			found = true
 		default:
-			if it.quad {
-				// An IPv4 client, read where it starts: its end is where
-				// the literal after it must be (no digit or '.' starts it,
-				// so it cannot be found earlier).
-				if a, n, ok := dottedQuadAt(s, pos); ok && hasAt(s, n, it.sep) {
+			if it.quad || it.hex6 {
+				// A client address, read where it starts: its end is where
+				// the literal after it must be (no byte the address is
+				// made of starts that literal, so it cannot be found
+				// earlier).
+				n := -1
+				var a netip.Addr
+				if it.quad {
+					if a4, n4, ok := dottedQuadAt(s, pos); ok && hasAt(s, n4, it.sep) {
+						a, n = a4, n4
+					}
+				}
+				if n < 0 && it.hex6 {
+					if a6, n6, ok := hexIPv6At(s, pos); ok && hasAt(s, n6, it.sep) {
+						a, n = a6.Unmap(), n6
+					}
+				}
+				if n >= 0 {
 					p.setConnAddr(a, it.strength, st)
 					pos = n + len(it.sep)
 					i++
