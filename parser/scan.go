@@ -176,8 +176,6 @@ func (p *Parser) scanItems(items []item, s string, e *Entry, st *lineState) bool
 					continue
 				}
 			}
-			end = findSep(s, pos, it.sep, int(it.sepAt), it.list)
-			found = true
 			if it.gap && pos > 0 && s[pos-1] == ' ' && hasAt(s, pos, it.sep[1:]) {
 				// The field and its blank are missing ("1.2.3.4 - [time]"):
 				// read it as empty and go on from the bracket or quote.
@@ -185,6 +183,8 @@ func (p *Parser) scanItems(items []item, s string, e *Entry, st *lineState) bool
 				pos--
 				continue
 			}
+			end = findSep(s, pos, it.sep, int(it.sepAt), it.list)
+			found = true
 		}
 		if end < 0 {
 			// The line ends early: what is left is this field's value
@@ -769,6 +769,10 @@ func parseFloat(s string) (float64, bool) {
 // nginx writes upstream times) and returns their sum. "-" entries count 0;
 // a value with no number at all is not ok.
 func sumFloats(s string) (float64, bool) {
+	if f, ok := parseFloat(s); ok {
+		// One number (no ',' or ':' then): the loop's 0+f is f.
+		return f, true
+	}
 	sum, n := 0.0, 0
 	for s != "" {
 		j := indexListSep(s)
