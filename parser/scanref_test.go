@@ -20,7 +20,7 @@ import (
 
 // scanRefN is how many mutated lines TestScanAsReference reads through both
 // scanners (and how many random values each helper's test reads, times 4):
-// `go test -run AsReference -scanref.n 5000000 ./parser/` for millions.
+// `go test ./parser/ -run AsReference -args -scanref.n=5000000` for millions.
 var scanRefN = flag.Int("scanref.n", 0, "mutated lines TestScanAsReference compares (0: 200,000, or 20,000 with -short or -race)")
 
 func scanRefCount() int {
