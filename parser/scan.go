@@ -111,8 +111,14 @@ func (p *Parser) scan(s string, e *Entry, st *lineState) bool {
 // for the literal after it (finish's sep) takes that literal at once: the
 // search has matched it whole.
 func (p *Parser) scanItems(items []item, s string, e *Entry, st *lineState) bool {
-	pos := 0
-	for i := 0; i < len(items); i++ {
+	return p.scanFrom(items, 0, 0, s, e, st)
+}
+
+// scanFrom is scanItems going on from item i0 at pos0, items[:i0] having
+// been read up to pos0 (by scanPrefix).
+func (p *Parser) scanFrom(items []item, i0, pos0 int, s string, e *Entry, st *lineState) bool {
+	pos := pos0
+	for i := i0; i < len(items); i++ {
 		it := &items[i]
 		if it.kind == kLit {
 			if !hasAt(s, pos, it.lit) {
@@ -149,7 +155,18 @@ func (p *Parser) scanItems(items []item, s string, e *Entry, st *lineState) bool
 				}
 			}
 		case it.quoted:
-			end = findClose(s, pos, it.sep, it)
+			// The first quote, when it is not escaped and the next literal
+			// and what follows it are as findClose wants them, is what
+			// findClose would return: only other lines take its full rules.
+			end = -1
+			if j := strings.IndexByte(s[pos:], '"'); j >= 0 {
+				if k := pos + j; (k == pos || s[k-1] != '\\') && hasAt(s, k, it.sep) && closeFits(s[k+len(it.sep):], it) {
+					end = k
+				}
+			}
+			if end < 0 {
+				end = findClose(s, pos, it.sep, it)
+			}
 			found = true
 		default:
 			if it.quad || it.hex6 {
@@ -335,21 +352,25 @@ func findClose(s string, pos int, next string, it *item) int {
 		if first < 0 {
 			first = k
 		}
-		rest := s[k+len(next):]
-		switch {
-		case it.nextNum:
-			if rest != "" && (rest[0]-'0' <= 9 || rest[0] == '-') {
-				return k
-			}
-		case it.closing:
-			if rest == "" || rest[0] == ' ' || rest[0] == '\t' {
-				return k
-			}
-		default:
+		if closeFits(s[k+len(next):], it) {
 			return k
 		}
 	}
 	return first
+}
+
+// closeFits reports whether rest, what follows a candidate closing quote
+// and the literal after it, goes on as the format says: a number for
+// nextNum, the end of the line or a blank for the closing field, anything
+// otherwise.
+func closeFits(rest string, it *item) bool {
+	switch {
+	case it.nextNum:
+		return rest != "" && (rest[0]-'0' <= 9 || rest[0] == '-')
+	case it.closing:
+		return rest == "" || rest[0] == ' ' || rest[0] == '\t'
+	}
+	return true
 }
 
 // hasAt is strings.HasPrefix(s[i:], lit) for the short literals of a
