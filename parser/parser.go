@@ -35,6 +35,9 @@ type Parser struct {
 	trusted []netip.Prefix
 	nFields int // named fields a line may carry, to size Entry.Fields
 	fpmCPU  bool
+
+	clfNext  int  // for a format of the CLF prefix: clfPrefix's item after the size, where readCLF hands over
+	clfIdent bool // and whether its ident is a field
 }
 
 // Error is a line that cannot yield a client address and a time.
@@ -274,6 +277,7 @@ func New(o Options) (*Parser, error) {
 			return nil, fmt.Errorf("parser: %s: %w", p.name, err)
 		}
 		p.items = items
+		p.clfNext, p.clfIdent = clfPrefix(items)
 		for _, it := range items {
 			switch it.kind {
 			case kField, kHostPort:

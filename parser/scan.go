@@ -104,6 +104,10 @@ func (st *lineState) unescape(v string) string {
 // scan reads s with the format's items. It returns whether every item was read.
 func (p *Parser) scan(s string, e *Entry, st *lineState) bool {
 	st.noEscape = strings.IndexByte(s, '\\') < 0
+	if p.clfNext > 0 {
+		i, pos := p.readCLF(s, e, st)
+		return p.scanFrom(p.items, i, pos, s, e, st)
+	}
 	return p.scanItems(p.items, s, e, st)
 }
 
@@ -836,4 +840,142 @@ func isDigits(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// clfPrefix returns, for a format that begins as Apache's common and
+// nginx's combined do (`$remote_addr - $remote_user [$time_local]
+// "$request" $status $body_bytes_sent`, or `%h %l %u %t "%r" %>s %b`)
+// and goes on after the size with a literal, the index of the item
+// after that literal, where readCLF hands over to scanFrom; and whether
+// the ident (%l) is a field of its own. 0 for any other format.
+func clfPrefix(items []item) (next int, ident bool) {
+	is := func(i int, k kind) bool {
+		return i < len(items) && items[i].kind == k && !items[i].cpu && !items[i].list
+	}
+	litAt := func(i int, lit string) bool { return i < len(items) && items[i].kind == kLit && items[i].lit == lit }
+	if !is(0, kIP) || !items[0].quad && !items[0].hex6 {
+		return 0, false
+	}
+	i := 2
+	switch {
+	case litAt(1, " - "):
+	case litAt(1, " ") && is(2, kSkip) && litAt(3, " "):
+		i, ident = 4, true
+	default:
+		return 0, false
+	}
+	if !is(i, kUser) || !litAt(i+1, " [") || !is(i+2, kTimeCLF) || !items[i+2].clfFixed || !litAt(i+3, "] \"") ||
+		!is(i+4, kRequest) || !items[i+4].quoted || !items[i+4].nextNum || !litAt(i+5, "\" ") ||
+		!is(i+6, kStatus) || !litAt(i+7, " ") || !is(i+8, kBytes) || i+9 >= len(items) || items[i+9].kind != kLit {
+		return 0, false
+	}
+	if c := items[i+9].lit[0]; c-'0' <= 9 || c == '-' {
+		return 0, false
+	}
+	return i + 10, ident
+}
+
+// readCLF reads the prefix of a format clfPrefix accepts in a straight
+// line, with no dispatch on the items, for the usual values: an IPv4 or
+// hex IPv6 client, "-" for the ident and the user, the 26-byte time, a
+// request whose first quote closes it, a status of three digits, a size
+// of digits or "-". It stops at the first value that is any other and
+// returns the item and the position scanFrom goes on from (p.clfNext
+// and past the literal after the size when it read the whole prefix):
+// each step stores what scanItems's would for the values it takes, and
+// takes nothing else (TestScanAsReference, TestCLFPrefix).
+func (p *Parser) readCLF(s string, e *Entry, st *lineState) (i, pos int) {
+	items := p.items
+	it := &items[0]
+	n := -1
+	var a netip.Addr
+	if it.quad {
+		if a4, n4, ok := dottedQuadAt(s, 0); ok && hasAt(s, n4, it.sep) {
+			a, n = a4, n4
+		}
+	}
+	if n < 0 && it.hex6 {
+		if a6, n6, ok := hexIPv6At(s, 0); ok && hasAt(s, n6, it.sep) {
+			a, n = a6.Unmap(), n6
+		}
+	}
+	if n < 0 {
+		return 0, 0
+	}
+	p.setConnAddr(a, it.strength, st)
+	pos, i = n+len(it.sep), 2
+	if p.clfIdent {
+		// The ident "-": its search for the blank would end at once, and
+		// "-" is no address.
+		if !hasAt(s, pos, "- ") {
+			return i, pos
+		}
+		pos, i = pos+2, 4
+	}
+	// The user: "-" (absent), or up to the first " [" (not a missing one:
+	// scanFrom reads "1.2.3.4 - [time]").
+	if hasAt(s, pos, "- [") {
+		pos += 3
+	} else {
+		it = &items[i]
+		if pos >= len(s) || s[pos] == '[' {
+			return i, pos
+		}
+		end := findSep(s, pos, it.sep, int(it.sepAt), false)
+		if end < 0 {
+			return i, pos
+		}
+		if v := st.unescape(trimSpace(s[pos:end])); !absent(v) {
+			e.User, e.Has = v, e.Has|HasUser
+		}
+		pos = end + 2
+	}
+	i += 2
+	// The time, the usual 26 bytes and the literal after it.
+	if len(s)-pos <= 29 || s[pos+20] != ' ' || !hasAt(s, pos+26, "] \"") {
+		return i, pos
+	}
+	if t, ok := p.tr.clf(s[pos : pos+26]); ok {
+		e.Time, st.hasTime = t, true
+	} else {
+		st.bad = true
+		st.timeRaw, st.hasTimeR = s[pos:pos+26], true
+	}
+	pos, i = pos+29, i+2
+	// The request, closed by its first quote (findClose's first candidate,
+	// taken when a number follows).
+	j := strings.IndexByte(s[pos:], '"')
+	if j < 0 {
+		return i, pos
+	}
+	k := pos + j
+	if k > pos && s[k-1] == '\\' || len(s)-k <= 2 || s[k+1] != ' ' || s[k+2]-'0' > 9 && s[k+2] != '-' {
+		return i, pos
+	}
+	setRequest(s[pos:k], e, st)
+	pos, i = k+2, i+2
+	// The status: three digits, the first 1 to 5, and a blank.
+	if len(s)-pos <= 3 || s[pos]-'1' > 4 || s[pos+1]-'0' > 9 || s[pos+2]-'0' > 9 || s[pos+3] != ' ' {
+		return i, pos
+	}
+	e.Status, e.Has = int(s[pos]-'0')*100+int(s[pos+1]-'0')*10+int(s[pos+2]-'0'), e.Has|HasStatus
+	pos, i = pos+4, i+2
+	// The size: at most 18 digits, or "-", and the literal after it
+	// (which starts with neither: the first place a search finds it).
+	sep := items[i+1].lit
+	q := pos
+	var b int64
+	for q < len(s) && q-pos < 18 && s[q]-'0' <= 9 {
+		b = b*10 + int64(s[q]-'0')
+		q++
+	}
+	switch {
+	case q > pos && hasAt(s, q, sep):
+		e.Bytes, e.Has = b, e.Has|HasBytes
+	case q == pos && hasAt(s, pos, "-") && hasAt(s, pos+1, sep):
+		q++
+	default:
+		return i, pos
+	}
+	return i + 2, q + len(sep)
 }

@@ -416,3 +416,126 @@ func TestCLFCacheConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestCLFPrefix checks which formats readCLF reads the prefix of, that it
+// reads the whole prefix of the usual lines (row 2's, the genlog's) and
+// stops at the first unusual value, the scan going on from there as the
+// reference's does.
+func TestCLFPrefix(t *testing.T) {
+	genlog := Options{LogFormat: `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" rt=$request_time cpu=$upstream_http_x_cpu_time`,
+		CPUField: "upstream_http_x_cpu_time", Location: time.UTC}
+	for _, c := range []struct {
+		opts  Options
+		next  int
+		ident bool
+	}{
+		{Options{Format: "combined"}, 14, true},
+		{Options{Format: "nginx_timing"}, 14, true},
+		{Options{Format: "apache_timing"}, 14, true},
+		{Options{Format: "traefik_clf"}, 14, true},
+		{Options{Format: "common"}, 0, false},         // the size ends the line
+		{Options{Format: "host_combined"}, 0, false},  // a host first
+		{Options{Format: "vhost_combined"}, 0, false}, // a host first
+		{Options{Format: "phpfpm"}, 0, false},
+		{genlog, 12, false},
+		{Options{LogFormat: `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent`}, 0, false},
+		{Options{LogFormat: `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent-$request_time`}, 0, false}, // a '-' after the size
+		{Options{LogFormat: `$proxy_add_x_forwarded_for - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer"`}, 0, false},
+		{Options{LogFormat: `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer"`, CPUField: "status"}, 0, false},
+	} {
+		p, err := New(c.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.clfNext != c.next || p.clfIdent != c.ident {
+			t.Errorf("%+v: clfPrefix %d %v, want %d %v", c.opts, p.clfNext, p.clfIdent, c.next, c.ident)
+		}
+	}
+	row2, err := New(Options{Format: "combined"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, err := New(genlog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := func(p *Parser, line string) bool {
+		var e Entry
+		var st lineState
+		st.noEscape = strings.IndexByte(line, '\\') < 0
+		i, _ := p.readCLF(line, &e, &st)
+		return i == p.clfNext
+	}
+	for _, c := range []struct {
+		p     *Parser
+		lines []string
+	}{{row2, genLines(2000, true)}, {gen, genLines(2000, false)}} {
+		for _, l := range c.lines {
+			if !whole(c.p, l) {
+				t.Fatalf("%s: %q: the prefix not read whole", c.p.name, l)
+			}
+			sameAsReference(t, c.p, l)
+		}
+	}
+	for _, bc := range benchCases {
+		if bc.name == "combined" || bc.name == "combined6" || bc.name == "log_format" || bc.name == "nginx_timing" || bc.name == "apache_timing" || bc.name == "traefik_clf" {
+			p, err := New(bc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !whole(p, bc.line) {
+				t.Errorf("%s: %q: the prefix not read whole", bc.name, bc.line)
+			}
+		}
+	}
+	// Each value readCLF does not take, and where it stops.
+	const base = `203.0.113.7 - - [22/Nov/2026:07:09:34 +0100] "GET /a?b=c HTTP/1.1" 200 5123 "-" "curl/8.5.0"`
+	for _, c := range []struct {
+		from, to string
+		stop     int // the item readCLF stops at (row2's combined)
+	}{
+		{"", "", 14},
+		{`- - [`, `alice - [`, 2},
+		{`- - [`, `- alice [`, 14},
+		{`- - [`, `- al\"ice [`, 14},
+		{`- - [`, `- [`, 4},
+		{`- - [`, `-  [`, 14},
+		{`- - [`, `- - - [`, 14},
+		{`203.0.113.7`, `::ffff:203.0.113.7`, 0},
+		{`203.0.113.7`, `2001:db8::7`, 14},
+		{`203.0.113.7`, `203.0.113.7:80`, 0},
+		{`203.0.113.7`, `[2001:db8::7]`, 0},
+		{`+0100]`, `+01]`, 6},
+		{`07:09:34 +0100`, `07:09:34.123 +0100`, 6},
+		{`22/Nov/2026:07:09:34 +0100`, `22/Foo/2026:07:09:34 +0100`, 14},
+		{`"GET /a?b=c HTTP/1.1"`, `""`, 14},
+		{`"GET /a?b=c HTTP/1.1"`, `"-"`, 14},
+		{`"GET /a?b=c HTTP/1.1"`, `"GET /a\" HTTP/1.1"`, 8},
+		{`"GET /a?b=c HTTP/1.1"`, `"GET /"a" HTTP/1.1"`, 8},
+		{`"GET /a?b=c HTTP/1.1"`, `"\x16\x03\x01"`, 14},
+		{` 200 `, ` 999 `, 10},
+		{` 200 `, ` 099 `, 10},
+		{` 200 `, ` 2000 `, 10},
+		{` 200 `, ` - `, 10},
+		{` 200 `, ` 20 `, 10},
+		{` 5123 `, ` - `, 14},
+		{` 5123 `, ` -- `, 12},
+		{` 5123 `, ` `, 12},
+		{` 5123 `, ` 1234567890123456789 `, 12},
+		{` 5123 `, ` 123456789012345678 `, 14},
+		{` 5123 `, ` 12a `, 12},
+		{` 5123 "-"`, ` 5123"-"`, 12},
+	} {
+		line := strings.Replace(base, c.from, c.to, 1)
+		var e Entry
+		var st lineState
+		st.noEscape = strings.IndexByte(line, '\\') < 0
+		if i, _ := row2.readCLF(line, &e, &st); i != c.stop {
+			t.Errorf("%q: readCLF stops at item %d, want %d", line, i, c.stop)
+		}
+		for k := len(line); k >= 0; k-- {
+			sameAsReference(t, row2, line[:k])
+			sameAsReference(t, gen, line[:k]+` rt=0.1 cpu=0.02`)
+		}
+	}
+}
