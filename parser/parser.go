@@ -38,6 +38,7 @@ type Parser struct {
 
 	clfNext  int  // for a format of the CLF prefix: clfPrefix's item after the size, where readCLF hands over
 	clfIdent bool // and whether its ident is a field
+	clfRefUA bool // and whether the referer and the user agent follow (clfRefUA)
 }
 
 // Error is a line that cannot yield a client address and a time.
@@ -278,6 +279,7 @@ func New(o Options) (*Parser, error) {
 		}
 		p.items = items
 		p.clfNext, p.clfIdent = clfPrefix(items)
+		p.clfRefUA = clfRefUA(items, p.clfNext)
 		for _, it := range items {
 			switch it.kind {
 			case kField, kHostPort:

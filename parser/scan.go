@@ -977,5 +977,44 @@ func (p *Parser) readCLF(s string, e *Entry, st *lineState) (i, pos int) {
 	default:
 		return i, pos
 	}
-	return i + 2, q + len(sep)
+	pos, i = q+len(sep), i+2
+	if !p.clfRefUA {
+		return i, pos
+	}
+	// The referer and the user agent, each closed by its first quote when
+	// the literal after it follows (and, for the user agent, what
+	// closeFits wants after that).
+	j = strings.IndexByte(s[pos:], '"')
+	if j < 0 {
+		return i, pos
+	}
+	if k = pos + j; k > pos && s[k-1] == '\\' || !hasAt(s, k, `" "`) {
+		return i, pos
+	}
+	if v := st.unescape(s[pos:k]); !absent(v) {
+		e.Referer, e.Has = v, e.Has|HasReferer
+	}
+	pos, i = k+3, i+2
+	it = &items[i]
+	if j = strings.IndexByte(s[pos:], '"'); j < 0 {
+		return i, pos
+	}
+	if k = pos + j; k > pos && s[k-1] == '\\' || !hasAt(s, k, it.sep) || !closeFits(s[k+len(it.sep):], it) {
+		return i, pos
+	}
+	if v := st.unescape(s[pos:k]); !absent(v) {
+		e.UserAgent, e.Has = v, e.Has|HasUserAgent
+	}
+	return i + 2, k + len(it.sep)
+}
+
+// clfRefUA reports whether the items at next (clfPrefix's) are
+// `"$http_referer" "$http_user_agent"`, as in combined, for readCLF.
+func clfRefUA(items []item, next int) bool {
+	if next == 0 || next+2 >= len(items) {
+		return false
+	}
+	r, l, u := &items[next], &items[next+1], &items[next+2]
+	return r.kind == kReferer && r.quoted && !r.nextNum && !r.closing && !r.cpu && !r.list &&
+		l.kind == kLit && l.lit == `" "` && u.kind == kUA && u.quoted && !u.cpu && !u.list
 }
