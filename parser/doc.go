@@ -20,8 +20,18 @@
 // of the seconds modulo 8 (clfCache, a sequence lock of atomics a slot,
 // the whole text compared). Dotted quads and hex IPv6 ("2001:db8::1") are
 // read without netip (parseDottedQuad, parseHexIPv6), anything else by
-// netip.ParseAddr. main's scanner before issue 23's round 4 is kept as a
-// test-only reference (ref_scan_test.go): TestScanAsReference compares
+// netip.ParseAddr. A format that begins with the CLF prefix (`%h %l %u
+// %t "%r" %>s %b` or nginx's `$remote_addr - $remote_user [$time_local]
+// "$request" $status $body_bytes_sent`, then a literal: combined and the
+// presets built on it, the genlog's log_format; clfPrefix decides at New)
+// has that prefix, and a referer and user agent after it, read in a
+// straight line for the usual values (readCLF: an IPv4 or hex IPv6
+// client, "-" idents, the 26-byte time, quoted fields closed by their
+// first quote, three-digit statuses, digit sizes), with no dispatch on
+// the items; at the first value of any other shape the item loop
+// (scanFrom) reads on from that item (TestCLFPrefix). main's scanner
+// before issue 23's round 4 is kept as a test-only reference
+// (ref_scan_test.go): TestScanAsReference compares
 // every Entry, error and completeness on the corpora and on mutated lines,
 // TestHelpersAsReference the number, address and time readers on random
 // values, and every fuzzer compares as well.
