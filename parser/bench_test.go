@@ -1,7 +1,10 @@
 package parser
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // benchCases is one representative line per format, shared with the fuzzers.
@@ -12,6 +15,8 @@ var benchCases = []struct {
 }{
 	{"common", Options{Format: "common"}, `83.149.9.216 - - [17/May/2015:10:05:03 +0000] "GET /presentations/logstash-monitorama-2013/images/kibana-search.png HTTP/1.1" 200 203023`},
 	{"combined", Options{Format: "combined"}, `83.149.9.216 - - [17/May/2015:10:05:03 +0000] "GET /presentations/logstash-monitorama-2013/images/kibana-search.png HTTP/1.1" 200 203023 "http://semicomplete.com/presentations/logstash-monitorama-2013/" "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_9_1) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/32.0.1700.77 Safari/537.36"`},
+	// Row 2 and 3 of make bench: combined lines of IPv6 clients (scripts/bench-lib.sh's bench_writer).
+	{"combined6", Options{Format: "combined"}, `2001:db8:8000:1a2b::1 - - [26/Nov/2026:08:44:00 +0000] "GET /y HTTP/1.1" 200 1 "-" "bench"`},
 	{"vhost_combined", Options{Format: "vhost_combined"}, `www.example.com:443 203.0.113.5 - - [22/Nov/2026:07:09:34 +0100] "GET /index.html HTTP/1.1" 200 4523 "https://www.example.com/" "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"`},
 	{"host_combined", Options{Format: "host_combined"}, `www.example.com 2001:db8:5::7 - - [22/Nov/2026:07:09:34 +0100] "GET /index.html HTTP/1.1" 200 4523 "-" "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"`},
 	{"nginx_timing", Options{Format: "nginx_timing"}, `203.0.113.7 - - [22/Nov/2026:07:09:34 +0100] "GET /search?q=logjail HTTP/2.0" 200 5123 "-" "curl/8.5.0" 0.125`},
@@ -56,13 +61,14 @@ func BenchmarkParse(b *testing.B) {
 }
 
 // BenchmarkParseString is the zero-copy path: no allocation for plain lines
-// (log_format is testdata/genlog.yaml's, with a named CPU field: its
+// (combined6 is row 2's line of make bench, an IPv6 client; log_format is
+// testdata/genlog.yaml's, with a named CPU field: its
 // Entry.Fields is the one allocation a line may cost); buf=reused is
 // ParseStringBuf into one buffer of 512 lines' room, reused as replay's
 // blocks do, which allocates nothing; to=block is ParseStringTo into the
 // entries of a block, as replay's workers parse since issue 23's part RP.
 func BenchmarkParseString(b *testing.B) {
-	for _, name := range []string{"combined", "nginx_timing", "log_format"} {
+	for _, name := range []string{"combined", "combined6", "nginx_timing", "log_format"} {
 		for _, bc := range benchCases {
 			if bc.name != name {
 				continue
@@ -114,5 +120,86 @@ func BenchmarkParseString(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// genLines are n lines like testdata/genlog.yaml's log (../shared/tools/genlog.py's
+// combined_cpu: a tenth of the clients IPv6, a hundred lines a second, the
+// referer "-" half the time) or, with row2, like row 2's of make bench
+// (scripts/bench-lib.sh's bench_writer: IPv6 clients, 2,500 lines a second).
+func genLines(n int, row2 bool) []string {
+	r := rand.New(rand.NewPCG(7, 23))
+	uas := []string{"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36",
+		"Mozilla/5.0 (iPhone; CPU iPhone OS 18_1_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1.1 Mobile/15E148 Safari/604.1",
+		"Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)", "Mozilla/5.0 (X11; Ubuntu; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0"}
+	paths := []string{"/", "/images/logo.svg", "/api/v1/items?page=3&limit=20", "/blog/", "/login", "/search?q=issel"}
+	t0 := time.Date(2025, 1, 6, 0, 0, 0, 0, time.UTC)
+	out := make([]string, n)
+	for i := range out {
+		if row2 {
+			c := r.IntN(200000)
+			ts := t0.Add(time.Duration(i/2500) * time.Second).Format("02/Jan/2006:15:04:05 -0700")
+			out[i] = fmt.Sprintf(`2001:db8:%x:%x::1 - - [%s] "GET /y HTTP/1.1" 200 1 "-" "bench"`, 0x8000+c/65536, c%65536, ts)
+			continue
+		}
+		ip := fmt.Sprintf("%d.%d.%d.%d", 1+r.IntN(223), r.IntN(256), r.IntN(256), 1+r.IntN(254))
+		if r.IntN(10) == 0 {
+			ip = fmt.Sprintf("2a01:%x:%x:%x:%x:%x:%x:%x", r.IntN(65536), r.IntN(65536), r.IntN(65536), r.IntN(65536), r.IntN(65536), r.IntN(65536), r.IntN(65536))
+		}
+		ref := "-"
+		if r.IntN(2) == 0 {
+			ref = fmt.Sprintf("https://www.example.com/products/%d-toze", r.IntN(100000))
+		}
+		out[i] = fmt.Sprintf(`%s - - [%s] "GET %s HTTP/%s" %d %d "%s" "%s" rt=0.%03d cpu=0.%03d`, ip,
+			t0.Add(time.Duration(i/100)*time.Second).Format("02/Jan/2006:15:04:05 -0700"), paths[r.IntN(len(paths))],
+			[]string{"1.1", "2.0"}[r.IntN(2)], []int{200, 200, 200, 304, 404}[r.IntN(5)], r.IntN(200000), ref, uas[r.IntN(len(uas))], r.IntN(200), r.IntN(100))
+	}
+	return out
+}
+
+// BenchmarkParseLines is ParseStringTo into the entries of a block, as
+// replay's workers parse, over 8,192 different lines (genLines: genlog is
+// testdata/genlog.yaml's format, row2 the combined preset on row 2's
+// lines), whose lengths, addresses and numbers vary as a log's do, unlike
+// BenchmarkParseString's one line.
+func BenchmarkParseLines(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		opts Options
+		row2 bool
+	}{
+		{"genlog", Options{LogFormat: `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" rt=$request_time cpu=$upstream_http_x_cpu_time`,
+			CPUField: "upstream_http_x_cpu_time", Location: time.UTC}, false},
+		{"row2", Options{Format: "combined"}, true},
+	} {
+		lines := genLines(8192, bc.row2)
+		p, err := New(bc.opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size := 0
+		for _, l := range lines {
+			if _, err := p.ParseString(l, 1); err != nil {
+				b.Fatalf("%s: %v", bc.name, err)
+			}
+			size += len(l)
+		}
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(size / len(lines)))
+			buf := make([]Field, 0, 512*p.FieldsPerLine())
+			entries := make([]Entry, 512)
+			var err error
+			i := 0
+			for b.Loop() {
+				if cap(buf)-len(buf) < p.FieldsPerLine() {
+					buf = buf[:0]
+				}
+				if buf, err = p.ParseStringTo(lines[i%len(lines)], 1, buf, &entries[i%len(entries)]); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
 	}
 }

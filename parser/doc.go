@@ -9,6 +9,33 @@
 // families apart (escapes, modifiers, %t's brackets, the finest duration,
 // the directive letters) is data.
 //
+// The scan (scan.go). A field ends where the literal after it starts:
+// finish gives each field that literal (sep), and the scan looks for it
+// byte by byte in a value's first 16 bytes, then with IndexByte on its
+// rarest byte (sepAt); the literal found is taken without being compared
+// again. Quoted fields end at a quote that starts the next literal
+// (findClose). The usual CLF time, "02/Jan/2006:15:04:05 -0700", is read
+// in one pass (clfFixed), and remembered: a log's lines come in runs of
+// the same second, and a parser keeps the last time read for each value
+// of the seconds modulo 8 (clfCache, a sequence lock of atomics a slot,
+// the whole text compared). Dotted quads and hex IPv6 ("2001:db8::1") are
+// read without netip (parseDottedQuad, parseHexIPv6), anything else by
+// netip.ParseAddr. A format that begins with the CLF prefix (`%h %l %u
+// %t "%r" %>s %b` or nginx's `$remote_addr - $remote_user [$time_local]
+// "$request" $status $body_bytes_sent`, then a literal: combined and the
+// presets built on it, the genlog's log_format; clfPrefix decides at New)
+// has that prefix, and a referer and user agent after it, read in a
+// straight line for the usual values (readCLF: an IPv4 or hex IPv6
+// client, "-" idents, the 26-byte time, quoted fields closed by their
+// first quote, three-digit statuses, digit sizes), with no dispatch on
+// the items; at the first value of any other shape the item loop
+// (scanFrom) reads on from that item (TestCLFPrefix). main's scanner
+// before issue 23's round 4 is kept as a test-only reference
+// (ref_scan_test.go): TestScanAsReference compares
+// every Entry, error and completeness on the corpora and on mutated lines,
+// TestHelpersAsReference the number, address and time readers on random
+// values, and every fuzzer compares as well.
+//
 // A field of an Entry is read by name in one place: FieldRef (Ref resolves
 // the name once; Entry.Get is Ref(name).Get). rules' `match` reads its
 // fields through it.
@@ -17,9 +44,10 @@
 //   - no I/O, no package-level mutable state, no clock: the time of an Entry
 //     is the line's own, and a zone-less time is read in Options.Location;
 //   - a *Parser is immutable after New, but for the W3C presets' record of
-//     the `#Fields:` lines it has read, and safe for concurrent use by any
-//     number of goroutines (its zone cache and that record are lock-free;
-//     the cache does not allocate on a hit);
+//     the `#Fields:` lines it has read and its caches of zones and CLF
+//     times, and safe for concurrent use by any number of goroutines (the
+//     caches and that record are lock-free; the caches do not allocate on
+//     a hit, the CLF times' not at all);
 //   - Parse and ParseString never panic; a line that cannot yield a client
 //     address and a time is an *Error naming the line, the field and why;
 //     anything else missing or unreadable is absent (its Has bit clear);

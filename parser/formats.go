@@ -542,6 +542,14 @@ func finish(items []item, cpuField string) ([]item, error) {
 		if i+1 == len(items) && !it.numeric {
 			it.toEOL = true
 		}
+		if i+1 < len(items) {
+			it.sep = items[i+1].lit
+			it.sepAt = uint8(sepAt(it.sep))
+			it.gap = len(it.sep) > 1 && it.sep[0] == ' ' && (it.sep[1] == '[' || it.sep[1] == '"')
+			it.clfFixed = it.kind == kTimeCLF
+			it.quad = it.kind == kIP && !it.list && !it.cpu && it.sep[0]-'0' > 9 && it.sep[0] != '.'
+			it.hex6 = it.kind == kIP && !it.list && !it.cpu && hexValue[it.sep[0]] > 15 && it.sep[0] != ':'
+		}
 	}
 	if !hasIP {
 		return nil, fmt.Errorf("no field gives the client address")

@@ -15,6 +15,8 @@ import (
 
 // checkSane is what every fuzzer asserts of an accepted line.
 func checkSane(t *testing.T, p *Parser, line string) {
+	// A line format reads as main's scanner at 3ee57b3 did.
+	sameAsReference(t, p, line)
 	e, err := p.ParseString(line, 1)
 	if err != nil {
 		var pe *Error
@@ -199,6 +201,25 @@ func FuzzDottedQuad(f *testing.F) {
 		b, err := netip.ParseAddr(s)
 		if err != nil || a != b {
 			t.Fatalf("parseDottedQuad(%q) = %v; netip.ParseAddr = %v, %v", s, a, b, err)
+		}
+	})
+}
+
+// FuzzHexIPv6 checks the IPv6 fast path against netip.ParseAddr: whatever
+// it accepts, netip reads as the same address.
+func FuzzHexIPv6(f *testing.F) {
+	for _, s := range []string{"2001:db8:8000:1a2b::1", "::1", "::", "1::", "::ffff:1.2.3.4", "::ffff:102:304", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7::", "1:2:3:4:5:6:7:8:9",
+		"1::2::3", "12345::1", "fe80::1%eth0", "[::1]", "2003:4717:b4a8:779f:b5a5:8d21:fa0e:2892", "A:B:C:D:E:F:a:b", ":1::", "1:", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, ok := parseHexIPv6(s)
+		if !ok {
+			return
+		}
+		b, err := netip.ParseAddr(s)
+		if err != nil || a != b {
+			t.Fatalf("parseHexIPv6(%q) = %v; netip.ParseAddr = %v, %v", s, a, b, err)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package parser
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"strings"
 )
@@ -11,6 +12,11 @@ import (
 func parseAddr(s string) (netip.Addr, bool) {
 	if a, ok := parseDottedQuad(s); ok {
 		return a, true
+	}
+	if a, ok := parseHexIPv6(s); ok {
+		// Whatever it reads has two colons or more and no blank, bracket
+		// or zone: the general path below would hand it whole to netip.
+		return a.Unmap(), true
 	}
 	s = trimSpace(s)
 	if s == "" || s == "-" {
@@ -37,6 +43,83 @@ func parseAddr(s string) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return a.WithZone("").Unmap(), true
+}
+
+// parseHexIPv6 reads the common IPv6 text, hex groups and at most one "::"
+// ("2001:db8:8000:1a2b::1"), as netip.ParseAddr reads it, without its
+// generality. Anything else (a dotted-quad tail, a zone, "::" alone, any
+// malformed text) reports false and is left to netip.ParseAddr, which
+// decides it.
+func parseHexIPv6(s string) (netip.Addr, bool) {
+	if a, n, ok := hexIPv6At(s, 0); ok && n == len(s) {
+		return a, true
+	}
+	return netip.Addr{}, false
+}
+
+// hexIPv6At reads the hex IPv6 text that starts at s[p] and returns where
+// it ends: at the end of s or at a byte after a group that is neither a
+// hex digit nor ':'. The groups are shifted into two 128-bit values, those
+// before the "::" and those after, rather than stored byte by byte.
+func hexIPv6At(s string, p int) (netip.Addr, int, bool) {
+	var hh, hl, th, tl uint64 // the groups before "::" (or all), after it
+	heads, tails := 0, 0      // how many groups each holds
+	ellipsis := false
+	if len(s)-p > 2 && s[p] == ':' && s[p+1] == ':' {
+		ellipsis, p = true, p+2
+	}
+	for {
+		g, d := uint64(0), 0
+		for ; p < len(s) && d < 5; p, d = p+1, d+1 {
+			v := hexValue[s[p]]
+			if v > 15 {
+				break
+			}
+			g = g<<4 | uint64(v)
+		}
+		if d == 0 || d > 4 || heads+tails == 8 {
+			return netip.Addr{}, 0, false
+		}
+		if ellipsis {
+			th, tl = th<<16|tl>>48, tl<<16|g
+			tails++
+		} else {
+			hh, hl = hh<<16|hl>>48, hl<<16|g
+			heads++
+		}
+		if p == len(s) || s[p] != ':' {
+			break
+		}
+		if p++; p == len(s) {
+			return netip.Addr{}, 0, false
+		}
+		if s[p] == ':' {
+			if ellipsis {
+				return netip.Addr{}, 0, false
+			}
+			ellipsis = true
+			if p++; p == len(s) || hexValue[s[p]] > 15 {
+				break
+			}
+		}
+	}
+	if ellipsis == (heads+tails == 8) {
+		// Eight groups and a "::", or fewer and none.
+		return netip.Addr{}, 0, false
+	}
+	// The head's groups go to the top: shift it left by the groups missing.
+	switch k := uint(16 * (8 - heads)); {
+	case k >= 128:
+		hh, hl = 0, 0
+	case k >= 64:
+		hh, hl = hl<<(k-64), 0
+	case k > 0:
+		hh, hl = hh<<k|hl>>(64-k), hl<<k
+	}
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], hh|th)
+	binary.BigEndian.PutUint64(b[8:], hl|tl)
+	return netip.AddrFrom16(b), p, true
 }
 
 func isPort(s string) bool {
@@ -109,27 +192,64 @@ func splitLast(list string) (head, last string) {
 // leading zero, IPv6) reports false and takes the general path, which
 // decides exactly as netip does.
 func parseDottedQuad(s string) (netip.Addr, bool) {
-	var b [4]byte
-	i := 0
+	if a, n, ok := dottedQuadAt(s, 0); ok && n == len(s) {
+		return a, true
+	}
+	return netip.Addr{}, false
+}
+
+// dottedQuadAt reads a dotted quad that starts at s[i] and returns where it
+// ends: four numbers of 1 to 3 digits, no leading zero, up to 255, between
+// dots; what follows is not looked at.
+func dottedQuadAt(s string, i int) (netip.Addr, int, bool) {
+	var u uint32 // the four bytes, stored at once (a byte at a time would
+	// stall netip.AddrFrom4's load of all four)
 	for k := 0; k < 4; k++ {
 		if k > 0 {
 			if i >= len(s) || s[i] != '.' {
-				return netip.Addr{}, false
+				return netip.Addr{}, 0, false
 			}
 			i++
 		}
-		start, v := i, 0
-		for i < len(s) && i-start < 3 && s[i]-'0' <= 9 {
-			v = v*10 + int(s[i]-'0')
+		if i >= len(s) || s[i]-'0' > 9 {
+			return netip.Addr{}, 0, false
+		}
+		v := uint(s[i] - '0')
+		i++
+		if i < len(s) && s[i]-'0' <= 9 {
+			if v == 0 {
+				return netip.Addr{}, 0, false // a leading zero
+			}
+			v = v*10 + uint(s[i]-'0')
 			i++
+			if i < len(s) && s[i]-'0' <= 9 {
+				v = v*10 + uint(s[i]-'0')
+				i++
+				if v > 255 {
+					return netip.Addr{}, 0, false
+				}
+			}
 		}
-		if i == start || v > 255 || (i-start > 1 && s[start] == '0') {
-			return netip.Addr{}, false
-		}
-		b[k] = byte(v)
+		u = u<<8 | uint32(v)
 	}
-	if i != len(s) {
-		return netip.Addr{}, false
-	}
-	return netip.AddrFrom4(b), true
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], u)
+	return netip.AddrFrom4(b), i, true
 }
+
+// hexValue is the value of a hex digit, 255 for any other byte. Read only.
+var hexValue = func() (t [256]uint8) {
+	for c := range t {
+		switch {
+		case c >= '0' && c <= '9':
+			t[c] = uint8(c - '0')
+		case c >= 'a' && c <= 'f':
+			t[c] = uint8(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			t[c] = uint8(c - 'A' + 10)
+		default:
+			t[c] = 255
+		}
+	}
+	return t
+}()

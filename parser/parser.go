@@ -35,6 +35,10 @@ type Parser struct {
 	trusted []netip.Prefix
 	nFields int // named fields a line may carry, to size Entry.Fields
 	fpmCPU  bool
+
+	clfNext  int  // for a format of the CLF prefix: clfPrefix's item after the size, where readCLF hands over
+	clfIdent bool // and whether its ident is a field
+	clfRefUA bool // and whether the referer and the user agent follow (clfRefUA)
 }
 
 // Error is a line that cannot yield a client address and a time.
@@ -217,7 +221,7 @@ func New(o Options) (*Parser, error) {
 	if loc == nil {
 		loc = time.Local
 	}
-	p := &Parser{tr: timeReader{zones: new(zoneCache), loc: loc}}
+	p := &Parser{tr: timeReader{zones: new(zoneCache), loc: loc, clfs: new(clfCache)}}
 	for _, pr := range o.TrustedProxies {
 		p.trusted = append(p.trusted, pr.Masked())
 	}
@@ -274,6 +278,8 @@ func New(o Options) (*Parser, error) {
 			return nil, fmt.Errorf("parser: %s: %w", p.name, err)
 		}
 		p.items = items
+		p.clfNext, p.clfIdent = clfPrefix(items)
+		p.clfRefUA = clfRefUA(items, p.clfNext)
 		for _, it := range items {
 			switch it.kind {
 			case kField, kHostPort:

@@ -56,6 +56,14 @@ type item struct {
 	intOnly  bool    // a duration written as an integer (Apache %D)
 	hostPre  bool    // the ident of a common-based preset: an address here means the line is host-first
 	port     string  // for kHostPort: the name of the port field
+
+	// Set by finish for the scan, from the literal after the field:
+	sep      string // that literal ("" for the last item)
+	sepAt    uint8  // the byte of sep findSep looks for first (sepAt)
+	gap      bool   // sep is a blank and '[' or '"': the field and its blank may be missing
+	clfFixed bool   // a CLF time followed by a literal: the usual 26 bytes are tried first
+	quad     bool   // an address field (not a list, not CPU) whose sep starts with no digit or '.': a dotted quad is read first
+	hex6     bool   // such a field whose sep starts with no hex digit or ':': a hex IPv6 address is read first
 }
 
 // lineState is what a scan learns besides the Entry fields.
@@ -96,16 +104,28 @@ func (st *lineState) unescape(v string) string {
 // scan reads s with the format's items. It returns whether every item was read.
 func (p *Parser) scan(s string, e *Entry, st *lineState) bool {
 	st.noEscape = strings.IndexByte(s, '\\') < 0
+	if p.clfNext > 0 {
+		i, pos := p.readCLF(s, e, st)
+		return p.scanFrom(p.items, i, pos, s, e, st)
+	}
 	return p.scanItems(p.items, s, e, st)
 }
 
-// scanItems reads s with items.
+// scanItems reads s with items. A field whose end is found by searching
+// for the literal after it (finish's sep) takes that literal at once: the
+// search has matched it whole.
 func (p *Parser) scanItems(items []item, s string, e *Entry, st *lineState) bool {
-	pos := 0
-	for i := 0; i < len(items); i++ {
+	return p.scanFrom(items, 0, 0, s, e, st)
+}
+
+// scanFrom is scanItems going on from item i0 at pos0, items[:i0] having
+// been read up to pos0 (by scanPrefix).
+func (p *Parser) scanFrom(items []item, i0, pos0 int, s string, e *Entry, st *lineState) bool {
+	pos := pos0
+	for i := i0; i < len(items); i++ {
 		it := &items[i]
 		if it.kind == kLit {
-			if !strings.HasPrefix(s[pos:], it.lit) {
+			if !hasAt(s, pos, it.lit) {
 				// Be lenient with runs of blanks between fields.
 				if trimmed := strings.TrimLeft(it.lit, " "); len(trimmed) < len(it.lit) {
 					k := pos
@@ -124,11 +144,12 @@ func (p *Parser) scanItems(items []item, s string, e *Entry, st *lineState) bool
 			continue
 		}
 		var end int
+		found := false // end is where the whole of it.sep starts
 		switch {
-		case it.kind == kTimeCLF && i+1 < len(items) && len(s)-pos > 26 && s[pos+26] == items[i+1].lit[0] && s[pos+20] == ' ':
+		case it.clfFixed && len(s)-pos > 26 && s[pos+26] == it.sep[0] && s[pos+20] == ' ':
 			// The usual fixed-width "02/Jan/2006:15:04:05 -0700".
 			end = pos + 26
-		case i+1 >= len(items):
+		case it.sep == "":
 			if it.toEOL {
 				end = len(s)
 			} else {
@@ -138,17 +159,53 @@ func (p *Parser) scanItems(items []item, s string, e *Entry, st *lineState) bool
 				}
 			}
 		case it.quoted:
-			end = findClose(s, pos, items[i+1].lit, it)
+			// The first quote, when it is not escaped and the next literal
+			// and what follows it are as findClose wants them, is what
+			// findClose would return: only other lines take its full rules.
+			end = -1
+			if j := strings.IndexByte(s[pos:], '"'); j >= 0 {
+				if k := pos + j; (k == pos || s[k-1] != '\\') && hasAt(s, k, it.sep) && closeFits(s[k+len(it.sep):], it) {
+					end = k
+				}
+			}
+			if end < 0 {
+				end = findClose(s, pos, it.sep, it)
+			}
+			found = true
 		default:
-			end = findSep(s, pos, items[i+1].lit, it.list)
-			if sep := items[i+1].lit; len(sep) > 1 && sep[0] == ' ' && (sep[1] == '[' || sep[1] == '"') &&
-				pos > 0 && s[pos-1] == ' ' && strings.HasPrefix(s[pos:], sep[1:]) {
+			if it.quad || it.hex6 {
+				// A client address, read where it starts: its end is where
+				// the literal after it must be (no byte the address is
+				// made of starts that literal, so it cannot be found
+				// earlier).
+				n := -1
+				var a netip.Addr
+				if it.quad {
+					if a4, n4, ok := dottedQuadAt(s, pos); ok && hasAt(s, n4, it.sep) {
+						a, n = a4, n4
+					}
+				}
+				if n < 0 && it.hex6 {
+					if a6, n6, ok := hexIPv6At(s, pos); ok && hasAt(s, n6, it.sep) {
+						a, n = a6.Unmap(), n6
+					}
+				}
+				if n >= 0 {
+					p.setConnAddr(a, it.strength, st)
+					pos = n + len(it.sep)
+					i++
+					continue
+				}
+			}
+			if it.gap && pos > 0 && s[pos-1] == ' ' && hasAt(s, pos, it.sep[1:]) {
 				// The field and its blank are missing ("1.2.3.4 - [time]"):
 				// read it as empty and go on from the bracket or quote.
 				p.set(it, "", e, st)
 				pos--
 				continue
 			}
+			end = findSep(s, pos, it.sep, int(it.sepAt), it.list)
+			found = true
 		}
 		if end < 0 {
 			// The line ends early: what is left is this field's value
@@ -166,6 +223,11 @@ func (p *Parser) scanItems(items []item, s string, e *Entry, st *lineState) bool
 			return false
 		}
 		p.set(it, s[pos:end], e, st)
+		if found {
+			pos = end + len(it.sep)
+			i++
+			continue
+		}
 		pos = end
 	}
 	return true
@@ -186,26 +248,92 @@ func (st *lineState) stop(items []item, i, pos int) {
 }
 
 // findSep returns the index of sep at or after pos. For a list field, a sep
-// right after a ',' belongs to the list.
-func findSep(s string, pos int, sep string, list bool) int {
+// right after a ',' belongs to the list. at is the byte of sep to look for
+// first (sepAt) in a vector search, which only what is past a value's
+// first 16 bytes takes: most values (an address, a status, a size, a
+// time taken) are shorter, and are looked at byte by byte.
+func findSep(s string, pos int, sep string, at int, list bool) int {
 	from := pos
 	for {
-		var j int
-		if len(sep) == 1 {
-			j = strings.IndexByte(s[from:], sep[0])
-		} else {
-			j = strings.Index(s[from:], sep)
+		k := -1
+		end := min(from+16, len(s)-len(sep)+1) // the bytes looked at one by one, where sep can start
+		for q := from; q < end; q++ {
+			if s[q] == sep[0] {
+				m := 1
+				for m < len(sep) && s[q+m] == sep[m] {
+					m++
+				}
+				if m == len(sep) {
+					k = q
+					break
+				}
+			}
 		}
-		if j < 0 {
-			return -1
+		if k < 0 {
+			if end < from+16 {
+				return -1
+			}
+			if len(sep) == 1 {
+				j := strings.IndexByte(s[end:], sep[0])
+				if j < 0 {
+					return -1
+				}
+				k = end + j
+			} else if k = indexSep(s, end, sep, at); k < 0 {
+				return -1
+			}
 		}
-		k := from + j
 		if list && k > pos && s[k-1] == ',' {
 			from = k + 1
 			continue
 		}
 		return k
 	}
+}
+
+// indexSep is strings.Index(s[from:], sep)+from (or -1), looking first for
+// sep[at], the byte of sep that sepAt expects to be rarest in a line, and
+// then at the rest.
+func indexSep(s string, from int, sep string, at int) int {
+	c := sep[at]
+	for i := from + at; i+len(sep)-at <= len(s); {
+		j := strings.IndexByte(s[i:len(s)-len(sep)+at+1], c)
+		if j < 0 {
+			return -1
+		}
+		k := i + j - at
+		m := 0
+		for m < len(sep) && s[k+m] == sep[m] {
+			m++
+		}
+		if m == len(sep) {
+			return k
+		}
+		i += j + 1
+	}
+	return -1
+}
+
+// sepAt picks the byte of a separator to search a line for: the first of
+// its rarest kind (punctuation that values seldom hold, then letters,
+// digits and the common '-', '.', '/', ':', ',', then a blank).
+func sepAt(sep string) int {
+	rank := func(c byte) int {
+		switch {
+		case c == ' ' || c == '\t':
+			return 3
+		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-./:,", c) >= 0:
+			return 2
+		}
+		return 1
+	}
+	at := 0
+	for i := 1; i < len(sep); i++ {
+		if rank(sep[i]) < rank(sep[at]) {
+			at = i
+		}
+	}
+	return at
 }
 
 // findClose finds the closing quote of a quoted field: an unescaped '"' that
@@ -222,27 +350,45 @@ func findClose(s string, pos int, next string, it *item) int {
 		}
 		k := i + j
 		i = k + 1
-		if escaped(s, pos, k) || !strings.HasPrefix(s[k:], next) {
+		if escaped(s, pos, k) || !hasAt(s, k, next) {
 			continue
 		}
 		if first < 0 {
 			first = k
 		}
-		rest := s[k+len(next):]
-		switch {
-		case it.nextNum:
-			if rest != "" && (rest[0]-'0' <= 9 || rest[0] == '-') {
-				return k
-			}
-		case it.closing:
-			if rest == "" || rest[0] == ' ' || rest[0] == '\t' {
-				return k
-			}
-		default:
+		if closeFits(s[k+len(next):], it) {
 			return k
 		}
 	}
 	return first
+}
+
+// closeFits reports whether rest, what follows a candidate closing quote
+// and the literal after it, goes on as the format says: a number for
+// nextNum, the end of the line or a blank for the closing field, anything
+// otherwise.
+func closeFits(rest string, it *item) bool {
+	switch {
+	case it.nextNum:
+		return rest != "" && (rest[0]-'0' <= 9 || rest[0] == '-')
+	case it.closing:
+		return rest == "" || rest[0] == ' ' || rest[0] == '\t'
+	}
+	return true
+}
+
+// hasAt is strings.HasPrefix(s[i:], lit) for the short literals of a
+// format, compared byte by byte instead of by a call to memequal.
+func hasAt(s string, i int, lit string) bool {
+	if len(s)-i < len(lit) {
+		return false
+	}
+	for m := 0; m < len(lit); m++ {
+		if s[i+m] != lit[m] {
+			return false
+		}
+	}
+	return true
 }
 
 // escaped reports whether the byte at k is preceded by an odd number of backslashes.
@@ -518,6 +664,14 @@ func (p *Parser) setConn(v string, level int8, st *lineState) {
 		}
 		return
 	}
+	p.setConnAddr(a, level, st)
+}
+
+// setConnAddr is setConn of an address already read.
+func (p *Parser) setConnAddr(a netip.Addr, level int8, st *lineState) {
+	if st.hasIPRaw && level <= st.connLevel {
+		return
+	}
 	st.conn, st.connLevel, st.hasIPRaw = a, level, true
 	st.ipRaw = ""
 }
@@ -530,15 +684,34 @@ func setRequest(raw string, e *Entry, st *lineState) {
 		return
 	}
 	v := st.unescape(raw)
-	sp := strings.IndexByte(v, ' ')
-	if sp <= 0 || !isMethod(v[:sp]) {
+	// The method: 1 to 32 letters, '-' or '_', up to the first blank
+	// (isMethod, read as the blank is looked for).
+	sp := -1
+	for i := 0; i < len(v) && i <= 32; i++ {
+		c := v[i]
+		if c == ' ' {
+			sp = i
+			break
+		}
+		if !(c|0x20-'a' <= 'z'-'a' || c == '-' || c == '_') {
+			break
+		}
+	}
+	if sp <= 0 {
 		e.Fields = append(e.Fields, Field{Name: "request", Value: raw})
 		return
 	}
-	rest := strings.TrimLeft(v[sp+1:], " ")
+	b := sp + 1
+	for b < len(v) && v[b] == ' ' {
+		b++
+	}
+	rest := v[b:]
 	proto := ""
-	if l := strings.LastIndexByte(rest, ' '); l >= 0 && strings.HasPrefix(rest[l+1:], "HTTP/") {
-		proto, rest = rest[l+1:], strings.TrimRight(rest[:l], " ")
+	if l := strings.LastIndexByte(rest, ' '); l >= 0 && len(rest)-l > 5 && rest[l+1:l+6] == "HTTP/" {
+		proto, rest = rest[l+1:], rest[:l]
+		for len(rest) > 0 && rest[len(rest)-1] == ' ' {
+			rest = rest[:len(rest)-1]
+		}
 	}
 	if rest == "" {
 		e.Fields = append(e.Fields, Field{Name: "request", Value: raw})
@@ -621,6 +794,10 @@ func parseFloat(s string) (float64, bool) {
 // nginx writes upstream times) and returns their sum. "-" entries count 0;
 // a value with no number at all is not ok.
 func sumFloats(s string) (float64, bool) {
+	if f, ok := parseFloat(s); ok {
+		// One number (no ',' or ':' then): the loop's 0+f is f.
+		return f, true
+	}
 	sum, n := 0.0, 0
 	for s != "" {
 		j := indexListSep(s)
@@ -663,4 +840,181 @@ func isDigits(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// clfPrefix returns, for a format that begins as Apache's common and
+// nginx's combined do (`$remote_addr - $remote_user [$time_local]
+// "$request" $status $body_bytes_sent`, or `%h %l %u %t "%r" %>s %b`)
+// and goes on after the size with a literal, the index of the item
+// after that literal, where readCLF hands over to scanFrom; and whether
+// the ident (%l) is a field of its own. 0 for any other format.
+func clfPrefix(items []item) (next int, ident bool) {
+	is := func(i int, k kind) bool {
+		return i < len(items) && items[i].kind == k && !items[i].cpu && !items[i].list
+	}
+	litAt := func(i int, lit string) bool { return i < len(items) && items[i].kind == kLit && items[i].lit == lit }
+	if !is(0, kIP) || !items[0].quad && !items[0].hex6 {
+		return 0, false
+	}
+	i := 2
+	switch {
+	case litAt(1, " - "):
+	case litAt(1, " ") && is(2, kSkip) && litAt(3, " "):
+		i, ident = 4, true
+	default:
+		return 0, false
+	}
+	if !is(i, kUser) || !litAt(i+1, " [") || !is(i+2, kTimeCLF) || !items[i+2].clfFixed || !litAt(i+3, "] \"") ||
+		!is(i+4, kRequest) || !items[i+4].quoted || !items[i+4].nextNum || !litAt(i+5, "\" ") ||
+		!is(i+6, kStatus) || !litAt(i+7, " ") || !is(i+8, kBytes) || i+9 >= len(items) || items[i+9].kind != kLit {
+		return 0, false
+	}
+	if c := items[i+9].lit[0]; c-'0' <= 9 || c == '-' {
+		return 0, false
+	}
+	return i + 10, ident
+}
+
+// readCLF reads the prefix of a format clfPrefix accepts in a straight
+// line, with no dispatch on the items, for the usual values: an IPv4 or
+// hex IPv6 client, "-" for the ident and the user, the 26-byte time, a
+// request whose first quote closes it, a status of three digits, a size
+// of digits or "-". It stops at the first value that is any other and
+// returns the item and the position scanFrom goes on from (p.clfNext
+// and past the literal after the size when it read the whole prefix):
+// each step stores what scanItems's would for the values it takes, and
+// takes nothing else (TestScanAsReference, TestCLFPrefix).
+func (p *Parser) readCLF(s string, e *Entry, st *lineState) (i, pos int) {
+	items := p.items
+	it := &items[0]
+	n := -1
+	var a netip.Addr
+	if it.quad {
+		if a4, n4, ok := dottedQuadAt(s, 0); ok && hasAt(s, n4, it.sep) {
+			a, n = a4, n4
+		}
+	}
+	if n < 0 && it.hex6 {
+		if a6, n6, ok := hexIPv6At(s, 0); ok && hasAt(s, n6, it.sep) {
+			a, n = a6.Unmap(), n6
+		}
+	}
+	if n < 0 {
+		return 0, 0
+	}
+	p.setConnAddr(a, it.strength, st)
+	pos, i = n+len(it.sep), 2
+	if p.clfIdent {
+		// The ident "-": its search for the blank would end at once, and
+		// "-" is no address.
+		if !hasAt(s, pos, "- ") {
+			return i, pos
+		}
+		pos, i = pos+2, 4
+	}
+	// The user: "-" (absent), or up to the first " [" (not a missing one:
+	// scanFrom reads "1.2.3.4 - [time]").
+	if hasAt(s, pos, "- [") {
+		pos += 3
+	} else {
+		it = &items[i]
+		if pos >= len(s) || s[pos] == '[' {
+			return i, pos
+		}
+		end := findSep(s, pos, it.sep, int(it.sepAt), false)
+		if end < 0 {
+			return i, pos
+		}
+		if v := st.unescape(trimSpace(s[pos:end])); !absent(v) {
+			e.User, e.Has = v, e.Has|HasUser
+		}
+		pos = end + 2
+	}
+	i += 2
+	// The time, the usual 26 bytes and the literal after it.
+	if len(s)-pos <= 29 || s[pos+20] != ' ' || !hasAt(s, pos+26, "] \"") {
+		return i, pos
+	}
+	if t, ok := p.tr.clf(s[pos : pos+26]); ok {
+		e.Time, st.hasTime = t, true
+	} else {
+		st.bad = true
+		st.timeRaw, st.hasTimeR = s[pos:pos+26], true
+	}
+	pos, i = pos+29, i+2
+	// The request, closed by its first quote (findClose's first candidate,
+	// taken when a number follows).
+	j := strings.IndexByte(s[pos:], '"')
+	if j < 0 {
+		return i, pos
+	}
+	k := pos + j
+	if k > pos && s[k-1] == '\\' || len(s)-k <= 2 || s[k+1] != ' ' || s[k+2]-'0' > 9 && s[k+2] != '-' {
+		return i, pos
+	}
+	setRequest(s[pos:k], e, st)
+	pos, i = k+2, i+2
+	// The status: three digits, the first 1 to 5, and a blank.
+	if len(s)-pos <= 3 || s[pos]-'1' > 4 || s[pos+1]-'0' > 9 || s[pos+2]-'0' > 9 || s[pos+3] != ' ' {
+		return i, pos
+	}
+	e.Status, e.Has = int(s[pos]-'0')*100+int(s[pos+1]-'0')*10+int(s[pos+2]-'0'), e.Has|HasStatus
+	pos, i = pos+4, i+2
+	// The size: at most 18 digits, or "-", and the literal after it
+	// (which starts with neither: the first place a search finds it).
+	sep := items[i+1].lit
+	q := pos
+	var b int64
+	for q < len(s) && q-pos < 18 && s[q]-'0' <= 9 {
+		b = b*10 + int64(s[q]-'0')
+		q++
+	}
+	switch {
+	case q > pos && hasAt(s, q, sep):
+		e.Bytes, e.Has = b, e.Has|HasBytes
+	case q == pos && hasAt(s, pos, "-") && hasAt(s, pos+1, sep):
+		q++
+	default:
+		return i, pos
+	}
+	pos, i = q+len(sep), i+2
+	if !p.clfRefUA {
+		return i, pos
+	}
+	// The referer and the user agent, each closed by its first quote when
+	// the literal after it follows (and, for the user agent, what
+	// closeFits wants after that).
+	j = strings.IndexByte(s[pos:], '"')
+	if j < 0 {
+		return i, pos
+	}
+	if k = pos + j; k > pos && s[k-1] == '\\' || !hasAt(s, k, `" "`) {
+		return i, pos
+	}
+	if v := st.unescape(s[pos:k]); !absent(v) {
+		e.Referer, e.Has = v, e.Has|HasReferer
+	}
+	pos, i = k+3, i+2
+	it = &items[i]
+	if j = strings.IndexByte(s[pos:], '"'); j < 0 {
+		return i, pos
+	}
+	if k = pos + j; k > pos && s[k-1] == '\\' || !hasAt(s, k, it.sep) || !closeFits(s[k+len(it.sep):], it) {
+		return i, pos
+	}
+	if v := st.unescape(s[pos:k]); !absent(v) {
+		e.UserAgent, e.Has = v, e.Has|HasUserAgent
+	}
+	return i + 2, k + len(it.sep)
+}
+
+// clfRefUA reports whether the items at next (clfPrefix's) are
+// `"$http_referer" "$http_user_agent"`, as in combined, for readCLF.
+func clfRefUA(items []item, next int) bool {
+	if next == 0 || next+2 >= len(items) {
+		return false
+	}
+	r, l, u := &items[next], &items[next+1], &items[next+2]
+	return r.kind == kReferer && r.quoted && !r.nextNum && !r.closing && !r.cpu && !r.list &&
+		l.kind == kLit && l.lit == `" "` && u.kind == kUA && u.quoted && !u.cpu && !u.list
 }

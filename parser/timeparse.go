@@ -47,6 +47,68 @@ func ZoneName(off int) string {
 type timeReader struct {
 	zones *zoneCache
 	loc   *time.Location // for zone-less times
+	clfs  *clfCache      // nil: no cache
+}
+
+// clfCache remembers the last usual CLF times read ("02/Jan/2006:15:04:05
+// -0700", all 26 bytes of the text and the instant and zone it is), one a
+// slot, a slot for each value of the seconds modulo 8: a log's lines come
+// in runs of the same second, and two goroutines reading two blocks of one
+// log a few seconds apart mostly use different slots. Each slot is a
+// sequence lock of atomics: a reader takes a slot's time only if its
+// sequence number was even and the same before and after it read the
+// text; a writer that finds the slot busy (odd) or changed leaves it. It
+// neither locks nor allocates; a miss reads the text (clfFixed) and fills
+// the slot.
+type clfCache struct {
+	slots [8]clfSlot
+}
+
+type clfSlot struct {
+	seq        atomic.Uint64 // odd while a writer fills the slot
+	k0, k1, k2 atomic.Uint64 // the text's bytes 0-7, 8-15, 16-23
+	k3         atomic.Uint64 // its bytes 24-25; 0: empty
+	unix       atomic.Int64  // the instant, in seconds
+	off        atomic.Int64  // the zone, in seconds east of UTC
+	_          [8]byte       // a cache line a slot
+}
+
+// le8 reads 8 bytes of s from i, little-endian.
+func le8(s string, i int) uint64 {
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// get returns the time of the 26-byte text s if a slot holds it.
+func (c *clfCache) get(s string, zones *zoneCache) (time.Time, bool) {
+	sl := &c.slots[(s[19]-'0')&7]
+	q := sl.seq.Load()
+	if q&1 != 0 || sl.k3.Load() != uint64(s[24])|uint64(s[25])<<8|1<<16 || sl.k2.Load() != le8(s, 16) ||
+		sl.k1.Load() != le8(s, 8) || sl.k0.Load() != le8(s, 0) {
+		return time.Time{}, false
+	}
+	unix, off := sl.unix.Load(), sl.off.Load()
+	if sl.seq.Load() != q {
+		return time.Time{}, false
+	}
+	return time.Unix(unix, 0).In(zones.get(int(off))), true
+}
+
+// put stores the time of the 26-byte text s, unless a writer holds its slot.
+func (c *clfCache) put(s string, unix int64, off int) {
+	sl := &c.slots[(s[19]-'0')&7]
+	q := sl.seq.Load()
+	if q&1 != 0 || !sl.seq.CompareAndSwap(q, q+1) {
+		return
+	}
+	sl.k0.Store(le8(s, 0))
+	sl.k1.Store(le8(s, 8))
+	sl.k2.Store(le8(s, 16))
+	sl.k3.Store(uint64(s[24]) | uint64(s[25])<<8 | 1<<16)
+	sl.unix.Store(unix)
+	sl.off.Store(int64(off))
+	sl.seq.Store(q + 2)
 }
 
 // monthIndex returns 1-12 for an English month abbreviation (any case), 0 otherwise.
@@ -219,6 +281,11 @@ func daysIn(m, y int) int {
 // trailing blanks are ignored.
 func (r *timeReader) clf(s string) (time.Time, bool) {
 	s = trimSpace(s)
+	if len(s) == 26 {
+		if t, ok, done := r.clfFixed(s); done {
+			return t, ok
+		}
+	}
 	if len(s) < 20 || s[2] != '/' || s[6] != '/' || s[11] != ':' || s[14] != ':' || s[17] != ':' {
 		return time.Time{}, false
 	}
@@ -232,6 +299,46 @@ func (r *timeReader) clf(s string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return r.afterSeconds(s, 20, y, mo, d, h, mi, sec)
+}
+
+// clfFixed reads the usual "02/Jan/2006:15:04:05 -0700" (26 bytes, the
+// zone's four digits) in one pass, as clf's general path reads it; done
+// is false for any other shape of 26 bytes, which that path reads.
+func (r *timeReader) clfFixed(s string) (t time.Time, ok, done bool) {
+	if s[2] != '/' || s[6] != '/' || s[11] != ':' || s[14] != ':' || s[17] != ':' || s[20] != ' ' || (s[21] != '+' && s[21] != '-') {
+		return time.Time{}, false, false
+	}
+	if r.clfs != nil {
+		// A text the cache holds was read whole and was a time.
+		if t, ok := r.clfs.get(s, r.zones); ok {
+			return t, true, true
+		}
+	}
+	d0, d1, y0, y1, y2, y3 := s[0]-'0', s[1]-'0', s[7]-'0', s[8]-'0', s[9]-'0', s[10]-'0'
+	h0, h1, m0, m1, s0, s1 := s[12]-'0', s[13]-'0', s[15]-'0', s[16]-'0', s[18]-'0', s[19]-'0'
+	z0, z1, z2, z3 := s[22]-'0', s[23]-'0', s[24]-'0', s[25]-'0'
+	if d0 > 9 || d1 > 9 || y0 > 9 || y1 > 9 || y2 > 9 || y3 > 9 || h0 > 9 || h1 > 9 || m0 > 9 || m1 > 9 || s0 > 9 || s1 > 9 ||
+		z0 > 9 || z1 > 9 || z2 > 9 || z3 > 9 {
+		return time.Time{}, false, false
+	}
+	mo := monthIndex(s[3:6])
+	if mo == 0 {
+		return time.Time{}, false, true
+	}
+	zh, zm := int(z0)*10+int(z1), int(z2)*10+int(z3)
+	if zh > 23 || zm > 59 {
+		return time.Time{}, false, true
+	}
+	off := zh*3600 + zm*60
+	if s[21] == '-' {
+		off = -off
+	}
+	t, ok = r.date(int(y0)*1000+int(y1)*100+int(y2)*10+int(y3), mo, int(d0)*10+int(d1),
+		int(h0)*10+int(h1), int(m0)*10+int(m1), int(s0)*10+int(s1), 0, off, true)
+	if ok && r.clfs != nil {
+		r.clfs.put(s, t.Unix(), off)
+	}
+	return t, ok, true
 }
 
 // iso reads "2006-01-02T15:04:05[.frac][Z|±hh:mm|±hhmm]" (also with a space
