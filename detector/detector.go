@@ -139,7 +139,7 @@ type Detector struct {
 	lastKey   string
 	lastFixed rules.FixedKey
 	lastHead  int32
-	chunks    [][]state
+	chunks    []*[1 << chunkBits]state // the slab: at indexes a chunk by a mask, no bounds check within it
 	// The pools states refer to: their windows' rings, their windows past
 	// the first, their ladders and addresses seen (aux), the addresses.
 	rings  pool.Pool[uint64]
@@ -254,7 +254,7 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 		d.markDirty(i)
 		return out
 	}
-	d.touch(i)
+	d.touchS(i, s)
 	if s.ci != ri.ci {
 		d.adopt(i, s, ri)
 	}
@@ -274,7 +274,7 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 	}
 	out = d.ladder(i, s, ri, t, ns, over, out)
 	if s.phase != phaseBanned && s.hot() != (s.phase == phaseThrottled) {
-		d.touch(i) // throttled or allowed again: to the front of its list
+		d.touchS(i, s) // throttled or allowed again: to the front of its list
 	}
 	// A ban decided on a late entry may already be over.
 	return d.expire(d.newest, out)
@@ -569,11 +569,17 @@ func (d *Detector) lookup(ri *ruleInfo, key string) (int32, *state) { return d.l
 func (d *Detector) lookupK(ri *ruleInfo, k akey) (int32, *state) {
 	for i := d.chainK(k); i >= 0; {
 		s := d.at(i)
-		if d.ri(s).id == ri.id {
+		if s.ci == ri.ci || d.ri(s).id == ri.id { // s built for ri itself: ri's id
 			return i, s
 		}
 		i = s.sib
 	}
+	return d.newState(ri, k)
+}
+
+// newState makes the state of (ri, k), which has none, evicting the least
+// recently charged state if the cap is reached.
+func (d *Detector) newState(ri *ruleInfo, k akey) (int32, *state) {
 	if d.lruLen+d.banned >= d.maxKeys && d.lruLen > 0 {
 		d.evict()
 	}
@@ -597,7 +603,7 @@ func (d *Detector) lookupK(ri *ruleInfo, k akey) (int32, *state) {
 	s.setFlag(flagMulti, isMulti(ri.rule.Key, k))
 	d.initWindows(i, s)
 	d.remember(k, s.kid, i)
-	d.pushFront(i)
+	d.pushFrontS(i, s)
 	return i, s
 }
 
@@ -620,7 +626,7 @@ const chunkBits = 10
 func (d *Detector) alloc() int32 {
 	i := d.used
 	if int(i>>chunkBits) == len(d.chunks) {
-		d.chunks = append(d.chunks, make([]state, 1<<chunkBits))
+		d.chunks = append(d.chunks, new([1 << chunkBits]state))
 		if d.peakW > 0 {
 			d.peakRows = append(d.peakRows, make([]float64, d.peakW<<chunkBits))
 		}
@@ -669,14 +675,19 @@ func (d *Detector) victim() int32 {
 	return d.lru[listHot].tail
 }
 
-func (d *Detector) pushFront(i int32) {
-	d.link(i)
+func (d *Detector) pushFront(i int32) { d.pushFrontS(i, d.at(i)) }
+
+// pushFrontS is pushFront of s, the state in slot i.
+func (d *Detector) pushFrontS(i int32, s *state) {
+	d.linkS(i, s)
 	d.markMoved(i)
 }
 
 // link puts s at the front of the list its phase says.
-func (d *Detector) link(i int32) {
-	s := d.at(i)
+func (d *Detector) link(i int32) { d.linkS(i, d.at(i)) }
+
+// linkS is link of s, the state in slot i.
+func (d *Detector) linkS(i int32, s *state) {
 	s.setFlag(flagHot, s.phase == phaseThrottled)
 	l := d.listOf(s.hot())
 	s.prev, s.next = -1, l.head
@@ -689,8 +700,10 @@ func (d *Detector) link(i int32) {
 	d.lruLen++
 }
 
-func (d *Detector) unlink(i int32) {
-	s := d.at(i)
+func (d *Detector) unlink(i int32) { d.unlinkS(i, d.at(i)) }
+
+// unlinkS is unlink of s, the state in slot i.
+func (d *Detector) unlinkS(i int32, s *state) {
 	l := d.listOf(s.hot())
 	if s.prev >= 0 {
 		d.at(s.prev).next = s.next
@@ -707,12 +720,14 @@ func (d *Detector) unlink(i int32) {
 }
 
 // touch moves s to the front of the list its phase says.
-func (d *Detector) touch(i int32) {
-	s := d.at(i)
+func (d *Detector) touch(i int32) { d.touchS(i, d.at(i)) }
+
+// touchS is touch of s, the state in slot i.
+func (d *Detector) touchS(i int32, s *state) {
 	if hot := s.phase == phaseThrottled; hot == s.hot() && d.listOf(hot).head == i {
 		d.markMoved(i)
 		return
 	}
-	d.unlink(i)
-	d.pushFront(i)
+	d.unlinkS(i, s)
+	d.pushFrontS(i, s)
 }
