@@ -193,6 +193,10 @@ type Detector struct {
 	gens        [][]uint32
 	fleetReason bool // the decision being made is on the fleet's sums (a reason says so)
 
+	// relink moves a state to its list's front by unlinkS and pushFrontS
+	// always, as before touchS's own steps (TestTouchAsRelink).
+	relink bool
+
 	// scratch for one charge
 	vals  []float64
 	overs []bool
@@ -724,10 +728,27 @@ func (d *Detector) touch(i int32) { d.touchS(i, d.at(i)) }
 
 // touchS is touch of s, the state in slot i.
 func (d *Detector) touchS(i int32, s *state) {
-	if hot := s.phase == phaseThrottled; hot == s.hot() && d.listOf(hot).head == i {
-		d.markMoved(i)
+	hot := s.phase == phaseThrottled
+	if hot != s.hot() || d.relink {
+		d.unlinkS(i, s) // to the other list
+		d.pushFrontS(i, s)
 		return
 	}
-	d.unlinkS(i, s)
-	d.pushFrontS(i, s)
+	// On its list already (every charge but a change of phase): to its
+	// front, as unlinkS then pushFrontS would, in fewer steps
+	// (TestTouchAsRelink).
+	l := d.listOf(hot)
+	if l.head != i {
+		prev, next := s.prev, s.next // prev ≥ 0: i is not the head
+		d.at(prev).next = next
+		if next >= 0 {
+			d.at(next).prev = prev
+		} else {
+			l.tail = prev
+		}
+		s.prev, s.next = -1, l.head
+		d.at(l.head).prev = i
+		l.head = i
+	}
+	d.markMoved(i)
 }
