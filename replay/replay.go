@@ -706,6 +706,7 @@ type merger struct {
 	p         *pipeline.Pipeline
 	sweeps    []*sweepRun
 	decisions []detector.Decision
+	bounded   bool // o.From or o.To is set
 }
 
 // entry processes e, the next entry of the merged log, read from src. b
@@ -714,7 +715,7 @@ type merger struct {
 // and flags itself.
 func (m *merger) entry(src *rules.Source, e *parser.Entry, b *block, i int) {
 	o, rep, main := m.o, m.rep, m.p
-	if !(o.From.IsZero() || !e.Time.Before(o.From)) || !(o.To.IsZero() || e.Time.Before(o.To)) {
+	if m.bounded && (!(o.From.IsZero() || !e.Time.Before(o.From)) || !(o.To.IsZero() || e.Time.Before(o.To))) {
 		rep.Input.Skipped++
 		return
 	}
@@ -736,14 +737,16 @@ func (m *merger) entry(src *rules.Source, e *parser.Entry, b *block, i int) {
 	}
 	// e's claim and flags, found by its worker; not for an entry the
 	// guard held (b nil).
-	var cl rules.Claim
+	var cl *rules.Claim
 	pre := !o.plain && b != nil
 	if pre {
-		cl = b.claims[i]
+		cl = &b.claims[i]
 	}
 	m.decisions = main.ProcessClaimed(src, e, cl, m.decisions[:0])
 	decisions := m.decisions
-	rep.decide(decisions, e, main.Detector())
+	if len(decisions) > 0 {
+		rep.decide(decisions, e, main.Detector())
+	}
 	switch {
 	case pre:
 		rep.recordFlags(e, b.flags[i])
@@ -835,7 +838,7 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 			}
 		}
 		heap.Init(&h)
-		m := &merger{o: &o, rep: rep, p: main, sweeps: sweeps}
+		m := &merger{o: &o, rep: rep, p: main, sweeps: sweeps, bounded: !o.From.IsZero() || !o.To.IsZero()}
 		var seen int64
 		for len(h) > 0 {
 			c := h[0]

@@ -103,7 +103,7 @@ func TestClassifyClaimedAsKeys(t *testing.T) {
 					// The claim found for e's source, and for another
 					// (which the matching found ahead does not fit).
 					for _, csrc := range append(c.Sources, nil) {
-						got, gv := c.ClassifyClaimed(&merger, src, &e, c.ClaimOf(&worker, csrc, &e), nil)
+						got, gv := c.ClassifyClaimed(&merger, src, &e, ptr(c.ClaimOf(&worker, csrc, &e)), nil)
 						if !reflect.DeepEqual(want, got) || wv != gv {
 							t.Fatalf("%s %q: verdict %v, claimed %v; charges\n%+v\nclaimed\n%+v", a, ua, wv, gv, want, got)
 						}
@@ -146,7 +146,7 @@ func TestClaimedMatchAsMatch(t *testing.T) {
 			}
 			src := srcs[rnd.IntN(len(srcs))]
 			want, wv := c.ClassifyKeys(&merger, src, &e, nil)
-			got, gv := c.ClassifyClaimed(&merger, src, &e, c.ClaimOf(&worker, src, &e), nil)
+			got, gv := c.ClassifyClaimed(&merger, src, &e, ptr(c.ClaimOf(&worker, src, &e)), nil)
 			if !reflect.DeepEqual(want, got) || wv != gv {
 				t.Fatalf("%+v: verdict %v, claimed %v; charges\n%+v\nclaimed\n%+v", e, wv, gv, want, got)
 			}
@@ -157,3 +157,5 @@ func TestClaimedMatchAsMatch(t *testing.T) {
 		}
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -232,9 +232,13 @@ func (c *Config) lists(a netip.Addr) (list uint8, rng int32) {
 }
 
 // ClassifyClaimed is ClassifyKeys with e's Claim found ahead (ClaimOf under
-// c, or the zero Claim): the same charges and verdict.
-func (c *Config) ClassifyClaimed(kcache *KeyCache, src *Source, e *parser.Entry, cl Claim, dst []Charge) ([]Charge, Verdict) {
-	return c.classify(keyCache{cache: kcache, noText: true, claim: cl}, src, e, dst)
+// c; nil: none): the same charges and verdict.
+func (c *Config) ClassifyClaimed(kcache *KeyCache, src *Source, e *parser.Entry, cl *Claim, dst []Charge) ([]Charge, Verdict) {
+	kc := keyCache{cache: kcache, noText: true}
+	if cl != nil {
+		kc.claim = *cl
+	}
+	return c.classify(kc, src, e, dst)
 }
 
 // ClassifyCached is Classify with a KeyCache (nil: none).
@@ -328,7 +332,14 @@ func (c *Config) classify(kc keyCache, src *Source, e *parser.Entry, dst []Charg
 		if !ok {
 			continue
 		}
-		dst = append(dst, Charge{Rule: r, Key: key, Fixed: fixed, Addr: a, CPU: cpu, Duration: dur, Claims: claims, Signature: sig})
+		// Every field set in place: no Charge built aside and copied.
+		n := len(dst)
+		if n == cap(dst) {
+			dst = slices.Grow(dst, 1)
+		}
+		dst = dst[:n+1]
+		ch := &dst[n]
+		ch.Rule, ch.Key, ch.Fixed, ch.Addr, ch.CPU, ch.Duration, ch.Claims, ch.Signature = r, key, fixed, a, cpu, dur, claims, sig
 	}
 	return dst, VerdictCharged
 }
