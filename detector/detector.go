@@ -245,7 +245,13 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 		t = d.newestT.Add(-d.opt.Skew)
 	}
 	ri := d.rule(c.Rule)
-	i, s := d.lookupK(ri, chargeKey(c))
+	var i int32
+	var s *state
+	if !c.Fixed.IsZero() {
+		i, s = d.lookupFixed(ri, &c.Fixed)
+	} else {
+		i, s = d.lookupK(ri, keyOf(c.Key))
+	}
 	if s.phase == phaseBanned {
 		d.willSee(s, netip.Addr{}, ns) // a blocked entry notes no address
 	} else {
@@ -276,12 +282,19 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 			x.firstOver = ns
 		}
 	}
-	out = d.ladder(i, s, ri, t, ns, over, out)
+	if over || s.phase != phaseAllowed {
+		// (An allowed state under its limits stays as it is: ladder's
+		// first step, without the call.)
+		out = d.ladder(i, s, ri, t, ns, over, out)
+	}
 	if s.phase != phaseBanned && s.hot() != (s.phase == phaseThrottled) {
 		d.touchS(i, s) // throttled or allowed again: to the front of its list
 	}
 	// A ban decided on a late entry may already be over.
-	return d.expire(d.newest, out)
+	if len(d.expiries) > 0 && d.expiries[0].until <= d.newest { // expire's own test, without the call
+		return d.expire(d.newest, out)
+	}
+	return out
 }
 
 // Advance moves log time to t without a charge and appends the unbans of bans
@@ -579,6 +592,25 @@ func (d *Detector) lookupK(ri *ruleInfo, k akey) (int32, *state) {
 		i = s.sib
 	}
 	return d.newState(ri, k)
+}
+
+// lookupFixed is lookupK of the fixed key f (a charge's, most of them):
+// the previous lookup's key compared, or f's slot found, without making an
+// akey of f for each (TestFixedKeysDecideAsText: as the keys' text).
+func (d *Detector) lookupFixed(ri *ruleInfo, f *rules.FixedKey) (int32, *state) {
+	i := d.lastHead
+	if i < 0 || *f != d.lastFixed {
+		k := akey{f: *f}
+		return d.lookupK(ri, k)
+	}
+	for i >= 0 {
+		s := d.at(i)
+		if s.ci == ri.ci || d.ri(s).id == ri.id {
+			return i, s
+		}
+		i = s.sib
+	}
+	return d.newState(ri, akey{f: *f})
 }
 
 // newState makes the state of (ri, k), which has none, evicting the least

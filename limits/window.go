@@ -216,7 +216,14 @@ func (w *Window) addBucket(a *Rings, b, v uint64, c *Compiled) uint64 {
 		for w.n > 0 && bucketOf(*w.at(r, 0))+c.nb <= b {
 			w.acc -= valueOf(w.popOldest(r))
 		}
-		w.push(a, b<<32|v, int(c.nb))
+		if w.n < w.cp {
+			// Room in the ring: push's own step, without its look-up
+			// of the ring again.
+			w.n++
+			*w.at(r, w.n-1) = b<<32 | v
+		} else {
+			w.push(a, b<<32|v, int(c.nb))
+		}
 		w.acc += v
 	case b+c.nb <= last:
 		// Older than the window: it would slide out at once.
