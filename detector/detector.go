@@ -252,10 +252,12 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 	} else {
 		i, s = d.lookupK(ri, keyOf(c.Key))
 	}
-	if s.phase == phaseBanned {
-		d.willSee(s, netip.Addr{}, ns) // a blocked entry notes no address
-	} else {
-		d.willSee(s, c.Addr, ns)
+	if s.flags&flagOne != 0 && ns > s.seen { // willSee's own test, without the call
+		if s.phase == phaseBanned {
+			d.willSee(s, netip.Addr{}, ns) // a blocked entry notes no address
+		} else {
+			d.willSee(s, c.Addr, ns)
+		}
 	}
 	s.seen = max(s.seen, ns)
 	if s.phase == phaseBanned {
@@ -274,7 +276,6 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 	if s.multi() {
 		d.noteAddr(s, c.Addr, ns)
 	}
-	d.sig = c.Signature
 	over := d.measure(i, s, ri, ns, c)
 	if over {
 		x := d.ext(s)
@@ -285,6 +286,7 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 	if over || s.phase != phaseAllowed {
 		// (An allowed state under its limits stays as it is: ladder's
 		// first step, without the call.)
+		d.sig = c.Signature // for the reasons (overReason)
 		out = d.ladder(i, s, ri, t, ns, over, out)
 	}
 	if s.phase != phaseBanned && s.hot() != (s.phase == phaseThrottled) {
