@@ -142,10 +142,11 @@
 //     on that list (TestTouchAsRelink: the same lists, decisions, evictions
 //     and changes as unlinking and linking it again); an allowed state
 //     under its limits does not call the ladder, nor the expiries when
-//     none is due, nor willSee for a state that tracks no single address.
+//     none is due, nor willSee but for a state that keeps one address.
 //     With limits' one-second buckets divided by a constant and its ring
-//     written in place, replay's merger runs about 18% fewer instructions
-//     a line on the genlog (docs/performance.md).
+//     written in place, and classify's copies cut, replay's merger runs
+//     about 19% fewer instructions a line on the genlog
+//     (docs/performance.md).
 //   - A Detector is not safe for concurrent use: one goroutine charges it and
 //     reads it. A daemon that answers queries from other goroutines wraps it.
 //   - Per-key state is made of plain values (integers, floats, references

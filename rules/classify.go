@@ -238,12 +238,13 @@ func (c *Config) ClassifyClaimed(kcache *KeyCache, src *Source, e *parser.Entry,
 	if cl != nil {
 		kc.claim = *cl
 	}
-	return c.classify(kc, src, e, dst)
+	return c.classify(&kc, src, e, dst)
 }
 
 // ClassifyCached is Classify with a KeyCache (nil: none).
 func (c *Config) ClassifyCached(kcache *KeyCache, src *Source, e *parser.Entry, dst []Charge) ([]Charge, Verdict) {
-	return c.classify(keyCache{cache: kcache}, src, e, dst)
+	kc := keyCache{cache: kcache}
+	return c.classify(&kc, src, e, dst)
 }
 
 // ClassifyKeys is ClassifyCached for a caller that feeds the charges to a
@@ -251,13 +252,14 @@ func (c *Config) ClassifyCached(kcache *KeyCache, src *Source, e *parser.Entry, 
 // Charge.Fixed alone (Key is ""), so that no key text is made for a line.
 // Every other key is as ClassifyCached makes it.
 func (c *Config) ClassifyKeys(kcache *KeyCache, src *Source, e *parser.Entry, dst []Charge) ([]Charge, Verdict) {
-	return c.classify(keyCache{cache: kcache, noText: true}, src, e, dst)
+	kc := keyCache{cache: kcache, noText: true}
+	return c.classify(&kc, src, e, dst)
 }
 
-func (c *Config) classify(kc keyCache, src *Source, e *parser.Entry, dst []Charge) ([]Charge, Verdict) {
+func (c *Config) classify(kc *keyCache, src *Source, e *parser.Entry, dst []Charge) ([]Charge, Verdict) {
 	kcache := kc.cache
 	a := e.IP
-	cl := kc.claim
+	cl := &kc.claim
 	if !cl.found {
 		cl.list, cl.rng = c.lists(a)
 	}
