@@ -139,7 +139,7 @@ type Detector struct {
 	lastKey   string
 	lastFixed rules.FixedKey
 	lastHead  int32
-	chunks    [][]state
+	chunks    []*[1 << chunkBits]state // the slab: at indexes a chunk by a mask, no bounds check within it
 	// The pools states refer to: their windows' rings, their windows past
 	// the first, their ladders and addresses seen (aux), the addresses.
 	rings  pool.Pool[uint64]
@@ -193,6 +193,10 @@ type Detector struct {
 	gens        [][]uint32
 	fleetReason bool // the decision being made is on the fleet's sums (a reason says so)
 
+	// relink moves a state to its list's front by unlinkS and pushFrontS
+	// always, as before touchS's own steps (TestTouchAsRelink).
+	relink bool
+
 	// scratch for one charge
 	vals  []float64
 	overs []bool
@@ -241,11 +245,19 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 		t = d.newestT.Add(-d.opt.Skew)
 	}
 	ri := d.rule(c.Rule)
-	i, s := d.lookupK(ri, chargeKey(c))
-	if s.phase == phaseBanned {
-		d.willSee(s, netip.Addr{}, ns) // a blocked entry notes no address
+	var i int32
+	var s *state
+	if !c.Fixed.IsZero() {
+		i, s = d.lookupFixed(ri, &c.Fixed)
 	} else {
-		d.willSee(s, c.Addr, ns)
+		i, s = d.lookupK(ri, keyOf(c.Key))
+	}
+	if s.flags&flagOne != 0 && ns > s.seen { // willSee's own test, without the call
+		if s.phase == phaseBanned {
+			d.willSee(s, netip.Addr{}, ns) // a blocked entry notes no address
+		} else {
+			d.willSee(s, c.Addr, ns)
+		}
 	}
 	s.seen = max(s.seen, ns)
 	if s.phase == phaseBanned {
@@ -254,7 +266,7 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 		d.markDirty(i)
 		return out
 	}
-	d.touch(i)
+	d.touchS(i, s)
 	if s.ci != ri.ci {
 		d.adopt(i, s, ri)
 	}
@@ -264,7 +276,6 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 	if s.multi() {
 		d.noteAddr(s, c.Addr, ns)
 	}
-	d.sig = c.Signature
 	over := d.measure(i, s, ri, ns, c)
 	if over {
 		x := d.ext(s)
@@ -272,12 +283,20 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 			x.firstOver = ns
 		}
 	}
-	out = d.ladder(i, s, ri, t, ns, over, out)
+	if over || s.phase != phaseAllowed {
+		// (An allowed state under its limits stays as it is: ladder's
+		// first step, without the call.)
+		d.sig = c.Signature // for the reasons (overReason)
+		out = d.ladder(i, s, ri, t, ns, over, out)
+	}
 	if s.phase != phaseBanned && s.hot() != (s.phase == phaseThrottled) {
-		d.touch(i) // throttled or allowed again: to the front of its list
+		d.touchS(i, s) // throttled or allowed again: to the front of its list
 	}
 	// A ban decided on a late entry may already be over.
-	return d.expire(d.newest, out)
+	if len(d.expiries) > 0 && d.expiries[0].until <= d.newest { // expire's own test, without the call
+		return d.expire(d.newest, out)
+	}
+	return out
 }
 
 // Advance moves log time to t without a charge and appends the unbans of bans
@@ -569,11 +588,36 @@ func (d *Detector) lookup(ri *ruleInfo, key string) (int32, *state) { return d.l
 func (d *Detector) lookupK(ri *ruleInfo, k akey) (int32, *state) {
 	for i := d.chainK(k); i >= 0; {
 		s := d.at(i)
-		if d.ri(s).id == ri.id {
+		if s.ci == ri.ci || d.ri(s).id == ri.id { // s built for ri itself: ri's id
 			return i, s
 		}
 		i = s.sib
 	}
+	return d.newState(ri, k)
+}
+
+// lookupFixed is lookupK of the fixed key f (a charge's, most of them):
+// the previous lookup's key compared, or f's slot found, without making an
+// akey of f for each (TestFixedKeysDecideAsText: as the keys' text).
+func (d *Detector) lookupFixed(ri *ruleInfo, f *rules.FixedKey) (int32, *state) {
+	i := d.lastHead
+	if i < 0 || *f != d.lastFixed {
+		k := akey{f: *f}
+		return d.lookupK(ri, k)
+	}
+	for i >= 0 {
+		s := d.at(i)
+		if s.ci == ri.ci || d.ri(s).id == ri.id {
+			return i, s
+		}
+		i = s.sib
+	}
+	return d.newState(ri, akey{f: *f})
+}
+
+// newState makes the state of (ri, k), which has none, evicting the least
+// recently charged state if the cap is reached.
+func (d *Detector) newState(ri *ruleInfo, k akey) (int32, *state) {
 	if d.lruLen+d.banned >= d.maxKeys && d.lruLen > 0 {
 		d.evict()
 	}
@@ -597,7 +641,7 @@ func (d *Detector) lookupK(ri *ruleInfo, k akey) (int32, *state) {
 	s.setFlag(flagMulti, isMulti(ri.rule.Key, k))
 	d.initWindows(i, s)
 	d.remember(k, s.kid, i)
-	d.pushFront(i)
+	d.pushFrontS(i, s)
 	return i, s
 }
 
@@ -620,7 +664,7 @@ const chunkBits = 10
 func (d *Detector) alloc() int32 {
 	i := d.used
 	if int(i>>chunkBits) == len(d.chunks) {
-		d.chunks = append(d.chunks, make([]state, 1<<chunkBits))
+		d.chunks = append(d.chunks, new([1 << chunkBits]state))
 		if d.peakW > 0 {
 			d.peakRows = append(d.peakRows, make([]float64, d.peakW<<chunkBits))
 		}
@@ -669,14 +713,19 @@ func (d *Detector) victim() int32 {
 	return d.lru[listHot].tail
 }
 
-func (d *Detector) pushFront(i int32) {
-	d.link(i)
+func (d *Detector) pushFront(i int32) { d.pushFrontS(i, d.at(i)) }
+
+// pushFrontS is pushFront of s, the state in slot i.
+func (d *Detector) pushFrontS(i int32, s *state) {
+	d.linkS(i, s)
 	d.markMoved(i)
 }
 
 // link puts s at the front of the list its phase says.
-func (d *Detector) link(i int32) {
-	s := d.at(i)
+func (d *Detector) link(i int32) { d.linkS(i, d.at(i)) }
+
+// linkS is link of s, the state in slot i.
+func (d *Detector) linkS(i int32, s *state) {
 	s.setFlag(flagHot, s.phase == phaseThrottled)
 	l := d.listOf(s.hot())
 	s.prev, s.next = -1, l.head
@@ -689,8 +738,10 @@ func (d *Detector) link(i int32) {
 	d.lruLen++
 }
 
-func (d *Detector) unlink(i int32) {
-	s := d.at(i)
+func (d *Detector) unlink(i int32) { d.unlinkS(i, d.at(i)) }
+
+// unlinkS is unlink of s, the state in slot i.
+func (d *Detector) unlinkS(i int32, s *state) {
 	l := d.listOf(s.hot())
 	if s.prev >= 0 {
 		d.at(s.prev).next = s.next
@@ -707,12 +758,31 @@ func (d *Detector) unlink(i int32) {
 }
 
 // touch moves s to the front of the list its phase says.
-func (d *Detector) touch(i int32) {
-	s := d.at(i)
-	if hot := s.phase == phaseThrottled; hot == s.hot() && d.listOf(hot).head == i {
-		d.markMoved(i)
+func (d *Detector) touch(i int32) { d.touchS(i, d.at(i)) }
+
+// touchS is touch of s, the state in slot i.
+func (d *Detector) touchS(i int32, s *state) {
+	hot := s.phase == phaseThrottled
+	if hot != s.hot() || d.relink {
+		d.unlinkS(i, s) // to the other list
+		d.pushFrontS(i, s)
 		return
 	}
-	d.unlink(i)
-	d.pushFront(i)
+	// On its list already (every charge but a change of phase): to its
+	// front, as unlinkS then pushFrontS would, in fewer steps
+	// (TestTouchAsRelink).
+	l := d.listOf(hot)
+	if l.head != i {
+		prev, next := s.prev, s.next // prev ≥ 0: i is not the head
+		d.at(prev).next = next
+		if next >= 0 {
+			d.at(next).prev = prev
+		} else {
+			l.tail = prev
+		}
+		s.prev, s.next = -1, l.head
+		d.at(l.head).prev = i
+		l.head = i
+	}
+	d.markMoved(i)
 }

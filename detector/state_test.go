@@ -1,8 +1,11 @@
 package detector
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -348,5 +351,81 @@ func TestEvictionWithinAKey(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"r1/j", "r2/j", "r1/k"}, peakKeys(d)); diff != "" {
 		t.Errorf("tracked (-want +got):\n%s", diff)
+	}
+}
+
+// lruOrder is the slots of both LRU lists, front to back, and their tails.
+func lruOrder(d *Detector) [2][]int32 {
+	var out [2][]int32
+	for l := range d.lru {
+		last := int32(-1)
+		for i := d.lru[l].head; i >= 0; i = d.at(i).next {
+			if d.at(i).prev != last {
+				panic("a list's prev and next disagree")
+			}
+			out[l] = append(out[l], i)
+			last = i
+		}
+		if d.lru[l].tail != last {
+			panic("a list's tail is not its last state")
+		}
+	}
+	return out
+}
+
+// TestTouchAsRelink charges random keys under three rules (a throttle
+// ladder, bans, a CPU share) with more keys than MaxKeys, into a detector
+// whose charges move a state to its list's front by touchS's own steps and
+// into one that unlinks and links it again (Detector.relink): the same
+// decisions, the same LRU lists after every charge, the same evictions and
+// the same changes for a checkpoint.
+func TestTouchAsRelink(t *testing.T) {
+	rs := benchRules()
+	rnd := rand.New(rand.NewPCG(23, 5))
+	var ev [2][]string
+	mk := func(k int) *Detector {
+		d := New(Options{Skew: 5 * time.Second, MaxKeys: 300, Evicted: func(kp KeyPeak) { ev[k] = append(ev[k], kp.Rule.Name+"/"+kp.Key) }})
+		d.Changes(func(*KeyState) {}) // tracking: touches mark the states moved
+		return d
+	}
+	fast, slow := mk(0), mk(1)
+	slow.relink = true
+	now := at(0)
+	moved, decided := 0, 0
+	for n := range 40000 {
+		now = now.Add(time.Duration(rnd.IntN(4)) * time.Millisecond)
+		key := fmt.Sprintf("10.0.%d.%d", rnd.IntN(3), rnd.IntN(150))
+		if rnd.IntN(3) == 0 {
+			key = "10.9.9." + fmt.Sprint(rnd.IntN(2)) // two busy keys: throttled, banned
+		}
+		c := rules.Charge{Rule: rs[rnd.IntN(len(rs))], Key: key, CPU: rnd.Float64() * 0.3}
+		a, b := fast.Charge(now, &c, nil), slow.Charge(now, &c, nil)
+		if len(a) > 0 || len(b) > 0 {
+			if diff := cmp.Diff(b, a); diff != "" {
+				t.Fatalf("charge %d: decisions (-relink +touch):\n%s", n, diff)
+			}
+			decided += len(a)
+		}
+		fa, sa := lruOrder(fast), lruOrder(slow)
+		if !slices.Equal(fa[0], sa[0]) || !slices.Equal(fa[1], sa[1]) {
+			t.Fatalf("charge %d: LRU lists (-relink +touch):\n%s", n, cmp.Diff(sa, fa))
+		}
+		if n%1000 == 999 {
+			changes := func(d *Detector) (out []string) {
+				d.Changes(func(ks *KeyState) { out = append(out, fmt.Sprintf("%+v", *ks)) })
+				return out
+			}
+			ca, cb := changes(fast), changes(slow)
+			if len(ca) == 0 {
+				t.Fatalf("charge %d: no change for a checkpoint", n)
+			}
+			if diff := cmp.Diff(cb, ca); diff != "" {
+				t.Fatalf("charge %d: changes (-relink +touch):\n%s", n, diff)
+			}
+		}
+		moved += len(fa[listHot])
+	}
+	if diff := cmp.Diff(ev[1], ev[0]); diff != "" || len(ev[0]) == 0 || moved == 0 || decided == 0 {
+		t.Fatalf("evictions (-relink +touch), %d hot, %d decisions:\n%s", moved, decided, diff)
 	}
 }

@@ -181,13 +181,23 @@ func (w *Window) Len() int { return int(w.n) }
 func bucketOf(x uint64) uint64 { return x >> 32 }
 func valueOf(x uint64) uint64  { return x & maxUint32 }
 
-// bucket is the bucket of time ns for buckets of width ns.
+// bucket is the bucket of time ns for buckets of width ns. A window of at
+// most a minute has buckets of one second (compileBuckets): its division
+// is by a constant, which the compiler makes a multiply, where a division
+// by a variable costs tens of cycles for each limit of each charge
+// (TestBucketAsDivision).
 func bucket(ns, width int64) uint64 {
 	if ns <= 0 {
 		return 0
 	}
+	if width == secondNs {
+		return min(uint64(ns/secondNs), maxUint32)
+	}
 	return min(uint64(ns/width), maxUint32)
 }
+
+// secondNs is the narrowest bucket width, a second, in ns.
+const secondNs = int64(1e9)
 
 // addBucket counts v in bucket b of a Buckets window and returns the
 // window's sum, read at the key's newest bucket. A bucket already out of
@@ -206,7 +216,14 @@ func (w *Window) addBucket(a *Rings, b, v uint64, c *Compiled) uint64 {
 		for w.n > 0 && bucketOf(*w.at(r, 0))+c.nb <= b {
 			w.acc -= valueOf(w.popOldest(r))
 		}
-		w.push(a, b<<32|v, int(c.nb))
+		if w.n < w.cp {
+			// Room in the ring: push's own step, without its look-up
+			// of the ring again.
+			w.n++
+			*w.at(r, w.n-1) = b<<32 | v
+		} else {
+			w.push(a, b<<32|v, int(c.nb))
+		}
 		w.acc += v
 	case b+c.nb <= last:
 		// Older than the window: it would slide out at once.
@@ -233,7 +250,7 @@ func (w *Window) addBucket(a *Rings, b, v uint64, c *Compiled) uint64 {
 // compileBuckets sets the bucket width and count of a Buckets window:
 // max(1s, window/60) wide, so that a window is at most 61 buckets.
 func compileBuckets(c *Compiled) {
-	c.width = max(int64(1e9), c.Window/60)
+	c.width = max(secondNs, c.Window/60)
 	c.nb = uint64((c.Window + c.width - 1) / c.width)
 }
 

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"strings"
 	"time"
 
 	"github.com/logjail/logjail/parser"
@@ -41,7 +42,9 @@ func NewGuard(cfg *rules.Config) *Guard {
 // (nil otherwise); then e itself if charge is true (false: e is held, and
 // copied). released points into the Guard: it is valid until the next
 // call. Step copies nothing unless it holds e, so that the common case
-// costs a comparison.
+// costs a comparison; an entry it holds is copied with its strings (and
+// its Fields), so that it outlives the memory of its line (replay reads
+// lines into buffers it uses again).
 func (g *Guard) Step(e *parser.Entry) (released *parser.Entry, charge bool) {
 	if g.holding {
 		g.holding = false
@@ -66,6 +69,7 @@ func (g *Guard) Step(e *parser.Entry) (released *parser.Entry, charge bool) {
 	}
 	if !g.started || e.Time.Sub(g.newest) >= g.future {
 		g.slots[g.h], g.holding = *e, true
+		ownStrings(&g.slots[g.h])
 		return released, false
 	}
 	g.pass(e)
@@ -130,5 +134,21 @@ func (g *Guard) Newest() time.Time { return g.newest }
 func (g *Guard) Resume(newest time.Time) {
 	if !newest.IsZero() {
 		g.newest, g.started = newest, true
+	}
+}
+
+// ownStrings makes e's strings and Fields copies of their own, sharing no
+// memory with the line e was parsed from (TestHeldEntryOwnsStrings checks
+// every string of an Entry).
+func ownStrings(e *parser.Entry) {
+	for _, p := range []*string{&e.Method, &e.Path, &e.Query, &e.Protocol, &e.Referer, &e.UserAgent, &e.User, &e.Host} {
+		*p = strings.Clone(*p)
+	}
+	if e.Fields != nil {
+		fs := make([]parser.Field, len(e.Fields))
+		for i, f := range e.Fields {
+			fs[i] = parser.Field{Name: strings.Clone(f.Name), Value: strings.Clone(f.Value)}
+		}
+		e.Fields = fs
 	}
 }

@@ -1,8 +1,13 @@
 package pipeline
 
 import (
+	"net/netip"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/logjail/logjail/parser"
@@ -78,5 +83,52 @@ func BenchmarkGuardStep(b *testing.B) {
 		if i&1023 == 0 {
 			g = NewGuard(&rules.Config{Skew: 5 * time.Second, Future: time.Minute})
 		}
+	}
+}
+
+// TestHeldEntryOwnsStrings gives the guard an entry whose every string
+// (each string field of parser.Entry, found by reflection, and its Fields)
+// is a view of a buffer, as replay's recycled chunks are; the guard holds
+// it, the buffer is written over, and the entry it passes on still reads
+// the strings it was given.
+func TestHeldEntryOwnsStrings(t *testing.T) {
+	buf := []byte(strings.Repeat("abcdefghij", 40))
+	view := func(i int) string { return unsafe.String(&buf[i*10], 10) }
+	t0 := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	e := parser.Entry{Time: t0, Fields: []parser.Field{{Name: view(30), Value: view(31)}}}
+	v := reflect.ValueOf(&e).Elem()
+	n := 0
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.String {
+			f.SetString(view(n))
+			n++
+		}
+	}
+	if n < 8 {
+		t.Fatalf("%d string fields: the test misreads parser.Entry", n)
+	}
+	want := e
+	want.Fields = slices.Clone(e.Fields)
+	for i := range v.NumField() {
+		if f := reflect.ValueOf(&want).Elem().Field(i); f.Kind() == reflect.String {
+			f.SetString(strings.Clone(f.String()))
+		}
+	}
+	want.Fields[0] = parser.Field{Name: strings.Clone(e.Fields[0].Name), Value: strings.Clone(e.Fields[0].Value)}
+
+	g := NewGuard(&rules.Config{Skew: 5 * time.Second, Future: time.Minute})
+	if _, charge := g.Step(&e); charge {
+		t.Fatal("a file's first line was not held")
+	}
+	for i := range buf {
+		buf[i] = 'X' // the chunk read into again
+	}
+	next := parser.Entry{Time: t0.Add(time.Second)}
+	released, _ := g.Step(&next)
+	if released == nil {
+		t.Fatal("the held line was not passed on")
+	}
+	if diff := cmp.Diff(want, *released, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) }), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+		t.Errorf("held entry (-want +got):\n%s", diff)
 	}
 }

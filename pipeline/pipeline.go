@@ -163,13 +163,13 @@ func (p *Pipeline) Counts() Counts { return p.counts }
 // Process keeps no pointer to e once it returns: the caller may use e's
 // memory again (TestProcessRetainsNoEntry).
 func (p *Pipeline) Process(src *rules.Source, e *parser.Entry, out []detector.Decision) []detector.Decision {
-	return p.ProcessClaimed(src, e, rules.Claim{}, out)
+	return p.ProcessClaimed(src, e, nil, out)
 }
 
-// ProcessClaimed is Process with e's user-agent claim found ahead
+// ProcessClaimed is Process with e's claim found ahead
 // (rules.Config.ClaimOf under the pipeline's configuration, e.g. by
-// replay's parse workers; the zero Claim: none found): the same decisions.
-func (p *Pipeline) ProcessClaimed(src *rules.Source, e *parser.Entry, cl rules.Claim, out []detector.Decision) []detector.Decision {
+// replay's parse workers; nil: none found): the same decisions.
+func (p *Pipeline) ProcessClaimed(src *rules.Source, e *parser.Entry, cl *rules.Claim, out []detector.Decision) []detector.Decision {
 	if !p.started {
 		p.started = true
 		out = p.det.Static(e.Time, p.cfg.StaticBans(), out)

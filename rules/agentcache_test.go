@@ -100,9 +100,13 @@ func TestClassifyClaimedAsKeys(t *testing.T) {
 						e.User, e.Has = "u"+a, e.Has|parser.HasUser
 					}
 					want, wv := c.ClassifyKeys(&merger, src, &e, nil)
-					got, gv := c.ClassifyClaimed(&merger, src, &e, c.ClaimOf(&worker, &e), nil)
-					if !reflect.DeepEqual(want, got) || wv != gv {
-						t.Fatalf("%s %q: verdict %v, claimed %v; charges\n%+v\nclaimed\n%+v", a, ua, wv, gv, want, got)
+					// The claim found for e's source, and for another
+					// (which the matching found ahead does not fit).
+					for _, csrc := range append(c.Sources, nil) {
+						got, gv := c.ClassifyClaimed(&merger, src, &e, ptr(c.ClaimOf(&worker, csrc, &e)), nil)
+						if !reflect.DeepEqual(want, got) || wv != gv {
+							t.Fatalf("%s %q: verdict %v, claimed %v; charges\n%+v\nclaimed\n%+v", a, ua, wv, gv, want, got)
+						}
 					}
 					n += len(want)
 				}
@@ -113,3 +117,45 @@ func TestClassifyClaimedAsKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimedMatchAsMatch checks the rules' matching found ahead (ClaimOf's
+// matched rules) against the rules' own matching: for random entries (paths,
+// methods, statuses, user agents, users, addresses), under classifyConfig
+// with and without good_bots, ClassifyClaimed with the Claim ClaimOf found
+// for the entry's source makes ClassifyKeys' charges and verdict.
+func TestClaimedMatchAsMatch(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(23, 14))
+	addrs := []string{"192.0.2.44", "2001:db8:1:2::3", "203.0.113.130", "203.0.113.20", "198.51.100.10", "66.249.66.1"}
+	paths := []string{"/", "/login", "/login.php", "/static/a.css", "/x/login"}
+	methods := []string{"GET", "POST", "HEAD"}
+	uas := []string{"", "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", "SomeBot/1.0", "curl/8.0", "Mozilla/5.0 (X11; Linux x86_64)"}
+	for _, cfgText := range []string{classifyConfig, classifyConfig + "good_bots: {limits: [\"5 per second\"]}\n"} {
+		c := mustParse(t, cfgText, testOptions)
+		var merger, worker KeyCache
+		srcs := append(c.Sources, nil)
+		charged := 0
+		for range 20000 {
+			e := parser.Entry{IP: netip.MustParseAddr(addrs[rnd.IntN(len(addrs))]), Time: time.Unix(1700000000, 0),
+				Method: methods[rnd.IntN(len(methods))], Path: paths[rnd.IntN(len(paths))], Status: 100 + rnd.IntN(500),
+				Has: parser.HasMethod | parser.HasPath | parser.HasStatus}
+			if ua := uas[rnd.IntN(len(uas))]; ua != "" {
+				e.UserAgent, e.Has = ua, e.Has|parser.HasUserAgent
+			}
+			if rnd.IntN(2) == 0 {
+				e.User, e.Has = "u", e.Has|parser.HasUser
+			}
+			src := srcs[rnd.IntN(len(srcs))]
+			want, wv := c.ClassifyKeys(&merger, src, &e, nil)
+			got, gv := c.ClassifyClaimed(&merger, src, &e, ptr(c.ClaimOf(&worker, src, &e)), nil)
+			if !reflect.DeepEqual(want, got) || wv != gv {
+				t.Fatalf("%+v: verdict %v, claimed %v; charges\n%+v\nclaimed\n%+v", e, wv, gv, want, got)
+			}
+			charged += len(want)
+		}
+		if charged == 0 {
+			t.Fatal("no charge at all: the test checks nothing")
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -143,19 +143,27 @@ func (k *KeyCache) get(m *map[netip.Addr]string, a netip.Addr, build func(netip.
 
 // Claim is what classifying an entry reads of the configuration alone,
 // found ahead (ClaimOf): where its address is in the allow list, the deny
-// list and the ranges, and what good_bots reads of its user agent
-// (goodbots.Agent: the crawler or monitor it names). Replay's parse workers
-// find it beside the line they have just read, so that the merger does
-// neither the three lookups nor read the user agent's text again. The
-// verification of a crawler's address is not in it (a DNS verifier has a
-// cache of its own). The zero Claim is none found: classifying looks
-// itself.
+// list and the ranges, what good_bots reads of its user agent
+// (goodbots.Agent: the crawler or monitor it names), and which of the
+// ordinary rules that see its source its fields match (each rule's
+// `match`). Replay's parse workers find it beside the line they have just
+// read, so that the merger does neither the three lookups nor the rules'
+// matching, nor reads the user agent's text again. The verification of a
+// crawler's address is not in it (a DNS verifier has a cache of its own),
+// nor a rule's `signatures:` (the pattern's name goes into the charge). The
+// zero Claim is none found: classifying looks itself.
 type Claim struct {
 	name  string
 	kind  goodbots.Kind
 	found bool
 	list  uint8 // claimAllowed, claimDenied or claimRange: the first that holds
 	rng   int32 // with claimRange: the range's index (ranges.Lookup)
+	// matched has bit i set when rule i's match matches the entry (or it
+	// has none), for the ordinary rules that see src; valid with ruled,
+	// for that source only (a configuration of at most 64 rules).
+	matched uint64
+	ruled   bool
+	src     *Source
 }
 
 // Claim.list.
@@ -165,18 +173,46 @@ const (
 	claimRange
 )
 
-// ClaimOf returns e's Claim under c, through k's cache of user agents. k is
-// the caller's own (a KeyCache is used by one goroutine); a worker's may
-// be another than the classifying pipeline's.
-func (c *Config) ClaimOf(k *KeyCache, e *parser.Entry) Claim {
+// ClaimOf returns e's Claim under c, for an entry of source src (nil: of
+// no known source), through k's cache of user agents. k is the caller's own
+// (a KeyCache is used by one goroutine); a worker's may be another than the
+// classifying pipeline's.
+func (c *Config) ClaimOf(k *KeyCache, src *Source, e *parser.Entry) Claim {
 	cl := Claim{found: true}
 	if cl.list, cl.rng = c.lists(e.IP); cl.list != 0 {
-		return cl // classifying reads no user agent
+		return cl // classifying reads no user agent, nor the ordinary rules
 	}
 	if c.bots != nil && e.Has&parser.HasUserAgent != 0 {
 		cl.name, cl.kind = k.agent(e.UserAgent)
 	}
+	if len(c.Rules) <= 64 {
+		src = c.sourceOf(src)
+		cl.ruled, cl.src = true, src
+		for _, i := range c.rulesOf(src) {
+			if m := c.ruleSpecs[i].match; m == nil || m.match(e) {
+				cl.matched |= 1 << i
+			}
+		}
+	}
 	return cl
+}
+
+// sourceOf is src as c knows it: a source of another compile of the
+// configuration (a reload) by its name.
+func (c *Config) sourceOf(src *Source) *Source {
+	if src != nil && (src.Index >= len(c.Sources) || c.Sources[src.Index] != src) {
+		return c.Source(src.Name)
+	}
+	return src
+}
+
+// rulesOf returns the indexes of the ordinary rules that see src's
+// entries (nil src: the rules without `sources`).
+func (c *Config) rulesOf(src *Source) []int {
+	if src != nil {
+		return c.bySource[src.Index]
+	}
+	return c.noSource
 }
 
 // lists says where a is in the allow list, the deny list and the ranges,
@@ -196,14 +232,19 @@ func (c *Config) lists(a netip.Addr) (list uint8, rng int32) {
 }
 
 // ClassifyClaimed is ClassifyKeys with e's Claim found ahead (ClaimOf under
-// c, or the zero Claim): the same charges and verdict.
-func (c *Config) ClassifyClaimed(kcache *KeyCache, src *Source, e *parser.Entry, cl Claim, dst []Charge) ([]Charge, Verdict) {
-	return c.classify(keyCache{cache: kcache, noText: true, claim: cl}, src, e, dst)
+// c; nil: none): the same charges and verdict.
+func (c *Config) ClassifyClaimed(kcache *KeyCache, src *Source, e *parser.Entry, cl *Claim, dst []Charge) ([]Charge, Verdict) {
+	kc := keyCache{cache: kcache, noText: true}
+	if cl != nil {
+		kc.claim = *cl
+	}
+	return c.classify(&kc, src, e, dst)
 }
 
 // ClassifyCached is Classify with a KeyCache (nil: none).
 func (c *Config) ClassifyCached(kcache *KeyCache, src *Source, e *parser.Entry, dst []Charge) ([]Charge, Verdict) {
-	return c.classify(keyCache{cache: kcache}, src, e, dst)
+	kc := keyCache{cache: kcache}
+	return c.classify(&kc, src, e, dst)
 }
 
 // ClassifyKeys is ClassifyCached for a caller that feeds the charges to a
@@ -211,13 +252,14 @@ func (c *Config) ClassifyCached(kcache *KeyCache, src *Source, e *parser.Entry, 
 // Charge.Fixed alone (Key is ""), so that no key text is made for a line.
 // Every other key is as ClassifyCached makes it.
 func (c *Config) ClassifyKeys(kcache *KeyCache, src *Source, e *parser.Entry, dst []Charge) ([]Charge, Verdict) {
-	return c.classify(keyCache{cache: kcache, noText: true}, src, e, dst)
+	kc := keyCache{cache: kcache, noText: true}
+	return c.classify(&kc, src, e, dst)
 }
 
-func (c *Config) classify(kc keyCache, src *Source, e *parser.Entry, dst []Charge) ([]Charge, Verdict) {
+func (c *Config) classify(kc *keyCache, src *Source, e *parser.Entry, dst []Charge) ([]Charge, Verdict) {
 	kcache := kc.cache
 	a := e.IP
-	cl := kc.claim
+	cl := &kc.claim
 	if !cl.found {
 		cl.list, cl.rng = c.lists(a)
 	}
@@ -227,9 +269,7 @@ func (c *Config) classify(kc keyCache, src *Source, e *parser.Entry, dst []Charg
 	case claimDenied:
 		return dst, VerdictDenied
 	}
-	if src != nil && (src.Index >= len(c.Sources) || c.Sources[src.Index] != src) {
-		src = c.Source(src.Name)
-	}
+	src = c.sourceOf(src)
 	cpu := 0.0
 	switch {
 	case e.Has&parser.HasCPU != 0:
@@ -276,12 +316,13 @@ func (c *Config) classify(kc keyCache, src *Source, e *parser.Entry, dst []Charg
 			claims = name
 		}
 	}
-	rules := c.noSource
-	if src != nil {
-		rules = c.bySource[src.Index]
-	}
-	for _, i := range rules {
-		if m := c.ruleSpecs[i].match; m != nil && !m.match(e) {
+	ruled := cl.ruled && cl.src == src // the rules' matching found ahead, for src
+	for _, i := range c.rulesOf(src) {
+		if ruled {
+			if cl.matched&(1<<i) == 0 {
+				continue
+			}
+		} else if m := c.ruleSpecs[i].match; m != nil && !m.match(e) {
 			continue
 		}
 		sig, ok := c.ruleSpecs[i].signature(e)
@@ -293,7 +334,14 @@ func (c *Config) classify(kc keyCache, src *Source, e *parser.Entry, dst []Charg
 		if !ok {
 			continue
 		}
-		dst = append(dst, Charge{Rule: r, Key: key, Fixed: fixed, Addr: a, CPU: cpu, Duration: dur, Claims: claims, Signature: sig})
+		// Every field set in place: no Charge built aside and copied.
+		n := len(dst)
+		if n == cap(dst) {
+			dst = slices.Grow(dst, 1)
+		}
+		dst = dst[:n+1]
+		ch := &dst[n]
+		ch.Rule, ch.Key, ch.Fixed, ch.Addr, ch.CPU, ch.Duration, ch.Claims, ch.Signature = r, key, fixed, a, cpu, dur, claims, sig
 	}
 	return dst, VerdictCharged
 }

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -597,5 +598,20 @@ ranges:
 		if got := cfg.AllowedKey(key); got != want {
 			t.Errorf("AllowedKey(%q) = %v, want %v", key, got, want)
 		}
+	}
+}
+
+// TestChargeFieldsAllSet: classify sets each field of a Charge in place in
+// the caller's slice, which holds an earlier entry's charges (its loop over
+// the rules, "Every field set in place"); a field added to Charge must be
+// set there too, or it would keep an earlier charge's value.
+func TestChargeFieldsAllSet(t *testing.T) {
+	var names []string
+	for f := range reflect.TypeFor[Charge]().Fields() {
+		names = append(names, f.Name)
+	}
+	want := []string{"Rule", "Key", "Fixed", "Addr", "CPU", "Duration", "Claims", "Signature"}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("Charge's fields (-set by classify +declared):\n%s", diff)
 	}
 }

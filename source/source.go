@@ -7,7 +7,10 @@
 // Lines are handed out as strings that share one allocation per read chunk
 // (64 KiB and more): they stay valid, but keeping a small piece of a line
 // keeps its whole chunk in memory, so a caller that keeps pieces for long
-// (keys, the daemon's state) clones them (strings.Clone). Nothing here
+// (keys, the daemon's state) clones them (strings.Clone). A reader told to
+// recycle its chunks (LineReader.RecycleChunks: replay) reads into the
+// buffers of chunks its caller is done with instead: no new memory per
+// chunk, and its lines valid only until the caller says so. Nothing here
 // parses; nothing here keeps global state.
 //
 // Boundaries: It owns opening a log (plain, compressed, stdin, globs) and
@@ -28,6 +31,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/rotation"
@@ -229,6 +233,22 @@ type LineReader struct {
 	err       error
 	eof       bool
 	truncated bool
+
+	// Recycling (RecycleChunks): seq numbers the chunks; inUse says
+	// which are still read; retired are the buffers of the chunks handed
+	// out, oldest first, and free those no line is read from any more.
+	seq     uint64
+	inUse   func() uint64
+	size    int
+	retired []retiredChunk
+	free    [][]byte
+	reused  int // buffers read into again
+}
+
+// retiredChunk is a buffer whose chunk (number seq) was handed out.
+type retiredChunk struct {
+	seq uint64
+	buf []byte
 }
 
 // NewLineReader returns a reader of the lines of r.
@@ -274,6 +294,87 @@ func (lr *LineReader) Next() (line string, n int, ok bool) {
 	}
 }
 
+// RecycleChunks makes lr read into buffers it uses again, instead of a new
+// chunk of memory for every read (each new chunk's pages fault in, and
+// become garbage): a line it hands out is a view of such a buffer, valid
+// only until inUse tells that no line of its chunk is read any more. The
+// chunks are numbered from 1 in reading order (Chunk); inUse, called from
+// the goroutine that calls Next, returns the oldest chunk whose lines may
+// still be read (0: all may), and the buffers of the chunks before it are
+// read into again. size is a buffer's size (0: 64 KiB), at least the
+// longest line plus one for a chunk of one line (a longer one gets a
+// buffer of its own, which is not used again). The caller must copy any
+// piece of a line it keeps past that point (strings.Clone). Call it before
+// the first Next.
+func (lr *LineReader) RecycleChunks(inUse func() uint64, size int) {
+	if size <= 0 {
+		size = 64 << 10
+	}
+	lr.inUse, lr.size = inUse, size
+	lr.buf = make([]byte, 0, size)
+}
+
+// Chunk returns the number of the chunk the line last returned is in (from
+// 1 in reading order), for RecycleChunks' inUse.
+func (lr *LineReader) Chunk() uint64 { return lr.seq }
+
+// reclaim moves the buffers of the chunks no longer read to the free list.
+func (lr *LineReader) reclaim() {
+	if len(lr.retired) == 0 {
+		return
+	}
+	bound := lr.inUse()
+	k := 0
+	for k < len(lr.retired) && lr.retired[k].seq < bound {
+		lr.free = append(lr.free, lr.retired[k].buf)
+		lr.retired[k] = retiredChunk{}
+		k++
+	}
+	if k > 0 {
+		lr.retired = lr.retired[:copy(lr.retired, lr.retired[k:])]
+	}
+}
+
+// newBuf returns an empty buffer of lr.size: a free one, or a new one.
+func (lr *LineReader) newBuf() []byte {
+	lr.reclaim()
+	if n := len(lr.free); n > 0 {
+		b := lr.free[n-1]
+		lr.free[n-1] = nil
+		lr.free = lr.free[:n-1]
+		lr.reused++
+		return b[:0]
+	}
+	return make([]byte, 0, lr.size)
+}
+
+// handOut makes buf[:end] the current chunk and keeps buf[end:] (the
+// head of the next line) as what the next read appends to. Without
+// recycling the chunk is a copy; with it, the chunk is buf itself (a view,
+// see RecycleChunks), retired with its number, and the rest moves into
+// another buffer.
+func (lr *LineReader) handOut(buf []byte, end int) {
+	lr.seq++
+	lr.start = lr.bytes - int64(len(buf))
+	lr.pos, lr.long = 0, false
+	if lr.inUse == nil {
+		lr.chunk = string(buf[:end])
+		lr.buf = buf[:copy(buf, buf[end:])]
+		return
+	}
+	nb := lr.newBuf()
+	lr.buf = append(nb, buf[end:]...)
+	// A view, not a copy: the buffer is not written again until inUse
+	// says no line of this chunk is read any more (RecycleChunks), which
+	// is the caller's promise. The only way to hand out strings of memory
+	// used again; TestRecycledLinesAsPlain checks every line against a
+	// plain reader's while the buffers go round.
+	lr.chunk = unsafe.String(unsafe.SliceData(buf), end)
+	if cap(buf) == lr.size {
+		lr.retired = append(lr.retired, retiredChunk{lr.seq, buf})
+	}
+}
+
 // Truncated reports whether the line last returned was longer than MaxLine.
 func (lr *LineReader) Truncated() bool { return lr.truncated }
 
@@ -314,6 +415,7 @@ func (lr *LineReader) fill() bool {
 				// An over-long line: hand out its head (Next cuts it to
 				// MaxLine) and read on to its newline now, so that Offset
 				// after it is exact.
+				lr.seq++
 				lr.chunk, lr.pos, lr.long = string(buf[:MaxLine+1])+"\n", 0, true
 				lr.start = lr.bytes - int64(len(buf))
 				lr.buf, lr.longEnd = lr.skipLine(buf[:0])
@@ -321,6 +423,9 @@ func (lr *LineReader) fill() bool {
 			}
 			nb := make([]byte, len(buf), 2*cap(buf))
 			copy(nb, buf)
+			if lr.inUse != nil && cap(buf) == lr.size {
+				lr.free = append(lr.free, buf) // nothing of it was handed out
+			}
 			buf = nb
 		}
 		var err error
@@ -332,15 +437,11 @@ func (lr *LineReader) fill() bool {
 				lr.buf = buf
 				return false
 			}
-			lr.chunk, lr.pos, lr.long = string(buf), 0, false
-			lr.start, lr.buf = lr.bytes-int64(len(buf)), buf[:0]
+			lr.handOut(buf, len(buf))
 			return true
 		}
 		if i := bytes.LastIndexByte(buf[old:], '\n'); i >= 0 {
-			i += old
-			lr.chunk, lr.pos, lr.long = string(buf[:i+1]), 0, false
-			lr.start = lr.bytes - int64(len(buf))
-			lr.buf = buf[:copy(buf, buf[i+1:])]
+			lr.handOut(buf, old+i+1)
 			return true
 		}
 	}
