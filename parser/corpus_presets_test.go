@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -459,6 +460,56 @@ func TestW3CBlocksOutOfOrder(t *testing.T) {
 	}
 	if mustParser(t, Options{Format: "combined"}).Directive("#Fields: date", 1) {
 		t.Error("combined has a directive")
+	}
+}
+
+// TestW3CLayoutComesBack: a log whose #Fields: goes back to an earlier
+// layout (A, B, A, as an IIS site reconfigured and then restored), handed
+// to Directive in file order and then parsed in blocks in either order, as
+// replay's workers do: every line is read with the layout at its place.
+// The parse of the first A's #Fields: line once the second A was noted
+// made the lines under B read as A (a third of them rejected for their
+// column count, more or less from run to run in replay).
+func TestW3CLayoutComesBack(t *testing.T) {
+	a := "#Fields: date time c-ip cs-method cs-uri-stem sc-status"
+	b := "#Fields: date time cs-method cs-uri-stem c-ip sc-status sc-bytes"
+	var lines, want []string
+	add := func(header, line, path string) {
+		lines, want = append(lines, header), append(want, "")
+		for i := 0; i < 150; i++ {
+			lines, want = append(lines, line), append(want, path)
+		}
+	}
+	add(a, "2026-11-22 07:09:34 203.0.113.7 GET /first 200", "/first")
+	add(b, "2026-11-22 08:09:34 POST /second 198.51.100.23 404 512", "/second")
+	add(a, "2026-11-22 09:09:34 203.0.113.8 GET /third 200", "/third")
+	const block = 64
+	for _, order := range []string{"forward", "backward"} {
+		p := mustParser(t, Options{Format: "iis"})
+		for i, l := range lines {
+			p.Directive(l, i+1)
+		}
+		var starts []int
+		for s := 0; s < len(lines); s += block {
+			starts = append(starts, s)
+		}
+		if order == "backward" {
+			slices.Reverse(starts)
+		}
+		for _, s := range starts {
+			for i := s; i < min(s+block, len(lines)); i++ {
+				e, err := p.ParseString(lines[i], i+1)
+				if want[i] == "" {
+					if !errors.Is(err, ErrDirective) {
+						t.Fatalf("%s: line %d: %v, want a directive", order, i+1, err)
+					}
+					continue
+				}
+				if err != nil || e.Path != want[i] {
+					t.Fatalf("%s: line %d: %q, %v; want %s", order, i+1, e.Path, err, want[i])
+				}
+			}
+		}
 	}
 }
 

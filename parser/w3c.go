@@ -94,6 +94,12 @@ type w3cFormat struct {
 	scale float64 // seconds per unit of time-taken
 	def   *w3cLayout
 	seen  atomic.Pointer[[]w3cAt] // copied on write; nil before any #Fields:
+	// directed: a caller hands the lines to Parser.Directive in file
+	// order, so the parse of a #Fields: line (on any goroutine, in any
+	// order) notes nothing: noted again out of order, an earlier layout
+	// would be taken for the newest (A, B, A: the first A's parse after
+	// the second A's Directive made the lines under B read as A).
+	directed atomic.Bool
 }
 
 // w3cAt is a `#Fields:` line and its line number.
@@ -105,7 +111,11 @@ type w3cAt struct {
 // maxW3CLayouts bounds the `#Fields:` changes a Parser remembers.
 const maxW3CLayouts = 64
 
-// note records the `#Fields:` text read at line n.
+// note records the `#Fields:` text read at line n, in file order: the
+// same text as the newest one, at or after its line, goes on with it (a
+// server that writes its header again, or the same line noted twice);
+// anything else is the newest (a new file's header, its line numbers
+// starting again, included).
 func (f *w3cFormat) note(text string, n int) {
 	for {
 		old := f.seen.Load()
@@ -113,18 +123,15 @@ func (f *w3cFormat) note(text string, n int) {
 		if old != nil {
 			list = *old
 		}
+		if k := len(list); k > 0 && list[k-1].line <= n && list[k-1].lay.text == text {
+			return
+		}
 		var lay *w3cLayout
 		for i := len(list) - 1; i >= 0; i-- {
 			if list[i].lay.text == text {
-				if list[i].line == n {
-					return // read before (Directive, then the parse)
-				}
 				lay = list[i].lay
 				break
 			}
-		}
-		if k := len(list); k > 0 && list[k-1].line < n && list[k-1].lay.text == text {
-			return // the same columns go on
 		}
 		if lay == nil {
 			lay = newW3CLayout(text)
@@ -161,6 +168,7 @@ func (p *Parser) Directive(line string, lineNo int) bool {
 		return false
 	}
 	if name, rest, _ := strings.Cut(line[1:], ":"); name == "Fields" {
+		p.hand.w3c.directed.Store(true)
 		p.hand.w3c.note(trimSpace(strings.TrimRight(rest, "\r\n")), lineNo)
 	}
 	return true
@@ -268,7 +276,9 @@ func (f *w3cFormat) read(p *Parser, s string, lineNo int, e *Entry, st *lineStat
 	if s[0] == '#' {
 		name, rest, _ := strings.Cut(s[1:], ":")
 		if name == "Fields" {
-			f.note(trimSpace(rest), lineNo)
+			if !f.directed.Load() { // else Directive noted it, in file order
+				f.note(trimSpace(rest), lineNo)
+			}
 			st.directive = "W3C directive #Fields: the columns of the lines after it"
 			return false
 		}
