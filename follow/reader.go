@@ -32,10 +32,10 @@ type reader struct {
 	off, line  int64
 	pos        int64
 	part       []byte // the held partial line (at most source.MaxLine+1 bytes of it)
-	text       *text  // the buffer of the lines being emitted, if a Texts one
 	partLen    int64  // its whole length
 	lastSize   int64  // the size at the last read
 	lastGrowth time.Time
+	text       *text // the buffer of the lines being emitted, if a Texts one
 }
 
 // Errors of files that are not followed.
