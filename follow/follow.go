@@ -88,7 +88,9 @@
 // Memory: one batch (at most Options.MaxBatch lines) and one read buffer
 // per source, plus per file the held partial line (at most source.MaxLine
 // bytes kept; the rest of an over-long line is counted and skipped, the
-// line handed out cut to source.MaxLine). Follow blocks on its channel:
+// line handed out cut to source.MaxLine), and with Options.Texts the
+// buffers its free list keeps (NewTexts' n, 68 KiB each, shared by the
+// sources) and those the batches in flight hold. Follow blocks on its channel:
 // nothing queues without bound. Lines share one allocation per read chunk
 // (64 KiB), as in package source: clone a small piece kept for long. A
 // consumer that hands the batches' line slices back (Options.Spare,
