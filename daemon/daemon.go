@@ -23,9 +23,16 @@
 // `checkpoint` interval and runs the cleaner on its schedule. Every channel
 // is bounded and every send is guarded by the context: a slow decider slows
 // the followers down, nothing queues without bound. A batch's memory (its
-// entries and slice of lines, not the lines' text) is used again once the
-// decider is done with it (spare.go), so that ingest's garbage, which sets
-// how often the collector runs over the large live heap, is mostly text.
+// entries, its slice of lines and, since issue 23's part LIVE round 4,
+// the buffers its lines' text was read into: follow.Texts) is used again
+// once the decider is done with it (spare.go), so that ingest makes no
+// garbage of its own a line: the garbage, which sets how often the
+// collector runs over the large live heap, is the detector's and the
+// checkpoint's. Nothing keeps a string of a line past its batch but the
+// guard's held line, whose batch is pinned (its buffers never used
+// again); TestTextReuseChangesNothing holds the daemon to it with the
+// buffers overwritten as they come back, and `go test -tags
+// logjail_poison ./daemon/` runs every test of the package so.
 //
 // Time. Two clocks (DESIGN.md, "Time"). The detector lives on log time, as
 // in replay, across restarts too: a key banned at log time t for D is
@@ -202,6 +209,19 @@ type Options struct {
 	// plain turns the batch loop's hints off (TestHintsChangeNothing): no
 	// pipeline.Pipeline.Prefetch, as before the hints.
 	plain bool
+	// poison overwrites the buffers of the lines' texts as they come back
+	// for reuse (spares; TestTextReuseChangesNothing); noTexts reads the
+	// lines into strings of their own, as before the reuse.
+	poison, noTexts bool
+}
+
+// texts is the follow.Options.Texts of the file sources (nil with
+// Options.noTexts).
+func (d *decider) texts() *follow.Texts {
+	if d.o.noTexts {
+		return nil
+	}
+	return d.spare.texts
 }
 
 // DBPath is the database of a configuration: logjail.db in its state_dir.
@@ -216,6 +236,7 @@ type parsed struct {
 	lines    []int32 // index in batch.Lines of each entry
 	rejected int
 	firstErr error // why the first rejected line was rejected
+	pin      bool  // the guard holds one of its lines past it (spares.put)
 }
 
 // startActions builds the configured actions and starts them from the
@@ -554,8 +575,9 @@ func (d *decider) batch(p *parsed) {
 		}
 		if charge {
 			decided = d.charge(p.src, e, now) || decided
-		} else { // e is held
+		} else { // e is held, its strings into the batch's texts: pinned
 			fg.before = d.before(fg, p, int(p.lines[i]))
+			p.pin = true
 		}
 	}
 	if n := len(p.batch.Lines); n > 0 {

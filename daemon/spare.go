@@ -18,20 +18,44 @@ import (
 // The guard copies the entry it holds (pipeline.Guard.Step); the
 // pipeline keeps no *parser.Entry after Process returns (pipeline's
 // retain_test.go); the decider reads the batch's positions as values
-// (follow.Batch.After). The lines' text is not reused: a held entry's
-// strings point into it across batches, and so may a decision's key.
-// put clears what it keeps, so that a broken contract shows as zero
+// (follow.Batch.After). The lines' text is used again too (follow.Texts):
+// nothing keeps a string of a line past its batch. The guard's held entry
+// is the one exception, and its batch is pinned (put). A W3C #Fields:
+// directive, which the parser keeps, is noted from a copy (stages.go,
+// follow). A decision's strings are the detector's and rules' own (keys
+// are built, as "ua:"+TEXT, or copied into the detector's pool; reasons
+// are formatted): none points into a line. TestTextReuseChangesNothing
+// reads logs with held lines, text keys and directives with the buffers
+// overwritten as they come back, and wants what a run without the reuse
+// decides. put clears what it keeps, so that a broken contract shows as zero
 // entries (and lines without text) rather than as another batch's.
 type spares struct {
 	parsed chan *parsed
 	lines  chan []follow.Line // follow.Options.Spare of every file source
+	texts  *follow.Texts      // follow.Options.Texts of every file source
 }
 
 // newSpares keeps up to n batches' memory: as many as can be in flight
 // between the followers and the decider, so that in a steady state no
-// batch is allocated.
-func newSpares(n int) *spares {
-	return &spares{parsed: make(chan *parsed, n), lines: make(chan []follow.Line, n)}
+// batch is allocated; and the buffers of their lines' texts (a batch's
+// lines are in one to a few 64 KiB reads). poison, when set, overwrites
+// each text buffer as it comes back (Options.poison).
+func newSpares(n int, poison bool) *spares {
+	var overwrite func([]byte)
+	if poison {
+		overwrite = poisonText
+	}
+	return &spares{parsed: make(chan *parsed, n), lines: make(chan []follow.Line, n), texts: follow.NewTexts(8*n, overwrite)}
+}
+
+// poisonText overwrites b with bytes no log line holds in that place (a
+// NUL, a quote, a digit, invalid UTF-8 in turn): a string read after its
+// batch was recycled reads them, and the test sees its decisions change.
+func poisonText(b []byte) {
+	const garbage = "\x00\"9\xff"
+	for i := range b {
+		b[i] = garbage[i%len(garbage)]
+	}
 }
 
 // get returns an empty batch, one put back or a new one.
@@ -45,10 +69,16 @@ func (s *spares) get() *parsed {
 }
 
 // put takes back p, which nothing reads any more: its entries, its lines'
-// index and, for a file's batch, its slice of lines (follow.Recycle); a
-// stream's batches (package stream) are left to the collector.
+// index and, for a file's batch, its slice of lines and its references to
+// the buffers of its lines' texts (follow.Recycle); a stream's batches
+// (package stream) are left to the collector. A batch one of whose lines
+// the guard holds past it (p.pin) is pinned first: the held entry's
+// strings point into its texts, which are then never used again.
 func (s *spares) put(p *parsed) {
 	if p.src != nil && p.src.Type == rules.SourceFile {
+		if p.pin {
+			follow.Pin(p.batch)
+		}
 		follow.Recycle(s.lines, p.batch)
 	}
 	clear(p.entries)

@@ -46,7 +46,7 @@ func intact(t *testing.T, p *parsed, id, n int) {
 func TestSparesNeverInUse(t *testing.T) {
 	const batches, inFlight, size = 2000, 6, 40
 	src := &rules.Source{Name: "web", Type: rules.SourceFile}
-	s := newSpares(inFlight)
+	s := newSpares(inFlight, false)
 	ch := make(chan *parsed, inFlight)
 	go func() {
 		defer close(ch)
@@ -99,7 +99,7 @@ func TestSparesNeverInUse(t *testing.T) {
 // file followers: only Follow's own slices are known to be a batch's
 // alone.
 func TestSparesPutClears(t *testing.T) {
-	s := newSpares(4)
+	s := newSpares(4, false)
 	f := s.get()
 	fill(f, &rules.Source{Name: "web", Type: rules.SourceFile}, 7, 3)
 	entries, lines := f.entries, f.batch.Lines
@@ -145,7 +145,7 @@ func BenchmarkParseBatch(b *testing.B) {
 	}
 	for _, spare := range []bool{false, true} {
 		b.Run(fmt.Sprintf("spare=%v", spare), func(b *testing.B) {
-			s := newSpares(4)
+			s := newSpares(4, false)
 			b.ReportAllocs()
 			for b.Loop() {
 				p := &parsed{}

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"runtime"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -269,7 +270,7 @@ func (d *decider) startSources(gctx context.Context, g *errgroup.Group) <-chan *
 	ordered := make(chan *parsed, 2*len(sources)+2)
 	// As many batches as can be in flight: the channel's, the one the
 	// decider holds, one being parsed and one being read each source.
-	d.spare = newSpares(cap(ordered) + 1 + 2*len(sources))
+	d.spare = newSpares(cap(ordered)+1+2*len(sources), d.o.poison || poisonTexts)
 
 	followCtx, stopFollowing := context.WithCancel(gctx)
 	d.undo(stopFollowing)
@@ -316,7 +317,7 @@ func (d *decider) follow(ctx context.Context, sources []*rules.Source, ordered c
 			return follow.Follow(ctx, follow.Options{
 				Paths: src.Paths, Positions: d.positions, FromStart: src.From == "start",
 				Poll: d.o.Poll, Rescan: d.o.Rescan, Logger: d.log.With("source", src.Name),
-				OldDir: src.OldDir, Spare: d.spare.lines,
+				OldDir: src.OldDir, Spare: d.spare.lines, Texts: d.texts(),
 			}, out)
 		})
 		followers.Go(func() error {
@@ -336,8 +337,12 @@ func (d *decider) follow(ctx context.Context, sources []*rules.Source, ordered c
 					// file order, so that each line is read with the
 					// columns in force at its place (parser.Parser.Directive;
 					// a no-op for other formats).
+					// The parser keeps a directive's text: a copy, the
+					// line's own is used again (follow.Texts).
 					for _, l := range b.Lines {
-						pr.Directive(l.Text, int(l.Line))
+						if strings.HasPrefix(l.Text, "#") {
+							pr.Directive(strings.Clone(l.Text), int(l.Line))
+						}
 					}
 				}
 				p := d.spare.get()

@@ -88,13 +88,18 @@
 // Memory: one batch (at most Options.MaxBatch lines) and one read buffer
 // per source, plus per file the held partial line (at most source.MaxLine
 // bytes kept; the rest of an over-long line is counted and skipped, the
-// line handed out cut to source.MaxLine). Follow blocks on its channel:
+// line handed out cut to source.MaxLine), and with Options.Texts the
+// buffers its free list keeps (NewTexts' n, 68 KiB each, shared by the
+// sources) and those the batches in flight hold. Follow blocks on its channel:
 // nothing queues without bound. Lines share one allocation per read chunk
 // (64 KiB), as in package source: clone a small piece kept for long. A
 // consumer that hands the batches' line slices back (Options.Spare,
-// Recycle) has them used again: the texts stay the chunks' own, never
-// overwritten (the guard of package pipeline keeps a held entry's
-// strings, which point into them, across batches).
+// Recycle) has them used again. With Options.Texts the chunks are
+// buffers used again too, once every batch with a line in one is
+// recycled: then nothing may read a line's text, nor a string cut from
+// it, after its batch is recycled, unless the batch was pinned first
+// (Pin: the daemon pins a batch whose line the guard of package pipeline
+// holds past it). Without Texts the chunks are strings of their own.
 //
 // Limits: a copytruncate that is rewritten past the old offset before it
 // is noticed, with an unchanged first line, cannot be told from appending.
@@ -157,6 +162,9 @@ type Batch struct {
 	// for a journald source, the journal cursor of each line, saved as
 	// the position's HeadHash (Batch.After). Nil for files.
 	Cursors []string
+	// texts are the buffers of Options.Texts that the lines' texts are
+	// in, one reference each (Recycle drops them).
+	texts []*text
 }
 
 // After is the position to save once line i of the batch has been
@@ -190,14 +198,25 @@ type Options struct {
 	// one, so that following makes no garbage a batch beyond the lines'
 	// text. Nil: every batch has its own slice.
 	Spare chan []Line
+	// Texts, when set, gives the buffers the lines' texts are read into,
+	// used again once every batch with lines in one is recycled (Recycle;
+	// see Texts for the contract). Nil: each read's lines share a string
+	// of their own, left to the collector.
+	Texts *Texts
 }
 
 // Recycle gives the slice of lines of b, a batch of Follow's that the
-// caller is done with, back to spare (Options.Spare) for a later batch;
-// nothing may read b.Lines after it. A full spare drops it (the
+// caller is done with, back to spare (Options.Spare) for a later batch,
+// and drops b's references to the buffers its lines' texts are in
+// (Options.Texts): a buffer no batch holds any more is used again,
+// unless it was pinned (Pin). Nothing may read b.Lines, nor a string cut
+// from a line's text, after it (Texts). A full spare drops the slice (the
 // collector takes it). The texts are let go at once: a slice kept in
-// spare holds no line's text.
+// spare holds no line's text. Each batch is recycled at most once.
 func Recycle(spare chan []Line, b Batch) {
+	for _, t := range b.texts {
+		t.release()
+	}
 	if spare == nil || cap(b.Lines) == 0 {
 		return
 	}
@@ -224,8 +243,9 @@ const (
 	drainIdle = time.Minute
 	settle    = time.Second
 	// readSlice is how much one file may read in one step before the
-	// others get their turn.
+	// others get their turn; readBuf is one read.
 	readSlice = 4 << 20
+	readBuf   = 64 << 10
 )
 
 // ErrNoPaths is returned by Follow for options without paths.
@@ -257,7 +277,7 @@ func Follow(ctx context.Context, o Options, out chan<- Batch) error {
 	f := &follower{
 		o: o, out: out, log: log,
 		tracked: map[string]*tracked{},
-		buf:     make([]byte, 64<<10),
+		buf:     make([]byte, readBuf),
 		now:     time.Now,
 	}
 	defer f.closeAll()
@@ -575,7 +595,7 @@ func (f *follower) drainLate(ctx context.Context, t *tracked) error {
 			if n > 0 {
 				o.pos += int64(n)
 				o.lastGrowth = f.now()
-				o.lines(f.buf[:n], func(l Line) error {
+				o.lines(f.buf[:n], nil, func(l Line) error {
 					l.Offset, l.Line = t.cur.off, t.cur.line
 					lines = append(lines, l)
 					return nil

@@ -35,6 +35,7 @@ type reader struct {
 	partLen    int64  // its whole length
 	lastSize   int64  // the size at the last read
 	lastGrowth time.Time
+	text       *text // the buffer of the lines being emitted, if a Texts one
 }
 
 // Errors of files that are not followed.
@@ -211,7 +212,9 @@ func (r *reader) hold(p []byte) {
 }
 
 // lines splits data, just read at pos, into whole lines and holds the rest.
-func (r *reader) lines(data []byte, emit func(Line) error) error {
+// The lines' text is one chunk: a buffer of ts when it can give one
+// (r.text while the lines are emitted), else a string of its own.
+func (r *reader) lines(data []byte, ts *Texts, emit func(Line) error) error {
 	last := bytes.LastIndexByte(data, '\n')
 	if last < 0 {
 		r.hold(data)
@@ -219,7 +222,18 @@ func (r *reader) lines(data []byte, emit func(Line) error) error {
 	}
 	kept, held := len(r.part), r.partLen
 	var chunk string // one allocation for the chunk's lines
-	if kept == 0 {
+	if t := ts.get(kept + last + 1); t != nil {
+		// The held part and the new bytes, into a buffer used again
+		// once the batches of its lines are recycled (Texts).
+		copy(t.b, r.part)
+		copy(t.b[kept:], data[:last+1])
+		chunk = str(t.b[:kept+last+1])
+		r.text = t
+		defer func() {
+			r.text = nil
+			t.release() // the reader's reference: the batches hold theirs
+		}()
+	} else if kept == 0 {
 		chunk = string(data[:last+1])
 	} else {
 		// The held part and the new bytes copied once, into the chunk
@@ -313,7 +327,7 @@ func (f *follower) drain(ctx context.Context, path string, r *reader) (more bool
 func (f *follower) consume(r *reader, n int, emit func(Line) error) error {
 	r.pos += int64(n)
 	r.lastGrowth = f.now()
-	return r.lines(f.buf[:n], emit)
+	return r.lines(f.buf[:n], f.o.Texts, emit)
 }
 
 // batcher returns the functions that collect r's lines into batches for
@@ -321,6 +335,7 @@ func (f *follower) consume(r *reader, n int, emit func(Line) error) error {
 // the batch's FileID.
 func (f *follower) batcher(ctx context.Context, path string, r *reader, size func() int64) (send func() error, emit func(Line) error) {
 	var lines []Line
+	var texts []*text // the buffers lines' texts are in, one reference each
 	send = func() error {
 		if len(lines) == 0 {
 			return nil
@@ -331,16 +346,20 @@ func (f *follower) batcher(ctx context.Context, path string, r *reader, size fun
 		id := r.id
 		id.Size = size()
 		select {
-		case f.out <- Batch{Path: path, File: id, Lines: lines}:
+		case f.out <- Batch{Path: path, File: id, Lines: lines, texts: texts}:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		lines = nil
+		lines, texts = nil, nil
 		return nil
 	}
 	emit = func(l Line) error {
 		if lines == nil {
 			lines = f.lines()
+		}
+		if t := r.text; t != nil && (len(texts) == 0 || texts[len(texts)-1] != t) {
+			t.refs.Add(1)
+			texts = append(texts, t)
 		}
 		lines = append(lines, l)
 		if len(lines) >= f.o.MaxBatch {

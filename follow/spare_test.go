@@ -91,8 +91,9 @@ func TestSpareNeverInUse(t *testing.T) {
 }
 
 // BenchmarkFollowBatches: following a file of 100,000 lines in batches
-// of 512, with and without Options.Spare; allocs/op and B/op are a
-// batch's (the chunks' text, one a 64 KiB read, is the same in both).
+// of 512, with and without Options.Spare, and with Options.Texts (the
+// chunks' text, one a 64 KiB read, in buffers used again: no text
+// garbage).
 func BenchmarkFollowBatches(b *testing.B) {
 	const lines = 100_000
 	name := filepath.Join(b.TempDir(), "access.log")
@@ -100,8 +101,13 @@ func BenchmarkFollowBatches(b *testing.B) {
 	if err := os.WriteFile(name, []byte(strings.Repeat(line, lines)), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	for _, spare := range []bool{false, true} {
-		b.Run(fmt.Sprintf("spare=%v", spare), func(b *testing.B) {
+	for _, c := range []struct{ spare, texts bool }{{false, false}, {true, false}, {true, true}} {
+		spare := c.spare
+		var texts *Texts
+		if c.texts {
+			texts = NewTexts(8, nil)
+		}
+		b.Run(fmt.Sprintf("spare=%v/texts=%v", spare, c.texts), func(b *testing.B) {
 			b.ReportAllocs()
 			var batches int
 			for b.Loop() {
@@ -113,7 +119,7 @@ func BenchmarkFollowBatches(b *testing.B) {
 				}
 				done := make(chan error, 1)
 				go func() {
-					done <- Follow(ctx, Options{Paths: []string{name}, FromStart: true, Poll: true, Spare: sp}, out)
+					done <- Follow(ctx, Options{Paths: []string{name}, FromStart: true, Poll: true, Spare: sp, Texts: texts}, out)
 				}()
 				for n := 0; n < lines; {
 					bt := <-out
