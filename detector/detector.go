@@ -129,9 +129,11 @@ type Detector struct {
 	latest []*ruleInfo
 
 	// keys maps a key to the first of its states (one per rule), chained
-	// by state.sib; lastKey (or lastFixed) and lastHead remember the
-	// previous lookup, since the charges of one entry come one rule after
-	// another with one key. It holds while lastHead ≥ 0: lastFixed when
+	// by state.sib in the order they were made (newState adds at the end,
+	// a restored checkpoint at the front: the order changes no decision,
+	// only how many states a lookup reads); lastKey (or lastFixed) and
+	// lastHead remember the previous lookup, since the charges of one entry
+	// come one rule after another with one key. It holds while lastHead ≥ 0: lastFixed when
 	// that key is a fixed one, else lastKey, a view of the key table's own
 	// text (never the caller's string, which may be a buffer read into
 	// again); a drop of any key clears it (lastHead -1).
