@@ -129,9 +129,11 @@ type Detector struct {
 	latest []*ruleInfo
 
 	// keys maps a key to the first of its states (one per rule), chained
-	// by state.sib; lastKey (or lastFixed) and lastHead remember the
-	// previous lookup, since the charges of one entry come one rule after
-	// another with one key. It holds while lastHead ≥ 0: lastFixed when
+	// by state.sib in the order they were made (newState adds at the end,
+	// a restored checkpoint at the front: the order changes no decision,
+	// only how many states a lookup reads); lastKey (or lastFixed) and
+	// lastHead remember the previous lookup, since the charges of one entry
+	// come one rule after another with one key. It holds while lastHead ≥ 0: lastFixed when
 	// that key is a fixed one, else lastKey, a view of the key table's own
 	// text (never the caller's string, which may be a buffer read into
 	// again); a drop of any key clears it (lastHead -1).
@@ -196,6 +198,9 @@ type Detector struct {
 	// relink moves a state to its list's front by unlinkS and pushFrontS
 	// always, as before touchS's own steps (TestTouchAsRelink).
 	relink bool
+	// chainFront makes a key's new state the first of its chain, as
+	// before newState put it at the end (TestChainOrderChangesNothing).
+	chainFront bool
 
 	// scratch for one charge
 	vals  []float64
@@ -630,17 +635,31 @@ func (d *Detector) newState(ri *ruleInfo, k akey) (int32, *state) {
 		i = d.alloc()
 	}
 	s := d.at(i)
-	if head >= 0 {
-		s.kid = d.at(head).kid
+	s.sib = -1
+	if head >= 0 && d.chainFront {
+		s.kid, s.sib = d.at(head).kid, head
 		d.keys.rec(s.kid).head = i
+		head = i
+	} else if head >= 0 {
+		// At the chain's end: a key's states stay in the order they were
+		// made, which is the order its entries charge them in (the rules'
+		// order), so that the first rule's charge finds its state at the
+		// head and the next rule's one further, without reading the state
+		// of a rule made later (a 4xx rule's, say) on every entry.
+		t := d.at(head)
+		for t.sib >= 0 {
+			t = d.at(t.sib)
+		}
+		t.sib = i
+		s.kid = t.kid
 	} else {
 		s.kid = d.keys.insertK(k, d.keys.hashK(k), i)
+		head = i
 	}
-	s.sib = head
 	d.bindRule(s, ri)
 	s.setFlag(flagMulti, isMulti(ri.rule.Key, k))
 	d.initWindows(i, s)
-	d.remember(k, s.kid, i)
+	d.remember(k, s.kid, head)
 	d.pushFrontS(i, s)
 	return i, s
 }

@@ -429,3 +429,114 @@ func TestTouchAsRelink(t *testing.T) {
 		t.Fatalf("evictions (-relink +touch), %d hot, %d decisions:\n%s", moved, decided, diff)
 	}
 }
+
+// TestChainOrderChangesNothing charges the same random entries (address
+// keys as fixed keys and as text, text keys; the rules in random orders, so
+// that keys' chains are made in every order; two busy keys throttled and
+// banned; lifts; a cap of 300 states, so evictions drop states from the
+// middle, head and end of chains) to a detector that puts a key's new state
+// at its chain's end and to one that puts it first, as before: the same
+// decisions, LRU lists, evictions, checkpoint changes and statuses, and
+// each key's chain the other's reversed.
+func TestChainOrderChangesNothing(t *testing.T) {
+	rs := benchRules()
+	rnd := rand.New(rand.NewPCG(27, 5))
+	var ev [2][]string
+	mk := func(k int) *Detector {
+		d := New(Options{Skew: 5 * time.Second, MaxKeys: 300, Evicted: func(kp KeyPeak) { ev[k] = append(ev[k], kp.Rule.Name+"/"+kp.Key) }})
+		d.Changes(func(*KeyState) {})
+		return d
+	}
+	end, front := mk(0), mk(1)
+	front.chainFront = true
+	chains := func(d *Detector, keys []string) (out []string) {
+		for _, k := range keys {
+			var ids []string
+			for i := d.chain(k); i >= 0; i = d.at(i).sib {
+				ids = append(ids, fmt.Sprint(i, d.ri(d.at(i)).rule.Name))
+			}
+			out = append(out, k+":"+strings.Join(ids, ","))
+		}
+		return out
+	}
+	reversed := func(in []string) []string {
+		out := make([]string, len(in))
+		for j, c := range in {
+			k, ids, _ := strings.Cut(c, ":")
+			parts := strings.Split(ids, ",")
+			slices.Reverse(parts)
+			out[j] = k + ":" + strings.Join(parts, ",")
+		}
+		return out
+	}
+	seen := map[string]bool{}
+	var keys []string
+	now := at(0)
+	decided, lifted, long := 0, 0, 0
+	for n := range 40000 {
+		now = now.Add(time.Duration(rnd.IntN(4)) * time.Millisecond)
+		var key string
+		switch rnd.IntN(6) {
+		case 0, 1:
+			key = "10.9.9." + fmt.Sprint(rnd.IntN(2)) // two busy keys: throttled, banned
+		case 2:
+			key = "user-" + fmt.Sprint(rnd.IntN(60))
+		default:
+			key = fmt.Sprintf("10.0.%d.%d", rnd.IntN(3), rnd.IntN(150))
+		}
+		if !seen[key] {
+			seen[key] = true
+			keys = append(keys, key)
+		}
+		c := rules.Charge{Rule: rs[rnd.IntN(len(rs))], Key: key, CPU: rnd.Float64() * 0.3}
+		if f, ok := rules.ParseFixedKey(key); ok && rnd.IntN(2) == 0 {
+			c.Fixed = f
+		}
+		var a, b []Decision
+		if rnd.IntN(500) == 0 {
+			r := rs[rnd.IntN(len(rs))]
+			a, b = end.Lift(now, r, key, nil), front.Lift(now, r, key, nil)
+			lifted += len(a)
+		} else {
+			a, b = end.Charge(now, &c, nil), front.Charge(now, &c, nil)
+		}
+		if diff := cmp.Diff(b, a); diff != "" {
+			t.Fatalf("charge %d: decisions (-front +end):\n%s", n, diff)
+		}
+		decided += len(a)
+		ea, fa := lruOrder(end), lruOrder(front)
+		if !slices.Equal(ea[0], fa[0]) || !slices.Equal(ea[1], fa[1]) {
+			t.Fatalf("charge %d: LRU lists (-front +end):\n%s", n, cmp.Diff(fa, ea))
+		}
+		if n%1000 == 999 {
+			ce, cf := chains(end, keys), chains(front, keys)
+			if diff := cmp.Diff(reversed(cf), ce); diff != "" {
+				t.Fatalf("charge %d: chains (-front reversed +end):\n%s", n, diff)
+			}
+			for _, c := range ce {
+				if strings.Count(c, ",") >= 1 {
+					long++
+				}
+			}
+			changes := func(d *Detector) (out []string) {
+				d.Changes(func(ks *KeyState) { out = append(out, fmt.Sprintf("%+v", *ks)) })
+				return out
+			}
+			if diff := cmp.Diff(changes(front), changes(end)); diff != "" {
+				t.Fatalf("charge %d: changes (-front +end):\n%s", n, diff)
+			}
+			for _, k := range keys {
+				for _, r := range rs {
+					ka, ta := end.Status(r, k, now)
+					kb, tb := front.Status(r, k, now)
+					if ka != kb || !ta.Equal(tb) {
+						t.Fatalf("charge %d: status of %s/%s: end %v %v, front %v %v", n, r.Name, k, ka, ta, kb, tb)
+					}
+				}
+			}
+		}
+	}
+	if diff := cmp.Diff(ev[1], ev[0]); diff != "" || len(ev[0]) == 0 || decided == 0 || lifted == 0 || long == 0 {
+		t.Fatalf("evictions (-front +end), %d decisions, %d lifted, %d chains of 2 or more:\n%s", decided, lifted, long, diff)
+	}
+}
