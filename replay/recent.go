@@ -146,6 +146,21 @@ func (r *recent) prefetch(e *parser.Entry) {
 	prefetch.Line(unsafe.Pointer(&r.recs[r.n&(recentLines-1)]))
 }
 
+// ringAhead is how many entries ahead of the one it charges the merger
+// asks for an entry's bucket head (prefetchBucket): a head is a cache miss
+// for most entries, longer than one entry's charge.
+const ringAhead = 4
+
+// prefetchBucket starts loading the head of bucket b (recentHash).
+func (r *recent) prefetchBucket(b uint32) {
+	prefetch.Line(unsafe.Pointer(&r.heads[b&(recentBucket-1)]))
+}
+
+// prefetchNext starts loading the ring's next record.
+func (r *recent) prefetchNext() {
+	prefetch.Line(unsafe.Pointer(&r.recs[r.n&(recentLines-1)]))
+}
+
 // add records e, the next entry of the merged log.
 func (r *recent) add(e *parser.Entry) { r.addFlags(e, recFlags(e)) }
 
@@ -167,7 +182,14 @@ func recFlags(e *parser.Entry) uint8 {
 // addFlags is add with e's recFlags found ahead.
 func (r *recent) addFlags(e *parser.Entry, flags uint8) {
 	hi, lo := addrWords(e.IP)
-	b := recentHash(hi, lo)
+	r.addAt(e, flags, recentHash(hi, lo))
+}
+
+// addAt is addFlags with e's bucket (recentHash of its address) found
+// ahead too.
+func (r *recent) addAt(e *parser.Entry, flags uint8, b uint64) {
+	hi, lo := addrWords(e.IP)
+	b &= recentBucket - 1
 	t := e.Time.UnixNano()
 	first, seen := t, uint32(1)
 	h := &r.heads[b]

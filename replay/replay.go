@@ -285,8 +285,13 @@ type block struct {
 	// line it has just read, so that the merger does not read the line's
 	// text again: its user-agent claim (rules.Config.ClaimOf) and its
 	// record's flags in the ring of recent requests (recFlags).
-	claims  []rules.Claim
-	flags   []uint8
+	claims []rules.Claim
+	flags  []uint8
+	// buckets are the entries' buckets in the ring of recent requests
+	// (recentHash of the address), found by the worker too, so that the
+	// merger loads an entry's bucket head several entries ahead
+	// (ringAhead) and hashes no address.
+	buckets []uint32
 	rejects []rejectAt
 	chunk   uint64        // the reader's chunk its last line is in (source.LineReader.Chunk)
 	token   bool          // holds one of the pool's tokens
@@ -304,6 +309,7 @@ func (b *block) parse(cfg *rules.Config, kc *rules.KeyCache) {
 	t := 0
 	b.entries = slices.Grow(b.entries[:0], len(b.lines))
 	b.claims, b.flags = slices.Grow(b.claims[:0], len(b.lines)), slices.Grow(b.flags[:0], len(b.lines))
+	b.buckets = slices.Grow(b.buckets[:0], len(b.lines))
 	for i, line := range b.lines {
 		n := b.first + i
 		// Parsed in its place in the block (parser.Parser.ParseStringTo),
@@ -339,6 +345,7 @@ func (b *block) parse(cfg *rules.Config, kc *rules.KeyCache) {
 		}
 		b.claims = append(b.claims, cfg.ClaimOf(kc, b.src, e))
 		b.flags = append(b.flags, recFlags(e))
+		b.buckets = append(b.buckets, uint32(recentHash(addrWords(e.IP))))
 	}
 	close(b.done)
 }
@@ -719,7 +726,24 @@ func (m *merger) entry(src *rules.Source, e *parser.Entry, b *block, i int) {
 		rep.Input.Skipped++
 		return
 	}
+	pre := !o.plain && b != nil
 	rep.observe(e)
+	if pre {
+		// e's bucket head in the ring of recent requests was asked for
+		// ringAhead entries ago (or now, for the first entries of its
+		// block): ask for the head of the entry ringAhead further.
+		if i == 0 {
+			for j := range min(ringAhead, len(b.buckets)) {
+				rep.recent.prefetchBucket(b.buckets[j])
+			}
+		}
+		if j := i + ringAhead; j < len(b.buckets) {
+			rep.recent.prefetchBucket(b.buckets[j])
+		}
+		rep.recent.prefetchNext()
+	} else {
+		rep.recent.prefetch(e)
+	}
 	if rep.charts != nil {
 		rep.charts.before(main.Detector(), src, e)
 	}
@@ -738,7 +762,6 @@ func (m *merger) entry(src *rules.Source, e *parser.Entry, b *block, i int) {
 	// e's claim and flags, found by its worker; not for an entry the
 	// guard held (b nil).
 	var cl *rules.Claim
-	pre := !o.plain && b != nil
 	if pre {
 		cl = &b.claims[i]
 	}
@@ -749,7 +772,7 @@ func (m *merger) entry(src *rules.Source, e *parser.Entry, b *block, i int) {
 	}
 	switch {
 	case pre:
-		rep.recordFlags(e, b.flags[i])
+		rep.recent.addAt(e, b.flags[i], uint64(b.buckets[i]))
 	case !o.plain:
 		rep.record(e)
 	}
