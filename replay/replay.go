@@ -31,13 +31,14 @@
 //
 // What the merger would read of the configuration and of a line's text
 // alone, the worker that parsed the line finds beside it (block.claims,
-// block.flags), so that the merger reads neither the user agent nor the
-// path, nor looks the address up in the lists: the entry's rules.Claim
-// (rules.Config.ClaimOf, through the worker's own user-agent cache: the
-// allow list, the deny list, the ranges, the crawler or monitor its user
-// agent names) and its record's flags in the ring of recent requests
-// (recFlags: answered 2xx or 304, a static file). The merger takes them
-// for the entry it charges (pipeline.Pipeline.ProcessClaimed) and finds
+// block.flags, block.buckets), so that the merger reads neither the user
+// agent nor the path, nor looks the address up in the lists: the entry's
+// rules.Claim (rules.Config.ClaimOf, through the worker's own user-agent
+// cache: the allow list, the deny list, the ranges, the crawler or
+// monitor its user agent names), its record's flags in the ring of recent
+// requests (recFlags: answered 2xx or 304, a static file) and its bucket
+// there (recentHash of its address). The merger takes them for the entry
+// it charges (pipeline.Pipeline.ProcessClaimed) and finds
 // them itself for an entry the guard held (then not its block's).
 // Everything that depends on the detector's or the report's state stays
 // in the merger, in the log's order. TestWorkersFindAsMerger replays
@@ -51,8 +52,9 @@
 // Hints: the merger asks the CPU to load what it will read soon
 // (internal/prefetch), where a lookup into a table larger than the caches
 // would wait on memory. Before charging an entry it starts loading the
-// entry's bucket head in the ring of recent requests and the ring's next
-// record (recent.prefetch), and adds the entry to the ring after its
+// bucket head in the ring of recent requests of the entry ringAhead (4)
+// entries further in its block (recent.prefetchBucket: a head is a miss
+// longer than one entry's charge) and the ring's next record, and adds the entry to the ring after its
 // charge and decisions (nothing reads the ring in between: a ban is
 // explained in a later entry's observe, or at the end); once the
 // detector's key table is large (detector.Detector.Prefetching, about 48k
