@@ -64,6 +64,7 @@ type item struct {
 	clfFixed bool   // a CLF time followed by a literal: the usual 26 bytes are tried first
 	quad     bool   // an address field (not a list, not CPU) whose sep starts with no digit or '.': a dotted quad is read first
 	hex6     bool   // such a field whose sep starts with no hex digit or ':': a hex IPv6 address is read first
+	num      bool   // a duration (not Apache's %D) or a plain field, unquoted, whose sep starts with no digit or '.': a number is read first (numAt)
 }
 
 // lineState is what a scan learns besides the Entry fields.
@@ -142,6 +143,21 @@ func (p *Parser) scanFrom(items []item, i0, pos0 int, s string, e *Entry, st *li
 			}
 			pos += len(it.lit)
 			continue
+		}
+		if it.num {
+			// A timing field's usual value, a plain number: where it ends
+			// is where the literal after it must be (no byte of the number
+			// starts that literal, so findSep would find it there).
+			if f, q, ok := numAt(s, pos); ok && (it.sep == "" && q == len(s) || it.sep != "" && hasAt(s, q, it.sep)) {
+				p.setNum(it, f, s[pos:q], e, st)
+				if it.sep == "" {
+					pos = q
+					continue
+				}
+				pos = q + len(it.sep)
+				i++
+				continue
+			}
 		}
 		var end int
 		found := false // end is where the whole of it.sep starts
@@ -788,6 +804,47 @@ func parseFloat(s string) (float64, bool) {
 		return 0, false
 	}
 	return ip + fp/scale, true
+}
+
+// numAt reads at pos what parseFloat takes without its blanks: digits,
+// a '.' and digits, at least one digit, at most 40 bytes. It returns the
+// number as parseFloat computes it (the same operations, so the same
+// bits) and where it ends; not ok for anything else.
+func numAt(s string, pos int) (f float64, end int, ok bool) {
+	var ip, fp, scale float64 = 0, 0, 1
+	q := pos
+	for q < len(s) && s[q]-'0' <= 9 {
+		ip = ip*10 + float64(s[q]-'0')
+		q++
+	}
+	any := q > pos
+	if q < len(s) && s[q] == '.' {
+		q++
+		d := q
+		for q < len(s) && s[q]-'0' <= 9 {
+			fp = fp*10 + float64(s[q]-'0')
+			scale *= 10
+			q++
+		}
+		any = any || q > d
+	}
+	if !any || q-pos > 40 {
+		return 0, q, false
+	}
+	return ip + fp/scale, q, true
+}
+
+// setNum is set for an item of num with the number numAt read (f) from
+// v: what set stores for that value.
+func (p *Parser) setNum(it *item, f float64, v string, e *Entry, st *lineState) {
+	if it.cpu {
+		e.CPU, e.Has = f, e.Has|HasCPU
+	}
+	if it.kind == kDuration {
+		e.Duration, e.Has = f*it.scale, e.Has|HasDuration
+		return
+	}
+	p.addField(it.name, v, e, st)
 }
 
 // sumFloats reads a number or a list of them ("0.010, 0.020 : 0.005", as
