@@ -107,6 +107,9 @@ func (p *Parser) scan(s string, e *Entry, st *lineState) bool {
 	st.noEscape = strings.IndexByte(s, '\\') < 0
 	if p.clfNext > 0 {
 		i, pos := p.readCLF(s, e, st)
+		if i < len(p.items) && p.items[i].num {
+			i, pos = p.readNums(s, i, pos, e, st)
+		}
 		return p.scanFrom(p.items, i, pos, s, e, st)
 	}
 	return p.scanItems(p.items, s, e, st)
@@ -806,6 +809,36 @@ func parseFloat(s string) (float64, bool) {
 	return ip + fp/scale, true
 }
 
+// readNums reads, from item i at pos, the items of num and their
+// literals for as long as each holds a plain number (numAt), as
+// scanFrom's loop would, and returns the item and position it stopped
+// at: a CLF prefix's tail of timing fields without the loop.
+func (p *Parser) readNums(s string, i, pos int, e *Entry, st *lineState) (int, int) {
+	for i < len(p.items) {
+		it := &p.items[i]
+		if !it.num {
+			break
+		}
+		f, q, ok := numAt(s, pos)
+		if !ok {
+			break
+		}
+		if it.sep == "" {
+			if q != len(s) {
+				break
+			}
+			p.setNum(it, f, s[pos:q], e, st)
+			return i + 1, q
+		}
+		if !hasAt(s, q, it.sep) {
+			break
+		}
+		p.setNum(it, f, s[pos:q], e, st)
+		pos, i = q+len(it.sep), i+2
+	}
+	return i, pos
+}
+
 // numAt reads at pos what parseFloat takes without its blanks: digits,
 // a '.' and digits, at least one digit, at most 40 bytes. It returns the
 // number as parseFloat computes it (the same operations, so the same
@@ -1022,7 +1055,7 @@ func (p *Parser) readCLF(s string, e *Entry, st *lineState) (i, pos int) {
 	sep := items[i+1].lit
 	q := pos
 	var b int64
-	for q < len(s) && q-pos < 18 && s[q]-'0' <= 9 {
+	for lim := min(len(s), pos+18); q < lim && s[q]-'0' <= 9; {
 		b = b*10 + int64(s[q]-'0')
 		q++
 	}

@@ -108,6 +108,10 @@ func scanRefFormats(t *testing.T) []*Parser {
 		// them the CPU field, one quoted, one last.
 		Options{LogFormat: `$remote_addr [$time_local] $status $request_time $upstream_connect_time,$upstream_header_time;$bytes_sent "$upstream_response_time" "$http_user_agent" t=$upstream_http_x_t`,
 			CPUField: "request_time"},
+		// The CLF prefix and a tail of them (readNums): the last one last,
+		// or before a quoted field.
+		Options{LogFormat: `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" $request_time $upstream_response_time`},
+		Options{ApacheFormat: `%h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-Agent}i" %{cpu}e/%{ms}T "%{Host}i"`, CPUField: "env_cpu"},
 	)
 	var ps []*Parser
 	for _, o := range opts {
@@ -613,6 +617,47 @@ func TestNumItems(t *testing.T) {
 			if !c.want[name] {
 				t.Errorf("%+v: %s num, not expected", c.o, name)
 			}
+		}
+	}
+}
+
+// TestNumTailAsReference edits only the timing fields at the end of a
+// line (numAt, readNums), where TestScanAsReference's edits of whole
+// lines seldom fall, and compares every edited line with the reference.
+func TestNumTailAsReference(t *testing.T) {
+	head := `203.0.113.7 - - [06/Jan/2025:00:00:00 +0000] "GET /a HTTP/1.1" 200 512 "-" "Mozilla/5.0 (X11)" `
+	r := rand.New(rand.NewPCG(23, 6))
+	num := func() string {
+		switch r.IntN(5) {
+		case 0:
+			return strconv.Itoa(r.IntN(1000))
+		case 1:
+			return "-"
+		default:
+			return strconv.FormatFloat(r.Float64()*float64(r.IntN(100)), 'f', r.IntN(5), 64)
+		}
+	}
+	for _, c := range []struct {
+		o    Options
+		tail func() string
+	}{
+		{Options{LogFormat: `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" rt=$request_time cpu=$upstream_http_x_cpu_time`,
+			CPUField: "upstream_http_x_cpu_time"}, func() string { return "rt=" + num() + " cpu=" + num() }},
+		{Options{LogFormat: `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" $request_time $upstream_response_time`},
+			func() string { return num() + " " + num() }},
+		{Options{ApacheFormat: `%h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-Agent}i" %{cpu}e/%{ms}T "%{Host}i"`, CPUField: "env_cpu"},
+			func() string { return num() + "/" + num() + ` "example.com"` }},
+	} {
+		p, err := New(c.o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := 0; k < scanRefCount()/10; k++ {
+			tail := c.tail()
+			if r.IntN(4) != 0 {
+				tail = mutate(r, tail)
+			}
+			sameAsReference(t, p, head+tail)
 		}
 	}
 }
