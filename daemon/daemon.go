@@ -31,8 +31,8 @@
 // checkpoint's. Nothing keeps a string of a line past its batch but the
 // guard's held line, whose batch is pinned (its buffers never used
 // again); TestTextReuseChangesNothing holds the daemon to it with the
-// buffers overwritten as they come back, and `go test -tags
-// logjail_poison ./daemon/` runs every test of the package so.
+// buffers overwritten as they come back, and every other test of the
+// package runs so too (poisonTexts).
 //
 // Time. Two clocks (DESIGN.md, "Time"). The detector lives on log time, as
 // in replay, across restarts too: a key banned at log time t for D is

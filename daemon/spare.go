@@ -48,6 +48,13 @@ func newSpares(n int, poison bool) *spares {
 	return &spares{parsed: make(chan *parsed, n), lines: make(chan []follow.Line, n), texts: follow.NewTexts(8*n, overwrite)}
 }
 
+// poisonTexts has every daemon overwrite its text buffers as they come
+// back (as Options.poison does). The package's tests set it (texts_test.go),
+// so that every test of the package, in CI too, runs with the buffers
+// overwritten: a string of a line read after its batch was recycled
+// changes what the test sees. It is false in the binary.
+var poisonTexts = false
+
 // poisonText overwrites b with bytes no log line holds in that place (a
 // NUL, a quote, a digit, invalid UTF-8 in turn): a string read after its
 // batch was recycled reads them, and the test sees its decisions change.

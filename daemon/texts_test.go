@@ -17,6 +17,11 @@ import (
 	"github.com/logjail/logjail/store"
 )
 
+// Every daemon of the package's tests overwrites its text buffers as they
+// come back (poisonTexts), so that each test checks too that nothing reads
+// a line's text after its batch was recycled.
+func init() { poisonTexts = true }
+
 // TestTextReuseChangesNothing: reading the lines into buffers used again
 // once their batches are decided (follow.Texts) changes no decision, even
 // with every buffer overwritten with garbage as it comes back

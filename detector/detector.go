@@ -177,7 +177,8 @@ type Detector struct {
 	// since the last Changes, the states dropped since, the static bans
 	// changed since, and the LRU stamp handed out last.
 	dirty       []int32
-	tracking    bool // dirty is kept: Changes was called, or Restore
+	moved       []int32 // changes' scratch: the states moved on a list, most recent first
+	tracking    bool    // dirty is kept: Changes was called, or Restore
 	gone        []goneKey
 	staticDirty map[string]struct{}
 	lruStamp    uint64

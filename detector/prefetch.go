@@ -54,3 +54,26 @@ func (d *Detector) Prefetch(k rules.FixedKey, ahead int) {
 	prefetch.Line(unsafe.Pointer(s))
 	prefetch.Line(unsafe.Add(unsafe.Pointer(s), unsafe.Sizeof(*s)-1))
 }
+
+// reportAhead is how many states before it report asks for a state's
+// loads (prefetchReport): report takes some 100 ns a state, about a load
+// from memory, and the hint must come before the load, not with it.
+const reportAhead = 8
+
+// prefetchReport asks the CPU to start loading what report will read of
+// the state in slot i besides the state itself (which changes' walk of
+// its list loaded): its key's record (its bits, formatted as its text)
+// and its first peak. Changes reports the states moved on a list in the
+// order they were charged, no order in the slab, so that at a large
+// table each is a random read. A hint only, as Prefetch; below
+// prefetchSlots, nothing.
+func (d *Detector) prefetchReport(i int32) {
+	if len(d.keys.slots) < prefetchSlots {
+		return
+	}
+	s := d.at(i)
+	prefetch.Line(unsafe.Pointer(d.keys.rec(s.kid)))
+	if p := d.peak(i, 0); p != nil {
+		prefetch.Line(unsafe.Pointer(p))
+	}
+}

@@ -240,19 +240,26 @@ func (d *Detector) changes(fn func(ks *KeyState), view bool, into *[]byte) {
 	// before, so that each list's order comes back (a state's phase says
 	// its list).
 	for l := range d.lru {
-		last := int32(-1)
+		moved := d.moved[:0]
 		for i := d.lru[l].head; i >= 0; {
 			s := d.at(i)
 			if s.flags&flagMoved == 0 {
 				break
 			}
-			last, i = i, s.next
+			moved = append(moved, i)
+			i = s.next
 		}
-		for i := last; i >= 0; {
-			s := d.at(i)
+		for k := len(moved) - 1; k >= 0; k-- {
+			if k >= reportAhead {
+				d.prefetchReport(moved[k-reportAhead])
+			}
+			i := moved[k]
 			d.lruStamp++
-			d.report(i, s, d.lruStamp, fn, view, into)
-			i = s.prev
+			d.report(i, d.at(i), d.lruStamp, fn, view, into)
+		}
+		d.moved = moved[:0]
+		if cap(moved) > 1<<16 { // a catch-up's, kept no longer
+			d.moved = nil
 		}
 	}
 	// The others: banned states (off the list), and slots freed since.

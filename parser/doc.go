@@ -29,7 +29,13 @@
 // client, "-" idents, the 26-byte time, quoted fields closed by their
 // first quote, three-digit statuses, digit sizes), with no dispatch on
 // the items; at the first value of any other shape the item loop
-// (scanFrom) reads on from that item (TestCLFPrefix). main's scanner
+// (scanFrom) reads on from that item (TestCLFPrefix). A timing field
+// (a duration other than Apache's %D, or a plain field such as the CPU
+// field), unquoted and before a literal that starts with neither a digit
+// nor '.', reads a plain number where it starts (item.num, numAt: the
+// value parseFloat would compute, without findSep or set); after the CLF
+// prefix a tail of them is read by readNums ("rt=0.034 cpu=0.026"), and
+// anything else takes the loop's way (TestNumTailAsReference). main's scanner
 // before issue 23's round 4 is kept as a test-only reference
 // (ref_scan_test.go): TestScanAsReference compares
 // every Entry, error and completeness on the corpora and on mutated lines,

@@ -550,6 +550,8 @@ func finish(items []item, cpuField string) ([]item, error) {
 			it.quad = it.kind == kIP && !it.list && !it.cpu && it.sep[0]-'0' > 9 && it.sep[0] != '.'
 			it.hex6 = it.kind == kIP && !it.list && !it.cpu && hexValue[it.sep[0]] > 15 && it.sep[0] != ':'
 		}
+		it.num = !it.quoted && (it.kind == kDuration && !it.intOnly || it.kind == kField) &&
+			(it.sep == "" || it.sep[0]-'0' > 9 && it.sep[0] != '.')
 	}
 	if !hasIP {
 		return nil, fmt.Errorf("no field gives the client address")

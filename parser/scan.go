@@ -64,6 +64,7 @@ type item struct {
 	clfFixed bool   // a CLF time followed by a literal: the usual 26 bytes are tried first
 	quad     bool   // an address field (not a list, not CPU) whose sep starts with no digit or '.': a dotted quad is read first
 	hex6     bool   // such a field whose sep starts with no hex digit or ':': a hex IPv6 address is read first
+	num      bool   // a duration (not Apache's %D) or a plain field, unquoted, whose sep starts with no digit or '.': a number is read first (numAt)
 }
 
 // lineState is what a scan learns besides the Entry fields.
@@ -106,6 +107,9 @@ func (p *Parser) scan(s string, e *Entry, st *lineState) bool {
 	st.noEscape = strings.IndexByte(s, '\\') < 0
 	if p.clfNext > 0 {
 		i, pos := p.readCLF(s, e, st)
+		if i < len(p.items) && p.items[i].num {
+			i, pos = p.readNums(s, i, pos, e, st)
+		}
 		return p.scanFrom(p.items, i, pos, s, e, st)
 	}
 	return p.scanItems(p.items, s, e, st)
@@ -142,6 +146,21 @@ func (p *Parser) scanFrom(items []item, i0, pos0 int, s string, e *Entry, st *li
 			}
 			pos += len(it.lit)
 			continue
+		}
+		if it.num {
+			// A timing field's usual value, a plain number: where it ends
+			// is where the literal after it must be (no byte of the number
+			// starts that literal, so findSep would find it there).
+			if f, q, ok := numAt(s, pos); ok && (it.sep == "" && q == len(s) || it.sep != "" && hasAt(s, q, it.sep)) {
+				p.setNum(it, f, s[pos:q], e, st)
+				if it.sep == "" {
+					pos = q
+					continue
+				}
+				pos = q + len(it.sep)
+				i++
+				continue
+			}
 		}
 		var end int
 		found := false // end is where the whole of it.sep starts
@@ -790,6 +809,77 @@ func parseFloat(s string) (float64, bool) {
 	return ip + fp/scale, true
 }
 
+// readNums reads, from item i at pos, the items of num and their
+// literals for as long as each holds a plain number (numAt), as
+// scanFrom's loop would, and returns the item and position it stopped
+// at: a CLF prefix's tail of timing fields without the loop.
+func (p *Parser) readNums(s string, i, pos int, e *Entry, st *lineState) (int, int) {
+	for i < len(p.items) {
+		it := &p.items[i]
+		if !it.num {
+			break
+		}
+		f, q, ok := numAt(s, pos)
+		if !ok {
+			break
+		}
+		if it.sep == "" {
+			if q != len(s) {
+				break
+			}
+			p.setNum(it, f, s[pos:q], e, st)
+			return i + 1, q
+		}
+		if !hasAt(s, q, it.sep) {
+			break
+		}
+		p.setNum(it, f, s[pos:q], e, st)
+		pos, i = q+len(it.sep), i+2
+	}
+	return i, pos
+}
+
+// numAt reads at pos what parseFloat takes without its blanks: digits,
+// a '.' and digits, at least one digit, at most 40 bytes. It returns the
+// number as parseFloat computes it (the same operations, so the same
+// bits) and where it ends; not ok for anything else.
+func numAt(s string, pos int) (f float64, end int, ok bool) {
+	var ip, fp, scale float64 = 0, 0, 1
+	q := pos
+	for q < len(s) && s[q]-'0' <= 9 {
+		ip = ip*10 + float64(s[q]-'0')
+		q++
+	}
+	any := q > pos
+	if q < len(s) && s[q] == '.' {
+		q++
+		d := q
+		for q < len(s) && s[q]-'0' <= 9 {
+			fp = fp*10 + float64(s[q]-'0')
+			scale *= 10
+			q++
+		}
+		any = any || q > d
+	}
+	if !any || q-pos > 40 {
+		return 0, q, false
+	}
+	return ip + fp/scale, q, true
+}
+
+// setNum is set for an item of num with the number numAt read (f) from
+// v: what set stores for that value.
+func (p *Parser) setNum(it *item, f float64, v string, e *Entry, st *lineState) {
+	if it.cpu {
+		e.CPU, e.Has = f, e.Has|HasCPU
+	}
+	if it.kind == kDuration {
+		e.Duration, e.Has = f*it.scale, e.Has|HasDuration
+		return
+	}
+	p.addField(it.name, v, e, st)
+}
+
 // sumFloats reads a number or a list of them ("0.010, 0.020 : 0.005", as
 // nginx writes upstream times) and returns their sum. "-" entries count 0;
 // a value with no number at all is not ok.
@@ -965,7 +1055,7 @@ func (p *Parser) readCLF(s string, e *Entry, st *lineState) (i, pos int) {
 	sep := items[i+1].lit
 	q := pos
 	var b int64
-	for q < len(s) && q-pos < 18 && s[q]-'0' <= 9 {
+	for lim := min(len(s), pos+18); q < lim && s[q]-'0' <= 9; {
 		b = b*10 + int64(s[q]-'0')
 		q++
 	}

@@ -104,6 +104,14 @@ func scanRefFormats(t *testing.T) []*Parser {
 		Options{LogFormat: `$msec $realip_remote_addr $remote_addr "$request_uri" $status $request_time`},
 		Options{LogFormat: `$remote_addr $remote_user $time_local $request_time`, Location: time.FixedZone("X", 3600)},
 		Options{ApacheFormat: `%h %l %u %t "%r" %>s %b %D %{cpu}e`, CPUField: "cpu"},
+		// Timing fields (numAt's) between blanks, commas and quotes, one of
+		// them the CPU field, one quoted, one last.
+		Options{LogFormat: `$remote_addr [$time_local] $status $request_time $upstream_connect_time,$upstream_header_time;$bytes_sent "$upstream_response_time" "$http_user_agent" t=$upstream_http_x_t`,
+			CPUField: "request_time"},
+		// The CLF prefix and a tail of them (readNums): the last one last,
+		// or before a quoted field.
+		Options{LogFormat: `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" $request_time $upstream_response_time`},
+		Options{ApacheFormat: `%h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-Agent}i" %{cpu}e/%{ms}T "%{Host}i"`, CPUField: "env_cpu"},
 	)
 	var ps []*Parser
 	for _, o := range opts {
@@ -289,6 +297,23 @@ func TestHelpersAsReference(t *testing.T) {
 			b, bok := refSumFloats(f)
 			if aok != bok || math.Float64bits(a) != math.Float64bits(b) {
 				t.Fatalf("sumFloats(%q) = %v, %v; reference %v, %v", f, a, aok, b, bok)
+			}
+		}
+		// numAt: parseFloat's number where it starts, with what follows.
+		for _, g := range []string{f, f + " cpu=1", f + "." + digitsOf(2), "-" + f} {
+			at := r.IntN(2) * min(1, len(g))
+			a, end, aok := numAt(g, at)
+			if aok {
+				b, bok := refParseFloat(g[at:end])
+				if !bok || math.Float64bits(a) != math.Float64bits(b) || strings.TrimSpace(g[at:end]) != g[at:end] {
+					t.Fatalf("numAt(%q, %d) = %v, %d; reference of %q %v, %v", g, at, a, end, g[at:end], b, bok)
+				}
+			}
+			if end < len(g) && (g[end]-'0' <= 9 || g[end] == '.' && aok && strings.IndexByte(g[at:end], '.') < 0) {
+				t.Fatalf("numAt(%q, %d) stopped at %d, before %q", g, at, end, g[end])
+			}
+			if b, bok := refParseFloat(g[at:]); bok && strings.TrimSpace(g[at:]) == g[at:] && (!aok || end != len(g) || math.Float64bits(a) != math.Float64bits(b)) {
+				t.Fatalf("numAt(%q, %d) = %v, %d, %v; reference %v", g, at, a, end, aok, b)
 			}
 		}
 		if a, aok := atoi(f); true {
@@ -550,6 +575,89 @@ func TestCLFPrefix(t *testing.T) {
 		for k := len(line); k >= 0; k-- {
 			sameAsReference(t, row2, line[:k])
 			sameAsReference(t, gen, line[:k]+` rt=0.1 cpu=0.02`)
+		}
+	}
+}
+
+// TestNumItems checks which fields read a number first (item.num): the
+// genlog's timing fields do; Apache's %D, a quoted field and one before
+// a digit or '.' do not.
+func TestNumItems(t *testing.T) {
+	for _, c := range []struct {
+		o    Options
+		want map[string]bool
+	}{
+		{Options{LogFormat: `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" rt=$request_time cpu=$upstream_http_x_cpu_time`,
+			CPUField: "upstream_http_x_cpu_time"}, map[string]bool{"request_time": true, "upstream_http_x_cpu_time": true}},
+		{Options{ApacheFormat: `%h %l %u %t "%r" %>s %b %D %{cpu}e`, CPUField: "cpu"}, map[string]bool{"env_cpu": true}},
+		{Options{LogFormat: `$remote_addr [$time_local] "$request_time" $upstream_connect_time.$request_length 1$upstream_header_time`},
+			map[string]bool{"request_length": true, "upstream_header_time": true}},
+	} {
+		p, err := New(c.o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, it := range p.items {
+			if it.num {
+				got[it.name] = true
+			}
+		}
+		for _, name := range []string{"request_time", "upstream_connect_time"} {
+			if _, ok := c.want[name]; !ok {
+				c.want[name] = false
+			}
+		}
+		for name, want := range c.want {
+			if got[name] != want {
+				t.Errorf("%+v: %s num %v, want %v (all: %v)", c.o, name, got[name], want, got)
+			}
+		}
+		for name := range got {
+			if !c.want[name] {
+				t.Errorf("%+v: %s num, not expected", c.o, name)
+			}
+		}
+	}
+}
+
+// TestNumTailAsReference edits only the timing fields at the end of a
+// line (numAt, readNums), where TestScanAsReference's edits of whole
+// lines seldom fall, and compares every edited line with the reference.
+func TestNumTailAsReference(t *testing.T) {
+	head := `203.0.113.7 - - [06/Jan/2025:00:00:00 +0000] "GET /a HTTP/1.1" 200 512 "-" "Mozilla/5.0 (X11)" `
+	r := rand.New(rand.NewPCG(23, 6))
+	num := func() string {
+		switch r.IntN(5) {
+		case 0:
+			return strconv.Itoa(r.IntN(1000))
+		case 1:
+			return "-"
+		default:
+			return strconv.FormatFloat(r.Float64()*float64(r.IntN(100)), 'f', r.IntN(5), 64)
+		}
+	}
+	for _, c := range []struct {
+		o    Options
+		tail func() string
+	}{
+		{Options{LogFormat: `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" rt=$request_time cpu=$upstream_http_x_cpu_time`,
+			CPUField: "upstream_http_x_cpu_time"}, func() string { return "rt=" + num() + " cpu=" + num() }},
+		{Options{LogFormat: `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" $request_time $upstream_response_time`},
+			func() string { return num() + " " + num() }},
+		{Options{ApacheFormat: `%h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-Agent}i" %{cpu}e/%{ms}T "%{Host}i"`, CPUField: "env_cpu"},
+			func() string { return num() + "/" + num() + ` "example.com"` }},
+	} {
+		p, err := New(c.o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := 0; k < scanRefCount()/10; k++ {
+			tail := c.tail()
+			if r.IntN(4) != 0 {
+				tail = mutate(r, tail)
+			}
+			sameAsReference(t, p, head+tail)
 		}
 	}
 }

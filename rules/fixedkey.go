@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -153,31 +154,26 @@ func appendAddr6(b []byte, hi, lo uint64) []byte {
 	if hi == 0 && lo>>32 == 0xffff {
 		return appendAddr4(append(b, "::ffff:"...), uint32(lo))
 	}
-	var g [8]uint16
-	var zero uint8 // bit i: group i is 0
-	for i := range 4 {
-		g[i], g[4+i] = uint16(hi>>(48-16*i)), uint16(lo>>(48-16*i))
-	}
-	for i, v := range g {
-		if v == 0 {
-			zero |= 1 << i
-		}
-	}
+	g := [8]uint16{uint16(hi >> 48), uint16(hi >> 32), uint16(hi >> 16), uint16(hi),
+		uint16(lo >> 48), uint16(lo >> 32), uint16(lo >> 16), uint16(lo)}
+	zero := zeroGroups(hi) | zeroGroups(lo)<<4 // bit i: group i is 0
 	// The longest run of two or more zero groups, the first of equal
-	// ones: none when start is 8.
+	// ones: none when start is 8. One step a run of zero groups.
 	start, n := 8, 1
-	for i := 0; i < 8; {
-		if zero>>i&1 == 0 {
-			i++
-			continue
-		}
+	for m := zero; m != 0; {
+		i := bits.TrailingZeros8(m)
 		l := bits.TrailingZeros8(^(zero >> i)) // the run of zero groups at i
 		if l > n {
 			start, n = i, l
 		}
-		i += l
+		m &^= uint8((1<<l - 1) << i)
 	}
-	var buf [39]byte // "ffff:" seven times and "ffff"
+	// Written straight into b's spare capacity: "ffff:" seven times and
+	// "ffff" (39 bytes) at most, a group's four digits written whole
+	// (hexGroup) within them. (A buffer on the stack, zeroed and copied,
+	// cost as much as the digits: its copy read what was just stored.)
+	b = slices.Grow(b, 39)
+	buf := b[len(b) : len(b)+39]
 	w := 0
 	for i := 0; i < 8; i++ {
 		if i == start {
@@ -190,14 +186,36 @@ func appendAddr6(b []byte, hi, lo uint64) []byte {
 			buf[w] = ':'
 			w++
 		}
-		v := g[i]
-		for s := (bits.Len16(v|1) + 3) / 4 * 4; s > 0; {
-			s -= 4
-			buf[w] = hexDigits[v>>s&0xf]
-			w++
-		}
+		x, d := hexGroup(g[i])
+		binary.LittleEndian.PutUint32(buf[w:w+4], x)
+		w += d
 	}
-	return append(b, buf[:w]...)
+	return b[:len(b)+w]
+}
+
+// zeroGroups returns the 16-bit groups of x that are 0, the first (the
+// top one) as bit 0: a group's top bit is set in nz when the group is not
+// 0 (its low 15 bits plus 0x7fff carry into it when any is set).
+func zeroGroups(x uint64) uint8 {
+	const low, top = 0x7fff7fff7fff7fff, 0x8000800080008000
+	z := ^((x&low + low) | x) & top
+	return uint8(z>>63 | z>>46&2 | z>>29&4 | z>>12&8)
+}
+
+// hexGroup returns v in lower-case hexadecimal without leading zeros as
+// the first d of the 4 bytes of x, little-endian (the bytes after them
+// are zeros): the four digits are made at once, a byte each, and shifted
+// down past the leading zeros, so that a group costs no loop or table.
+func hexGroup(v uint16) (x uint32, d int) {
+	u := uint32(v)
+	// A nibble a byte, the first digit in the lowest byte.
+	x = u>>12 | u>>8&0xf<<8 | u>>4&0xf<<16 | u&0xf<<24
+	// A byte whose nibble is 10 or more gets 'a'-'0'-10 more: n+6 carries
+	// into bit 4 exactly then (no byte carries into the next: n ≤ 15).
+	over := (x + 0x06060606) >> 4 & 0x01010101
+	x += 0x30303030 + over*('a'-'0'-10)
+	d = (bits.Len16(v|1) + 3) / 4
+	return x >> (32 - 8*d), d
 }
 
 // String returns k's text (AppendText).

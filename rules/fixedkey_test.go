@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"strconv"
 	"testing"
 
 	"github.com/logjail/logjail/parser"
@@ -240,6 +241,39 @@ func TestAppendTextAsNetip(t *testing.T) {
 	}
 	if got := (FixedKey{}).AppendText(buf[:4]); string(got) != "key=" {
 		t.Fatalf("the zero key appended %q", got[4:])
+	}
+}
+
+// TestHexGroupZeroGroups holds appendAddr6's two pieces to plain models:
+// hexGroup to strconv's hexadecimal on every 16-bit value, zeroGroups to
+// a group-by-group comparison on words made of zero, one-bit, full and
+// random groups.
+func TestHexGroupZeroGroups(t *testing.T) {
+	for v := range 1 << 16 {
+		x, d := hexGroup(uint16(v))
+		got := string([]byte{byte(x), byte(x >> 8), byte(x >> 16), byte(x >> 24)}[:d])
+		if want := strconv.FormatUint(uint64(v), 16); got != want || x>>(8*d)&0xff != 0 && d < 4 {
+			t.Fatalf("hexGroup(%#x) = %q (x %#x, %d digits), want %q", v, got, x, d, want)
+		}
+	}
+	rng := rand.New(rand.NewPCG(23, 55))
+	groups := []uint64{0, 1, 0x8000, 0x7fff, 0xffff, 0x0100}
+	for range 200_000 {
+		var x uint64
+		var want uint8
+		for i := range 4 {
+			g := rng.Uint64() & 0xffff
+			if rng.IntN(2) == 0 {
+				g = groups[rng.IntN(len(groups))]
+			}
+			x |= g << (48 - 16*i)
+			if g == 0 {
+				want |= 1 << i
+			}
+		}
+		if got := zeroGroups(x); got != want {
+			t.Fatalf("zeroGroups(%#016x) = %04b, want %04b", x, got, want)
+		}
 	}
 }
 
