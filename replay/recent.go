@@ -16,7 +16,8 @@ import (
 // requests it had sent, whether it looked like a browser loading a page)
 // comes from a fixed ring of the last recentLines entries, whatever the
 // number of keys: no map per client (a million keys cost the replay no
-// more than before), about 4 MB in all.
+// more than before), about 6.5 MB in all (2.5 MB of records, 4 MB of
+// bucket heads).
 //
 // Each record is chained to the previous record of its bucket (a hash of
 // the client address), and carries its client's visit so far: the time
@@ -57,36 +58,49 @@ const (
 	recStatic                   // a static file (by the path's extension)
 )
 
-// rec is one entry in the ring, without a pointer.
+// rec is one entry in the ring, without a pointer: 40 bytes (its flags
+// are kept apart, in recent.flags, so that it is not 48).
 type rec struct {
 	hi, lo uint64 // the client address, 16 bytes (IPv4 as IPv4-mapped)
 	t      int64  // unix ns
 	first  int64  // unix ns of the client's first request of its visit
-	prev   int64  // 1 + the sequence number of the previous record of the bucket, 0 for none
+	prev   uint32 // the previous record of the bucket: its seq (see recent.at)
 	seen   uint32 // the client's requests in its visit, this one included
-	flags  uint8
 }
 
 // recent is the ring of the last recentLines entries.
+//
+// A record's sequence number p is 1 + the number of records added before
+// it. Heads and records keep only its low 32 bits (a seq): recent.at finds
+// p back from n, as the p at most 2^32-1 below n with those bits, and
+// tells whether that record is still in the ring. That is exact as long as
+// no seq kept is 2^32 or more behind n, which renew sees to: every
+// renewEvery records it sets each seq that is no longer in the ring to one
+// that stays out of it until the next renewal. So a head is 32 bytes (one
+// cache line holds two, and none straddles two) and the ring 2.5 MB.
 type recent struct {
 	recs  []rec
-	heads []head // per bucket: its newest record
-	n     int64  // records added: the next sequence number
+	flags []uint8 // recs[i]'s status bits (recOK, recStatic)
+	heads []head  // per bucket: its newest record
+	n     int64   // records added
 }
 
-// head is a bucket's newest record: its sequence number (plus one; 0 for
-// none) and a copy of its client and visit, so that an entry of the
-// client that came last to its bucket (most entries) reads one place in
-// memory, not two.
+// head is a bucket's newest record: its seq and a copy of its client and
+// visit, so that an entry of the client that came last to its bucket (most
+// entries) reads one place in memory, not two.
 type head struct {
-	seq    int64
 	hi, lo uint64
 	first  int64
+	seq    uint32
 	seen   uint32
 }
 
+// renewEvery is how often (in records added) renew runs: with the ring's
+// length, well under 2^32 (the span a seq tells apart).
+const renewEvery = 1 << 31
+
 func newRecent() *recent {
-	return &recent{recs: make([]rec, recentLines), heads: make([]head, recentBucket)}
+	return &recent{recs: make([]rec, recentLines), flags: make([]uint8, recentLines), heads: make([]head, recentBucket)}
 }
 
 func addrWords(a netip.Addr) (hi, lo uint64) {
@@ -99,16 +113,51 @@ func recentHash(hi, lo uint64) uint64 {
 	return h >> (64 - recentBits - 1)
 }
 
-// valid reports whether the record of sequence number seq is still in the
-// ring.
-func (r *recent) valid(seq int64) bool { return seq >= 0 && seq < r.n && seq >= r.n-recentLines }
+// at returns the ring index of the record of seq s, and whether that record
+// is still in the ring (false for a seq of no record).
+func (r *recent) at(s uint32) (int, bool) {
+	d := uint32(r.n) - s // how far p is behind n
+	p := r.n - int64(d)
+	return int((p - 1) & (recentLines - 1)), d < recentLines && p >= 1
+}
+
+// renew sets every seq kept that is out of the ring to one that stays out
+// of it for the next renewEvery records (see recent).
+func (r *recent) renew() {
+	out := uint32(r.n - recentLines) // d = recentLines now, less than 2^32 for long
+	for i := range r.heads {
+		if _, ok := r.at(r.heads[i].seq); !ok {
+			r.heads[i].seq = out
+		}
+	}
+	for i := range r.recs {
+		if _, ok := r.at(r.recs[i].prev); !ok {
+			r.recs[i].prev = out
+		}
+	}
+}
 
 // prefetch starts loading what add(e) will read and write: e's bucket head
-// (a random place in its 5 MB, a cache miss for most entries) and the ring's
+// (a random place in its 4 MB, a cache miss for most entries) and the ring's
 // next record. The merger calls it before charging e and adds e after, so
 // the charge hides the miss.
 func (r *recent) prefetch(e *parser.Entry) {
 	prefetch.Line(unsafe.Pointer(&r.heads[recentHash(addrWords(e.IP))]))
+	prefetch.Line(unsafe.Pointer(&r.recs[r.n&(recentLines-1)]))
+}
+
+// ringAhead is how many entries ahead of the one it charges the merger
+// asks for an entry's bucket head (prefetchBucket): a head is a cache miss
+// for most entries, longer than one entry's charge.
+const ringAhead = 4
+
+// prefetchBucket starts loading the head of bucket b (recentHash).
+func (r *recent) prefetchBucket(b uint32) {
+	prefetch.Line(unsafe.Pointer(&r.heads[b&(recentBucket-1)]))
+}
+
+// prefetchNext starts loading the ring's next record.
+func (r *recent) prefetchNext() {
 	prefetch.Line(unsafe.Pointer(&r.recs[r.n&(recentLines-1)]))
 }
 
@@ -133,20 +182,27 @@ func recFlags(e *parser.Entry) uint8 {
 // addFlags is add with e's recFlags found ahead.
 func (r *recent) addFlags(e *parser.Entry, flags uint8) {
 	hi, lo := addrWords(e.IP)
-	b := recentHash(hi, lo)
+	r.addAt(e, flags, recentHash(hi, lo))
+}
+
+// addAt is addFlags with e's bucket (recentHash of its address) found
+// ahead too.
+func (r *recent) addAt(e *parser.Entry, flags uint8, b uint64) {
+	hi, lo := addrWords(e.IP)
+	b &= recentBucket - 1
 	t := e.Time.UnixNano()
 	first, seen := t, uint32(1)
 	h := &r.heads[b]
-	p := h.seq
-	if p != 0 && h.hi == hi && h.lo == lo && r.valid(p-1) {
-		p = 0 // the bucket's newest record is this client's: no walk
+	i, ok := r.at(h.seq)
+	if ok && h.hi == hi && h.lo == lo {
+		ok = false // the bucket's newest record is this client's: no walk
 		first, seen = min(h.first, t), h.seen+1
 		if seen == 0 {
 			seen--
 		}
 	}
-	for steps := 0; p != 0 && steps < recentWalk && r.valid(p-1); steps++ {
-		q := &r.recs[(p-1)&(recentLines-1)]
+	for steps := 0; ok && steps < recentWalk; steps++ {
+		q := &r.recs[i]
 		if q.hi == hi && q.lo == lo {
 			first, seen = min(q.first, t), q.seen+1
 			if seen == 0 {
@@ -154,23 +210,28 @@ func (r *recent) addFlags(e *parser.Entry, flags uint8) {
 			}
 			break
 		}
-		p = q.prev
+		i, ok = r.at(q.prev)
 	}
-	r.recs[r.n&(recentLines-1)] = rec{hi: hi, lo: lo, t: t, first: first, prev: h.seq, seen: seen, flags: flags}
+	j := r.n & (recentLines - 1)
+	r.recs[j] = rec{hi: hi, lo: lo, t: t, first: first, prev: h.seq, seen: seen}
+	r.flags[j] = flags
 	r.n++
-	*h = head{seq: r.n, hi: hi, lo: lo, first: first, seen: seen}
+	*h = head{hi: hi, lo: lo, first: first, seq: uint32(r.n), seen: seen}
+	if r.n%renewEvery == 0 {
+		r.renew()
+	}
 }
 
 // latest returns the newest record of a, or nil.
 func (r *recent) latest(a netip.Addr) *rec {
 	hi, lo := addrWords(a)
-	p := r.heads[recentHash(hi, lo)].seq
-	for steps := 0; p != 0 && steps < recentWalk && r.valid(p-1); steps++ {
-		q := &r.recs[(p-1)&(recentLines-1)]
+	i, ok := r.at(r.heads[recentHash(hi, lo)].seq)
+	for steps := 0; ok && steps < recentWalk; steps++ {
+		q := &r.recs[i]
 		if q.hi == hi && q.lo == lo {
 			return q
 		}
-		p = q.prev
+		i, ok = r.at(q.prev)
 	}
 	return nil
 }
@@ -190,13 +251,13 @@ func (r *recent) burst(a netip.Addr, t time.Time) burstStats {
 	hi, lo := addrWords(a)
 	end := t.UnixNano()
 	from := end - int64(burstWindow)
-	p := r.heads[recentHash(hi, lo)].seq
+	i, ok := r.at(r.heads[recentHash(hi, lo)].seq)
 	var newest, oldest int64
 	// Walk the bucket's chain back, skipping other clients' records (as
 	// many as burstRequests*4 at most).
-	for others := 0; p != 0 && r.valid(p-1) && st.n < burstRequests && others < burstRequests*4; {
-		q := &r.recs[(p-1)&(recentLines-1)]
-		p = q.prev
+	for others := 0; ok && st.n < burstRequests && others < burstRequests*4; {
+		q, f := &r.recs[i], r.flags[i]
+		i, ok = r.at(q.prev)
 		if q.hi != hi || q.lo != lo {
 			others++
 			continue
@@ -212,10 +273,10 @@ func (r *recent) burst(a netip.Addr, t time.Time) burstStats {
 		}
 		oldest = q.t
 		st.n++
-		if q.flags&recOK != 0 {
+		if f&recOK != 0 {
 			st.ok++
 		}
-		if q.flags&recStatic != 0 {
+		if f&recStatic != 0 {
 			st.static++
 		}
 	}

@@ -31,13 +31,14 @@
 //
 // What the merger would read of the configuration and of a line's text
 // alone, the worker that parsed the line finds beside it (block.claims,
-// block.flags), so that the merger reads neither the user agent nor the
-// path, nor looks the address up in the lists: the entry's rules.Claim
-// (rules.Config.ClaimOf, through the worker's own user-agent cache: the
-// allow list, the deny list, the ranges, the crawler or monitor its user
-// agent names) and its record's flags in the ring of recent requests
-// (recFlags: answered 2xx or 304, a static file). The merger takes them
-// for the entry it charges (pipeline.Pipeline.ProcessClaimed) and finds
+// block.flags, block.buckets), so that the merger reads neither the user
+// agent nor the path, nor looks the address up in the lists: the entry's
+// rules.Claim (rules.Config.ClaimOf, through the worker's own user-agent
+// cache: the allow list, the deny list, the ranges, the crawler or
+// monitor its user agent names), its record's flags in the ring of recent
+// requests (recFlags: answered 2xx or 304, a static file) and its bucket
+// there (recentHash of its address). The merger takes them for the entry
+// it charges (pipeline.Pipeline.ProcessClaimed) and finds
 // them itself for an entry the guard held (then not its block's).
 // Everything that depends on the detector's or the report's state stays
 // in the merger, in the log's order. TestWorkersFindAsMerger replays
@@ -51,8 +52,9 @@
 // Hints: the merger asks the CPU to load what it will read soon
 // (internal/prefetch), where a lookup into a table larger than the caches
 // would wait on memory. Before charging an entry it starts loading the
-// entry's bucket head in the ring of recent requests and the ring's next
-// record (recent.prefetch), and adds the entry to the ring after its
+// bucket head in the ring of recent requests of the entry ringAhead (4)
+// entries further in its block (recent.prefetchBucket: a head is a miss
+// longer than one entry's charge) and the ring's next record, and adds the entry to the ring after its
 // charge and decisions (nothing reads the ring in between: a ban is
 // explained in a later entry's observe, or at the end); once the
 // detector's key table is large (detector.Detector.Prefetching, about 48k
@@ -285,8 +287,13 @@ type block struct {
 	// line it has just read, so that the merger does not read the line's
 	// text again: its user-agent claim (rules.Config.ClaimOf) and its
 	// record's flags in the ring of recent requests (recFlags).
-	claims  []rules.Claim
-	flags   []uint8
+	claims []rules.Claim
+	flags  []uint8
+	// buckets are the entries' buckets in the ring of recent requests
+	// (recentHash of the address), found by the worker too, so that the
+	// merger loads an entry's bucket head several entries ahead
+	// (ringAhead) and hashes no address.
+	buckets []uint32
 	rejects []rejectAt
 	chunk   uint64        // the reader's chunk its last line is in (source.LineReader.Chunk)
 	token   bool          // holds one of the pool's tokens
@@ -304,6 +311,7 @@ func (b *block) parse(cfg *rules.Config, kc *rules.KeyCache) {
 	t := 0
 	b.entries = slices.Grow(b.entries[:0], len(b.lines))
 	b.claims, b.flags = slices.Grow(b.claims[:0], len(b.lines)), slices.Grow(b.flags[:0], len(b.lines))
+	b.buckets = slices.Grow(b.buckets[:0], len(b.lines))
 	for i, line := range b.lines {
 		n := b.first + i
 		// Parsed in its place in the block (parser.Parser.ParseStringTo),
@@ -339,6 +347,7 @@ func (b *block) parse(cfg *rules.Config, kc *rules.KeyCache) {
 		}
 		b.claims = append(b.claims, cfg.ClaimOf(kc, b.src, e))
 		b.flags = append(b.flags, recFlags(e))
+		b.buckets = append(b.buckets, uint32(recentHash(addrWords(e.IP))))
 	}
 	close(b.done)
 }
@@ -719,7 +728,24 @@ func (m *merger) entry(src *rules.Source, e *parser.Entry, b *block, i int) {
 		rep.Input.Skipped++
 		return
 	}
+	pre := !o.plain && b != nil
 	rep.observe(e)
+	if pre {
+		// e's bucket head in the ring of recent requests was asked for
+		// ringAhead entries ago (or now, for the first entries of its
+		// block): ask for the head of the entry ringAhead further.
+		if i == 0 {
+			for j := range min(ringAhead, len(b.buckets)) {
+				rep.recent.prefetchBucket(b.buckets[j])
+			}
+		}
+		if j := i + ringAhead; j < len(b.buckets) {
+			rep.recent.prefetchBucket(b.buckets[j])
+		}
+		rep.recent.prefetchNext()
+	} else {
+		rep.recent.prefetch(e)
+	}
 	if rep.charts != nil {
 		rep.charts.before(main.Detector(), src, e)
 	}
@@ -738,7 +764,6 @@ func (m *merger) entry(src *rules.Source, e *parser.Entry, b *block, i int) {
 	// e's claim and flags, found by its worker; not for an entry the
 	// guard held (b nil).
 	var cl *rules.Claim
-	pre := !o.plain && b != nil
 	if pre {
 		cl = &b.claims[i]
 	}
@@ -749,7 +774,7 @@ func (m *merger) entry(src *rules.Source, e *parser.Entry, b *block, i int) {
 	}
 	switch {
 	case pre:
-		rep.recordFlags(e, b.flags[i])
+		rep.recent.addAt(e, b.flags[i], uint64(b.buckets[i]))
 	case !o.plain:
 		rep.record(e)
 	}

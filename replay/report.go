@@ -254,7 +254,6 @@ func (r *Report) observe(e *parser.Entry) {
 	if len(r.pending) > 0 && e.Time.After(r.pendingT) {
 		r.settle(e.Time)
 	}
-	r.recent.prefetch(e)
 }
 
 // record adds e to the ring of recent requests. The merger calls it after
@@ -262,9 +261,6 @@ func (r *Report) observe(e *parser.Entry) {
 // explained by settle, in observe of a later entry or in finish), so that
 // the charge of e hides the ring's cache miss (recent.prefetch).
 func (r *Report) record(e *parser.Entry) { r.recent.add(e) }
-
-// recordFlags is record with e's recFlags found ahead (by a parse worker).
-func (r *Report) recordFlags(e *parser.Entry, flags uint8) { r.recent.addFlags(e, flags) }
 
 // decide records the decisions that charging e made; det is the detector
 // that made them, asked for the requests a ban came after.
