@@ -17,7 +17,7 @@
 // (findClose). The usual CLF time, "02/Jan/2006:15:04:05 -0700", is read
 // in one pass (clfFixed), and remembered: a log's lines come in runs of
 // the same second, and a parser keeps the last time read for each value
-// of the seconds modulo 8 (clfCache, a sequence lock of atomics a slot,
+// of the last digit of the seconds, masked to 3 bits (clfCache, a sequence lock of atomics a slot,
 // the whole text compared). Dotted quads and hex IPv6 ("2001:db8::1") are
 // read without netip (parseDottedQuad, parseHexIPv6), anything else by
 // netip.ParseAddr. A format that begins with the CLF prefix (`%h %l %u
@@ -53,7 +53,8 @@
 //     the `#Fields:` lines it has read and its caches of zones and CLF
 //     times, and safe for concurrent use by any number of goroutines (the
 //     caches and that record are lock-free; the caches do not allocate on
-//     a hit, the CLF times' not at all);
+//     a hit, the CLF times' not at all for zone offsets within ±18h:
+//     a zone past that is made again each time);
 //   - Parse and ParseString never panic; a line that cannot yield a client
 //     address and a time is an *Error naming the line, the field and why;
 //     anything else missing or unreadable is absent (its Has bit clear);

@@ -123,7 +123,7 @@ func (p *Parser) scanItems(items []item, s string, e *Entry, st *lineState) bool
 }
 
 // scanFrom is scanItems going on from item i0 at pos0, items[:i0] having
-// been read up to pos0 (by scanPrefix).
+// been read up to pos0 (by readCLF and readNums).
 func (p *Parser) scanFrom(items []item, i0, pos0 int, s string, e *Entry, st *lineState) bool {
 	pos := pos0
 	for i := i0; i < len(items); i++ {
@@ -197,19 +197,7 @@ func (p *Parser) scanFrom(items []item, i0, pos0 int, s string, e *Entry, st *li
 				// the literal after it must be (no byte the address is
 				// made of starts that literal, so it cannot be found
 				// earlier).
-				n := -1
-				var a netip.Addr
-				if it.quad {
-					if a4, n4, ok := dottedQuadAt(s, pos); ok && hasAt(s, n4, it.sep) {
-						a, n = a4, n4
-					}
-				}
-				if n < 0 && it.hex6 {
-					if a6, n6, ok := hexIPv6At(s, pos); ok && hasAt(s, n6, it.sep) {
-						a, n = a6.Unmap(), n6
-					}
-				}
-				if n >= 0 {
+				if a, n, ok := addrAt(it, s, pos); ok {
 					p.setConnAddr(a, it.strength, st)
 					pos = n + len(it.sep)
 					i++
@@ -783,30 +771,15 @@ func atoi(s string) (int64, bool) {
 	return n, true
 }
 
-// parseFloat reads a non-negative decimal number ("0.123", "12", ".5").
+// parseFloat reads a non-negative decimal number ("0.123", "12", ".5"),
+// blanks around it allowed: numAt's number, which must be all of it.
 func parseFloat(s string) (float64, bool) {
 	s = trimSpace(s)
-	if s == "" {
+	f, end, ok := numAt(s, 0)
+	if !ok || end != len(s) {
 		return 0, false
 	}
-	var ip, fp, scale float64 = 0, 0, 1
-	i, any := 0, false
-	for ; i < len(s) && s[i]-'0' <= 9; i++ {
-		ip = ip*10 + float64(s[i]-'0')
-		any = true
-	}
-	if i < len(s) && s[i] == '.' {
-		i++
-		for ; i < len(s) && s[i]-'0' <= 9; i++ {
-			fp = fp*10 + float64(s[i]-'0')
-			scale *= 10
-			any = true
-		}
-	}
-	if i != len(s) || !any || i > 40 {
-		return 0, false
-	}
-	return ip + fp/scale, true
+	return f, true
 }
 
 // readNums reads, from item i at pos, the items of num and their
@@ -839,10 +812,10 @@ func (p *Parser) readNums(s string, i, pos int, e *Entry, st *lineState) (int, i
 	return i, pos
 }
 
-// numAt reads at pos what parseFloat takes without its blanks: digits,
-// a '.' and digits, at least one digit, at most 40 bytes. It returns the
-// number as parseFloat computes it (the same operations, so the same
-// bits) and where it ends; not ok for anything else.
+// numAt reads a non-negative decimal number at pos (parseFloat's, which
+// is numAt's over a whole value): digits, a '.' and digits, at least one
+// digit, at most 40 bytes. It returns the number and where it ends; not
+// ok for anything else.
 func numAt(s string, pos int) (f float64, end int, ok bool) {
 	var ip, fp, scale float64 = 0, 0, 1
 	q := pos
@@ -965,31 +938,41 @@ func clfPrefix(items []item) (next int, ident bool) {
 	return i + 10, ident
 }
 
+// addrAt reads the client address of it (an item with quad or hex6) where
+// it starts at pos: a dotted quad, else a hex IPv6 address, either ended
+// by it.sep (no byte the address is made of starts that literal, so it
+// cannot be found earlier). n is where it.sep starts; not ok for any
+// other value (the general scan reads it).
+func addrAt(it *item, s string, pos int) (a netip.Addr, n int, ok bool) {
+	if it.quad {
+		if a4, n4, ok := dottedQuadAt(s, pos); ok && hasAt(s, n4, it.sep) {
+			return a4, n4, true
+		}
+	}
+	if it.hex6 {
+		if a6, n6, ok := hexIPv6At(s, pos); ok && hasAt(s, n6, it.sep) {
+			return a6.Unmap(), n6, true
+		}
+	}
+	return netip.Addr{}, 0, false
+}
+
 // readCLF reads the prefix of a format clfPrefix accepts in a straight
 // line, with no dispatch on the items, for the usual values: an IPv4 or
 // hex IPv6 client, "-" for the ident and the user, the 26-byte time, a
 // request whose first quote closes it, a status of three digits, a size
 // of digits or "-". It stops at the first value that is any other and
 // returns the item and the position scanFrom goes on from (p.clfNext
-// and past the literal after the size when it read the whole prefix):
+// and past the literal after the size when it read the whole prefix, or
+// past the user agent's closing literal when clfRefUA has it read the
+// referer and the user agent too):
 // each step stores what scanItems's would for the values it takes, and
 // takes nothing else (TestScanAsReference, TestCLFPrefix).
 func (p *Parser) readCLF(s string, e *Entry, st *lineState) (i, pos int) {
 	items := p.items
 	it := &items[0]
-	n := -1
-	var a netip.Addr
-	if it.quad {
-		if a4, n4, ok := dottedQuadAt(s, 0); ok && hasAt(s, n4, it.sep) {
-			a, n = a4, n4
-		}
-	}
-	if n < 0 && it.hex6 {
-		if a6, n6, ok := hexIPv6At(s, 0); ok && hasAt(s, n6, it.sep) {
-			a, n = a6.Unmap(), n6
-		}
-	}
-	if n < 0 {
+	a, n, ok := addrAt(it, s, 0)
+	if !ok {
 		return 0, 0
 	}
 	p.setConnAddr(a, it.strength, st)

@@ -52,7 +52,8 @@ type timeReader struct {
 
 // clfCache remembers the last usual CLF times read ("02/Jan/2006:15:04:05
 // -0700", all 26 bytes of the text and the instant and zone it is), one a
-// slot, a slot for each value of the seconds modulo 8: a log's lines come
+// slot, a slot for each value of the last digit of the seconds masked to
+// 3 bits (seconds 00, 08 and 10 share one): a log's lines come
 // in runs of the same second, and two goroutines reading two blocks of one
 // log a few seconds apart mostly use different slots. Each slot is a
 // sequence lock of atomics: a reader takes a slot's time only if its
