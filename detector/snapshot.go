@@ -135,20 +135,19 @@ func (d *Detector) MarkCover() {
 
 // CoverReady reports whether, once the next Changes has reported what
 // changed, every state tracked will have been reported since the last
-// MarkCover: then the checkpoints since that one hold every key state,
-// and a store may drop whatever it holds from before it
-// (state.Checkpoint.Cover). It holds when every state on the LRU lists
-// has changed since the mark; the banned states (off the lists) and the
-// static bans that have not are then marked changed, so that the next
-// Changes reports them again (a static ban has no last-seen time, and a
-// banned state is held while its ban lasts, or was made within the
-// rules' remember: the store's Prune keeps both; a banned state Prune
-// removed once its ban ended on the wall clock comes back, as the
-// detector, on log time, still holds it). A state on a list that has not changed since may be one that
-// Prune removed from the store (an idle one): it is not reported again,
-// and no cover is ready until it changes or is evicted. It costs a pass
-// over the slab; a caller asks only once as many states were reported
-// since the mark as are tracked.
+// MarkCover: then the checkpoints since that one hold every key state, and a
+// store may drop whatever it holds from before it (state.Checkpoint.Cover).
+// It holds when every state on the LRU lists has changed since the mark; the
+// banned states (off the lists) and the static bans that have not are then
+// marked changed, so that the next Changes reports them again (a static ban
+// has no last-seen time, and a banned state is held while its ban lasts, or
+// was made within the rules' remember: the store's Prune keeps both; a
+// banned state Prune removed once its ban ended on the wall clock comes
+// back, as the detector, on log time, still holds it). A state on a list
+// that has not changed since may be one that Prune removed from the store
+// (an idle one): it is not reported again, and no cover is ready until it
+// changes or is evicted. It costs a pass over the slab; a caller asks only
+// once as many states were reported since the mark as are tracked.
 func (d *Detector) CoverReady() bool {
 	var stale []int32
 	for i := range d.used {

@@ -142,8 +142,8 @@ func (r *recent) renew() {
 // next record. The merger calls it before charging e and adds e after, so
 // the charge hides the miss.
 func (r *recent) prefetch(e *parser.Entry) {
-	prefetch.Line(unsafe.Pointer(&r.heads[recentHash(addrWords(e.IP))]))
-	prefetch.Line(unsafe.Pointer(&r.recs[r.n&(recentLines-1)]))
+	r.prefetchBucket(uint32(recentHash(addrWords(e.IP))))
+	r.prefetchNext()
 }
 
 // ringAhead is how many entries ahead of the one it charges the merger

@@ -752,8 +752,8 @@ func (m *merger) entry(src *rules.Source, e *parser.Entry, b *block, i int) {
 	if o.plain {
 		rep.record(e)
 	} else if b != nil && main.Prefetching() {
-		// Hints for the next entries of e's block (recent.prefetch,
-		// pipeline.Pipeline.Prefetch): their key slots, records and
+		// Hints for the next entries of e's block
+		// (pipeline.Pipeline.Prefetch): their key slots, records and
 		// states load while e is charged.
 		for a := range 3 {
 			if j := i + 1 + a; j < len(b.entries) {

@@ -194,8 +194,10 @@ func appendAddr6(b []byte, hi, lo uint64) []byte {
 }
 
 // zeroGroups returns the 16-bit groups of x that are 0, the first (the
-// top one) as bit 0: a group's top bit is set in nz when the group is not
-// 0 (its low 15 bits plus 0x7fff carry into it when any is set).
+// top one) as bit 0: z has a group's top bit set when the group is 0
+// (its low 15 bits plus 0x7fff carry into that bit when any is set, and
+// the bit itself is or-ed in; the complement keeps the groups with
+// neither).
 func zeroGroups(x uint64) uint8 {
 	const low, top = 0x7fff7fff7fff7fff, 0x8000800080008000
 	z := ^((x&low + low) | x) & top
