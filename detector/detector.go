@@ -592,31 +592,33 @@ func (d *Detector) lookup(ri *ruleInfo, key string) (int32, *state) { return d.l
 
 // lookupK is lookup of the key k.
 func (d *Detector) lookupK(ri *ruleInfo, k akey) (int32, *state) {
-	for i := d.chainK(k); i >= 0; {
+	if i, s := d.inChain(d.chainK(k), ri); s != nil {
+		return i, s
+	}
+	return d.newState(ri, k)
+}
+
+// inChain returns ri's state in the key's chain starting at i, or nil.
+func (d *Detector) inChain(i int32, ri *ruleInfo) (int32, *state) {
+	for i >= 0 {
 		s := d.at(i)
 		if s.ci == ri.ci || d.ri(s).id == ri.id { // s built for ri itself: ri's id
 			return i, s
 		}
 		i = s.sib
 	}
-	return d.newState(ri, k)
+	return -1, nil
 }
 
 // lookupFixed is lookupK of the fixed key f (a charge's, most of them):
 // the previous lookup's key compared, or f's slot found, without making an
 // akey of f for each (TestFixedKeysDecideAsText: as the keys' text).
 func (d *Detector) lookupFixed(ri *ruleInfo, f *rules.FixedKey) (int32, *state) {
-	i := d.lastHead
-	if i < 0 || *f != d.lastFixed {
-		k := akey{f: *f}
-		return d.lookupK(ri, k)
+	if d.lastHead < 0 || *f != d.lastFixed {
+		return d.lookupK(ri, akey{f: *f})
 	}
-	for i >= 0 {
-		s := d.at(i)
-		if s.ci == ri.ci || d.ri(s).id == ri.id {
-			return i, s
-		}
-		i = s.sib
+	if i, s := d.inChain(d.lastHead, ri); s != nil {
+		return i, s
 	}
 	return d.newState(ri, akey{f: *f})
 }
