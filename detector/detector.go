@@ -612,12 +612,20 @@ func (d *Detector) inChain(i int32, ri *ruleInfo) (int32, *state) {
 
 // lookupFixed is lookupK of the fixed key f (a charge's, most of them):
 // the previous lookup's key compared, or f's slot found, without making an
-// akey of f for each (TestFixedKeysDecideAsText: as the keys' text).
+// akey of f, hashing it as any key or comparing it with the previous
+// lookup's twice (TestFixedKeysDecideAsText: as the keys' text;
+// TestLookupFixedAsLookupK: as lookupK).
 func (d *Detector) lookupFixed(ri *ruleInfo, f *rules.FixedKey) (int32, *state) {
-	if d.lastHead < 0 || *f != d.lastFixed {
-		return d.lookupK(ri, akey{f: *f})
+	head := d.lastHead
+	if head < 0 || *f != d.lastFixed {
+		id := d.keys.findFixed(f, d.keys.hashFixed(*f))
+		if id == 0 {
+			return d.newState(ri, akey{f: *f})
+		}
+		head = d.keys.rec(id).head
+		d.lastKey, d.lastFixed, d.lastHead = "", *f, head // remember's, for a fixed key
 	}
-	if i, s := d.inChain(d.lastHead, ri); s != nil {
+	if i, s := d.inChain(head, ri); s != nil {
 		return i, s
 	}
 	return d.newState(ri, akey{f: *f})

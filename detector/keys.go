@@ -177,25 +177,32 @@ func (t *keyTable) textOf(id uint32) string {
 // findK returns the id of k (hash h), or 0: a fixed key is compared in its
 // record, a text key's hash there and then its text.
 func (t *keyTable) findK(k akey, h uint64) uint32 {
-	mask := uint32(len(t.slots) - 1)
 	if !k.f.IsZero() {
-		tag := fixedTag(k.f)
-		for i := uint32(h) & mask; ; i = (i + 1) & mask {
-			id := t.slots[i]
-			if id == 0 {
-				return 0
-			}
-			if r := t.rec(id); r.hi == k.f.Hi && r.lo == k.f.Lo && r.tag == tag {
-				return id
-			}
-		}
+		return t.findFixed(&k.f, h)
 	}
+	mask := uint32(len(t.slots) - 1)
 	for i := uint32(h) & mask; ; i = (i + 1) & mask {
 		id := t.slots[i]
 		if id == 0 {
 			return 0
 		}
 		if r := t.rec(id); r.tag == 0 && r.hi == h && int(r.n) == len(k.text) && string(t.bytesOf(id)) == k.text {
+			return id
+		}
+	}
+}
+
+// findFixed is findK of the fixed key f (not zero), compared in its
+// record.
+func (t *keyTable) findFixed(f *rules.FixedKey, h uint64) uint32 {
+	mask := uint32(len(t.slots) - 1)
+	tag := fixedTag(*f)
+	for i := uint32(h) & mask; ; i = (i + 1) & mask {
+		id := t.slots[i]
+		if id == 0 {
+			return 0
+		}
+		if r := t.rec(id); r.hi == f.Hi && r.lo == f.Lo && r.tag == tag {
 			return id
 		}
 	}
