@@ -234,10 +234,7 @@ func (c *Config) lists(a netip.Addr) (list uint8, rng int32) {
 // ClassifyClaimed is ClassifyKeys with e's Claim found ahead (ClaimOf under
 // c; nil: none): the same charges and verdict.
 func (c *Config) ClassifyClaimed(kcache *KeyCache, src *Source, e *parser.Entry, cl *Claim, dst []Charge) ([]Charge, Verdict) {
-	kc := keyCache{cache: kcache, noText: true}
-	if cl != nil {
-		kc.claim = *cl
-	}
+	kc := keyCache{cache: kcache, noText: true, claim: cl}
 	return c.classify(&kc, src, e, dst)
 }
 
@@ -259,9 +256,11 @@ func (c *Config) ClassifyKeys(kcache *KeyCache, src *Source, e *parser.Entry, ds
 func (c *Config) classify(kc *keyCache, src *Source, e *parser.Entry, dst []Charge) ([]Charge, Verdict) {
 	kcache := kc.cache
 	a := e.IP
-	cl := &kc.claim
-	if !cl.found {
-		cl.list, cl.rng = c.lists(a)
+	cl := kc.claim // read, never written: it may be a block's (replay's workers)
+	var own Claim  // none found ahead: the lists looked up here
+	if cl == nil || !cl.found {
+		own.list, own.rng = c.lists(a)
+		cl = &own
 	}
 	switch cl.list {
 	case claimAllowed:
@@ -353,7 +352,7 @@ type keyCache struct {
 	ipF, prefixF   FixedKey
 	cache          *KeyCache
 	noText         bool
-	claim          Claim // the entry's, when found ahead (ClassifyClaimed)
+	claim          *Claim // the entry's, when found ahead (ClassifyClaimed); nil: none
 }
 
 func (kc *keyCache) ipKey(c *Config, e *parser.Entry) {
