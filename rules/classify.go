@@ -315,14 +315,29 @@ func (c *Config) classify(kc *keyCache, src *Source, e *parser.Entry, dst []Char
 			claims = name
 		}
 	}
-	ruled := cl.ruled && cl.src == src // the rules' matching found ahead, for src
-	for _, i := range c.rulesOf(src) {
-		if ruled {
-			if cl.matched&(1<<i) == 0 {
+	// The rules that see src and whose match e matches, in their order:
+	// with the matching found ahead for src (ruled), the bits of
+	// cl.matched (set for those rules only, lowest first), else each rule
+	// of src's matched here.
+	ruled := cl.ruled && cl.src == src
+	rs := c.rulesOf(src)
+	var left uint64
+	if ruled {
+		left, rs = cl.matched, nil
+	}
+	for k := 0; ; k++ {
+		var i int
+		switch {
+		case left != 0:
+			i = bits.TrailingZeros64(left)
+			left &= left - 1
+		case k < len(rs):
+			i = rs[k]
+			if m := c.ruleSpecs[i].match; m != nil && !m.match(e) {
 				continue
 			}
-		} else if m := c.ruleSpecs[i].match; m != nil && !m.match(e) {
-			continue
+		default:
+			return dst, VerdictCharged
 		}
 		sig, ok := c.ruleSpecs[i].signature(e)
 		if !ok {
@@ -342,7 +357,6 @@ func (c *Config) classify(kc *keyCache, src *Source, e *parser.Entry, dst []Char
 		ch := &dst[n]
 		ch.Rule, ch.Key, ch.Fixed, ch.Addr, ch.CPU, ch.Duration, ch.Claims, ch.Signature = r, key, fixed, a, cpu, dur, claims, sig
 	}
-	return dst, VerdictCharged
 }
 
 // keyCache builds each kind of key of one entry at most once: an address
