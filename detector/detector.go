@@ -250,7 +250,10 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 		ns = d.newest - int64(d.opt.Skew)
 		t = d.newestT.Add(-d.opt.Skew)
 	}
-	ri := d.rule(c.Rule)
+	ri := d.ruleAt(c.Rule)
+	if ri == nil {
+		ri = d.rule(c.Rule)
+	}
 	var i int32
 	var s *state
 	if !c.Fixed.IsZero() {
@@ -456,10 +459,8 @@ func (d *Detector) keyPeak(i int32, s *state) KeyPeak {
 // rule returns the compiled form of r, made on first sight. Rules are told
 // apart by pointer; two rules of one name (a reload) share their states.
 func (d *Detector) rule(r *rules.Rule) *ruleInfo {
-	if r.Index >= 0 && r.Index < len(d.rulesByIndex) {
-		if ri := d.rulesByIndex[r.Index]; ri != nil && ri.rule == r {
-			return ri
-		}
+	if ri := d.ruleAt(r); ri != nil {
+		return ri
 	}
 	ri := d.rulesByPtr[r]
 	if ri == nil {
@@ -487,6 +488,17 @@ func (d *Detector) rule(r *rules.Rule) *ruleInfo {
 		d.rulesByIndex[r.Index] = ri
 	}
 	return ri
+}
+
+// ruleAt is the compiled form of r found by its index (every charge but
+// a rule's first, inlined into Charge), or nil: then rule finds or makes it.
+func (d *Detector) ruleAt(r *rules.Rule) *ruleInfo {
+	if k := uint(r.Index); k < uint(len(d.rulesByIndex)) {
+		if ri := d.rulesByIndex[k]; ri != nil && ri.rule == r {
+			return ri
+		}
+	}
+	return nil
 }
 
 // place gives ri, just compiled, its place in infos and makes it the

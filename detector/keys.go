@@ -98,7 +98,7 @@ func (t *keyTable) claimAddr(id uint32, a addrKey) bool {
 // addrOf returns id's address (zero if none).
 func (t *keyTable) addrOf(id uint32) addrKey {
 	if r := t.rec(id); r.addr != 0 {
-		return t.addrs.Get(r.addr, 1)[0]
+		return *t.addrs.At(r.addr)
 	}
 	return addrKey{}
 }
@@ -142,7 +142,7 @@ func (t *keyTable) hashOf(id uint32) uint64 {
 	return r.hi
 }
 
-func (t *keyTable) rec(id uint32) *keyRec { return &t.recs.Get(id, 1)[0] }
+func (t *keyTable) rec(id uint32) *keyRec { return t.recs.At(id) }
 
 // bytesOf returns id's text, valid until id is removed (a text key's) or
 // until the next call (a fixed key's, made in t.buf).
