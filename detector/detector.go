@@ -208,6 +208,9 @@ type Detector struct {
 	overs []bool
 	peaks []float64
 	sig   string // the charge's signature (rules.Charge.Signature), for its reasons
+	// chargeT is the log time of the charges being made (Charge,
+	// ChargeAll), as the ladder's decisions carry it.
+	chargeT time.Time
 }
 
 // New returns an empty Detector.
@@ -240,16 +243,54 @@ func New(o Options) *Detector {
 // throttle or ban for c's (rule, key).
 func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decision {
 	ns := t.UnixNano()
-	switch {
-	case !d.started || ns > d.newest:
+	if !d.started || ns > d.newest || ns < d.newest-int64(d.opt.Skew) {
+		var late bool
+		if t, ns, late, out = d.clock(t, ns, out); late {
+			d.stats.Late++
+		}
+	}
+	d.chargeT = t
+	return d.charge(ns, c, out)
+}
+
+// ChargeAll is Charge of each of cs in turn at log time t (the charges of
+// one entry, as the pipeline makes them): the same decisions in the same
+// order, and the clock's step taken once. A later charge of cs would find
+// the clock where the first left it (only that step moves it): nothing to
+// do, but count a late entry again (TestChargeAllAsCharge).
+func (d *Detector) ChargeAll(t time.Time, cs []rules.Charge, out []Decision) []Decision {
+	if len(cs) == 0 {
+		return out
+	}
+	ns := t.UnixNano()
+	if !d.started || ns > d.newest || ns < d.newest-int64(d.opt.Skew) {
+		var late bool
+		if t, ns, late, out = d.clock(t, ns, out); late {
+			d.stats.Late += int64(len(cs))
+		}
+	}
+	d.chargeT = t
+	for i := range cs {
+		out = d.charge(ns, &cs[i], out)
+	}
+	return out
+}
+
+// clock is a charge's step of the clock at log time t (ns), newer than
+// the newest or more than the skew older: a newer t moves it (and appends
+// the unbans due), an older one is late, charged at the oldest time still
+// open (its t and ns).
+func (d *Detector) clock(t time.Time, ns int64, out []Decision) (time.Time, int64, bool, []Decision) {
+	if !d.started || ns > d.newest {
 		d.started = true
 		d.newest, d.newestT = ns, t
-		out = d.expire(ns, out)
-	case ns < d.newest-int64(d.opt.Skew):
-		d.stats.Late++
-		ns = d.newest - int64(d.opt.Skew)
-		t = d.newestT.Add(-d.opt.Skew)
+		return t, ns, false, d.expire(ns, out)
 	}
+	return d.newestT.Add(-d.opt.Skew), d.newest - int64(d.opt.Skew), true, out
+}
+
+// charge is Charge of c at d.chargeT (ns), the clock stepped.
+func (d *Detector) charge(ns int64, c *rules.Charge, out []Decision) []Decision {
 	ri := d.ruleAt(c.Rule)
 	if ri == nil {
 		ri = d.rule(c.Rule)
@@ -296,7 +337,7 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 		// (An allowed state under its limits stays as it is: ladder's
 		// first step, without the call.)
 		d.sig = c.Signature // for the reasons (overReason)
-		out = d.ladder(i, s, ri, t, ns, over, out)
+		out = d.ladder(i, s, ri, d.chargeT, ns, over, out)
 	}
 	if s.phase != phaseBanned && s.hot() != (s.phase == phaseThrottled) {
 		d.touchS(i, s) // throttled or allowed again: to the front of its list
@@ -760,7 +801,7 @@ func (d *Detector) pushFront(i int32) { d.pushFrontS(i, d.at(i)) }
 // pushFrontS is pushFront of s, the state in slot i.
 func (d *Detector) pushFrontS(i int32, s *state) {
 	d.linkS(i, s)
-	d.markMoved(i)
+	d.markMoved(i, s)
 }
 
 // link puts s at the front of the list its phase says.
@@ -826,5 +867,5 @@ func (d *Detector) touchS(i int32, s *state) {
 		d.at(l.head).prev = i
 		l.head = i
 	}
-	d.markMoved(i)
+	d.markMoved(i, s)
 }
