@@ -339,13 +339,23 @@ func (c *Config) classify(kc *keyCache, src *Source, e *parser.Entry, dst []Char
 		default:
 			return dst, VerdictCharged
 		}
-		sig, ok := c.ruleSpecs[i].signature(e)
-		if !ok {
-			continue
+		sig, ok := "", true
+		if sp := &c.ruleSpecs[i]; sp.sigs != nil || kc.plain { // signature's first step, without the call
+			if sig, ok = sp.signature(e); !ok {
+				continue
+			}
 		}
 		r := c.Rules[i]
-		key, fixed, ok := kc.key(c, r.Key, e)
-		if !ok {
+		var key string
+		var fixed FixedKey
+		if r.Key == KeyIP && kc.noText && !kc.plain {
+			// key's steps for an address key without its text (most
+			// charges), without the call.
+			if kc.ipF.IsZero() {
+				kc.ipF = c.IPFixed(a)
+			}
+			key, fixed = kc.ip, kc.ipF
+		} else if key, fixed, ok = kc.key(c, r.Key, e); !ok {
 			continue
 		}
 		// Every field set in place: no Charge built aside and copied.
@@ -367,6 +377,9 @@ type keyCache struct {
 	cache          *KeyCache
 	noText         bool
 	claim          *Claim // the entry's, when found ahead (ClassifyClaimed); nil: none
+	// plain calls key and signature for every charge, as before classify
+	// took their first steps itself (TestClassifyStepsAsCalls).
+	plain bool
 }
 
 func (kc *keyCache) ipKey(c *Config, e *parser.Entry) {
