@@ -15,7 +15,9 @@ import (
 // explains itself. A kind is a small comparable value (a Limit carries it,
 // and a reload compares compiled limits); its methods do not change it.
 //
-// The detector calls Charge for every limit of a charged rule, Query for the
+// The detector calls Charge for every limit of a charged rule (through
+// Compiled.Charge, which calls a rate's and a share's arithmetic without
+// the interface), Query for the
 // decision endpoint and Now for `logjail top`; the rules package calls Parse
 // through its table of kinds (rules.LimitKinds) and Renumber for a sweep;
 // the replay report, control and endpoint read its Traits and FormatPeak.
