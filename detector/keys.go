@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/logjail/logjail/internal/pool"
+	"github.com/logjail/logjail/internal/prefetch"
 	"github.com/logjail/logjail/rules"
 )
 
@@ -258,12 +259,23 @@ func (t *keyTable) resize(n int) {
 	for i := 0; i < n; i += 1024 {
 		t.slots[i] = 0
 	}
-	for _, id := range old {
+	for k, id := range old {
+		// hashOf reads the key's record, a random read in a large
+		// table: asked for resizeAhead slots before it is needed.
+		if k+resizeAhead < len(old) {
+			if next := old[k+resizeAhead]; next != 0 {
+				prefetch.Line(unsafe.Pointer(t.rec(next)))
+			}
+		}
 		if id != 0 {
 			t.place(id, t.hashOf(id))
 		}
 	}
 }
+
+// resizeAhead is how many slots ahead of the one it places resize asks
+// for a key's record.
+const resizeAhead = 32
 
 // remove takes id out of the table and frees its text and record.
 func (t *keyTable) remove(id uint32) {
