@@ -208,6 +208,9 @@ type Detector struct {
 	overs []bool
 	peaks []float64
 	sig   string // the charge's signature (rules.Charge.Signature), for its reasons
+	// chargeT is the log time of the charges being made (Charge,
+	// ChargeAll), as the ladder's decisions carry it.
+	chargeT time.Time
 }
 
 // New returns an empty Detector.
@@ -240,17 +243,58 @@ func New(o Options) *Detector {
 // throttle or ban for c's (rule, key).
 func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decision {
 	ns := t.UnixNano()
-	switch {
-	case !d.started || ns > d.newest:
+	if !d.started || ns > d.newest || ns < d.newest-int64(d.opt.Skew) {
+		var late bool
+		if t, ns, late, out = d.clock(t, ns, out); late {
+			d.stats.Late++
+		}
+	}
+	d.chargeT = t
+	return d.charge(ns, c, out)
+}
+
+// ChargeAll is Charge of each of cs in turn at log time t (the charges of
+// one entry, as the pipeline makes them): the same decisions in the same
+// order, and the clock's step taken once. A later charge of cs would find
+// the clock where the first left it (only that step moves it): nothing to
+// do, but count a late entry again (TestChargeAllAsCharge).
+func (d *Detector) ChargeAll(t time.Time, cs []rules.Charge, out []Decision) []Decision {
+	if len(cs) == 0 {
+		return out
+	}
+	ns := t.UnixNano()
+	if !d.started || ns > d.newest || ns < d.newest-int64(d.opt.Skew) {
+		var late bool
+		if t, ns, late, out = d.clock(t, ns, out); late {
+			d.stats.Late += int64(len(cs))
+		}
+	}
+	d.chargeT = t
+	for i := range cs {
+		out = d.charge(ns, &cs[i], out)
+	}
+	return out
+}
+
+// clock is a charge's step of the clock at log time t (ns), newer than
+// the newest or more than the skew older: a newer t moves it (and appends
+// the unbans due), an older one is late, charged at the oldest time still
+// open (its t and ns).
+func (d *Detector) clock(t time.Time, ns int64, out []Decision) (time.Time, int64, bool, []Decision) {
+	if !d.started || ns > d.newest {
 		d.started = true
 		d.newest, d.newestT = ns, t
-		out = d.expire(ns, out)
-	case ns < d.newest-int64(d.opt.Skew):
-		d.stats.Late++
-		ns = d.newest - int64(d.opt.Skew)
-		t = d.newestT.Add(-d.opt.Skew)
+		return t, ns, false, d.expire(ns, out)
 	}
-	ri := d.rule(c.Rule)
+	return d.newestT.Add(-d.opt.Skew), d.newest - int64(d.opt.Skew), true, out
+}
+
+// charge is Charge of c at d.chargeT (ns), the clock stepped.
+func (d *Detector) charge(ns int64, c *rules.Charge, out []Decision) []Decision {
+	ri := d.ruleAt(c.Rule)
+	if ri == nil {
+		ri = d.rule(c.Rule)
+	}
 	var i int32
 	var s *state
 	if !c.Fixed.IsZero() {
@@ -293,7 +337,7 @@ func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decisi
 		// (An allowed state under its limits stays as it is: ladder's
 		// first step, without the call.)
 		d.sig = c.Signature // for the reasons (overReason)
-		out = d.ladder(i, s, ri, t, ns, over, out)
+		out = d.ladder(i, s, ri, d.chargeT, ns, over, out)
 	}
 	if s.phase != phaseBanned && s.hot() != (s.phase == phaseThrottled) {
 		d.touchS(i, s) // throttled or allowed again: to the front of its list
@@ -456,10 +500,8 @@ func (d *Detector) keyPeak(i int32, s *state) KeyPeak {
 // rule returns the compiled form of r, made on first sight. Rules are told
 // apart by pointer; two rules of one name (a reload) share their states.
 func (d *Detector) rule(r *rules.Rule) *ruleInfo {
-	if r.Index >= 0 && r.Index < len(d.rulesByIndex) {
-		if ri := d.rulesByIndex[r.Index]; ri != nil && ri.rule == r {
-			return ri
-		}
+	if ri := d.ruleAt(r); ri != nil {
+		return ri
 	}
 	ri := d.rulesByPtr[r]
 	if ri == nil {
@@ -487,6 +529,17 @@ func (d *Detector) rule(r *rules.Rule) *ruleInfo {
 		d.rulesByIndex[r.Index] = ri
 	}
 	return ri
+}
+
+// ruleAt is the compiled form of r found by its index (every charge but
+// a rule's first, inlined into Charge), or nil: then rule finds or makes it.
+func (d *Detector) ruleAt(r *rules.Rule) *ruleInfo {
+	if k := uint(r.Index); k < uint(len(d.rulesByIndex)) {
+		if ri := d.rulesByIndex[k]; ri != nil && ri.rule == r {
+			return ri
+		}
+	}
+	return nil
 }
 
 // place gives ri, just compiled, its place in infos and makes it the
@@ -612,12 +665,20 @@ func (d *Detector) inChain(i int32, ri *ruleInfo) (int32, *state) {
 
 // lookupFixed is lookupK of the fixed key f (a charge's, most of them):
 // the previous lookup's key compared, or f's slot found, without making an
-// akey of f for each (TestFixedKeysDecideAsText: as the keys' text).
+// akey of f, hashing it as any key or comparing it with the previous
+// lookup's twice (TestFixedKeysDecideAsText: as the keys' text;
+// TestLookupFixedAsLookupK: as lookupK).
 func (d *Detector) lookupFixed(ri *ruleInfo, f *rules.FixedKey) (int32, *state) {
-	if d.lastHead < 0 || *f != d.lastFixed {
-		return d.lookupK(ri, akey{f: *f})
+	head := d.lastHead
+	if head < 0 || *f != d.lastFixed {
+		id := d.keys.findFixed(f, d.keys.hashFixed(*f))
+		if id == 0 {
+			return d.newState(ri, akey{f: *f})
+		}
+		head = d.keys.rec(id).head
+		d.lastKey, d.lastFixed, d.lastHead = "", *f, head // remember's, for a fixed key
 	}
-	if i, s := d.inChain(d.lastHead, ri); s != nil {
+	if i, s := d.inChain(head, ri); s != nil {
 		return i, s
 	}
 	return d.newState(ri, akey{f: *f})
@@ -740,7 +801,7 @@ func (d *Detector) pushFront(i int32) { d.pushFrontS(i, d.at(i)) }
 // pushFrontS is pushFront of s, the state in slot i.
 func (d *Detector) pushFrontS(i int32, s *state) {
 	d.linkS(i, s)
-	d.markMoved(i)
+	d.markMoved(i, s)
 }
 
 // link puts s at the front of the list its phase says.
@@ -806,5 +867,5 @@ func (d *Detector) touchS(i int32, s *state) {
 		d.at(l.head).prev = i
 		l.head = i
 	}
-	d.markMoved(i)
+	d.markMoved(i, s)
 }

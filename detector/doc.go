@@ -31,6 +31,8 @@
 //     unban, reason "ban expired") when log time reaches its until; Charge and
 //     Advance emit the unbans that are due before anything else, in order of
 //     until. A throttle ends silently: its decision carries its until.
+//     ChargeAll charges one entry's charges (the pipeline's) with one step
+//     of the clock, deciding what Charge of each would.
 //   - Bans and throttles end on log time only, across restarts too (a
 //     checkpoint keeps the newest time, Newest): a key banned at log time t
 //     for D is banned here for its entries up to t+D however long the

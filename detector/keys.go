@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/logjail/logjail/internal/pool"
+	"github.com/logjail/logjail/internal/prefetch"
 	"github.com/logjail/logjail/rules"
 )
 
@@ -98,7 +99,7 @@ func (t *keyTable) claimAddr(id uint32, a addrKey) bool {
 // addrOf returns id's address (zero if none).
 func (t *keyTable) addrOf(id uint32) addrKey {
 	if r := t.rec(id); r.addr != 0 {
-		return t.addrs.Get(r.addr, 1)[0]
+		return *t.addrs.At(r.addr)
 	}
 	return addrKey{}
 }
@@ -142,7 +143,7 @@ func (t *keyTable) hashOf(id uint32) uint64 {
 	return r.hi
 }
 
-func (t *keyTable) rec(id uint32) *keyRec { return &t.recs.Get(id, 1)[0] }
+func (t *keyTable) rec(id uint32) *keyRec { return t.recs.At(id) }
 
 // bytesOf returns id's text, valid until id is removed (a text key's) or
 // until the next call (a fixed key's, made in t.buf).
@@ -177,25 +178,32 @@ func (t *keyTable) textOf(id uint32) string {
 // findK returns the id of k (hash h), or 0: a fixed key is compared in its
 // record, a text key's hash there and then its text.
 func (t *keyTable) findK(k akey, h uint64) uint32 {
-	mask := uint32(len(t.slots) - 1)
 	if !k.f.IsZero() {
-		tag := fixedTag(k.f)
-		for i := uint32(h) & mask; ; i = (i + 1) & mask {
-			id := t.slots[i]
-			if id == 0 {
-				return 0
-			}
-			if r := t.rec(id); r.hi == k.f.Hi && r.lo == k.f.Lo && r.tag == tag {
-				return id
-			}
-		}
+		return t.findFixed(&k.f, h)
 	}
+	mask := uint32(len(t.slots) - 1)
 	for i := uint32(h) & mask; ; i = (i + 1) & mask {
 		id := t.slots[i]
 		if id == 0 {
 			return 0
 		}
 		if r := t.rec(id); r.tag == 0 && r.hi == h && int(r.n) == len(k.text) && string(t.bytesOf(id)) == k.text {
+			return id
+		}
+	}
+}
+
+// findFixed is findK of the fixed key f (not zero), compared in its
+// record.
+func (t *keyTable) findFixed(f *rules.FixedKey, h uint64) uint32 {
+	mask := uint32(len(t.slots) - 1)
+	tag := fixedTag(*f)
+	for i := uint32(h) & mask; ; i = (i + 1) & mask {
+		id := t.slots[i]
+		if id == 0 {
+			return 0
+		}
+		if r := t.rec(id); r.hi == f.Hi && r.lo == f.Lo && r.tag == tag {
 			return id
 		}
 	}
@@ -251,12 +259,23 @@ func (t *keyTable) resize(n int) {
 	for i := 0; i < n; i += 1024 {
 		t.slots[i] = 0
 	}
-	for _, id := range old {
+	for k, id := range old {
+		// hashOf reads the key's record, a random read in a large
+		// table: asked for resizeAhead slots before it is needed.
+		if k+resizeAhead < len(old) {
+			if next := old[k+resizeAhead]; next != 0 {
+				prefetch.Line(unsafe.Pointer(t.rec(next)))
+			}
+		}
 		if id != 0 {
 			t.place(id, t.hashOf(id))
 		}
 	}
 }
+
+// resizeAhead is how many slots ahead of the one it places resize asks
+// for a key's record.
+const resizeAhead = 32
 
 // remove takes id out of the table and frees its text and record.
 func (t *keyTable) remove(id uint32) {

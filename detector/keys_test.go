@@ -263,3 +263,49 @@ func TestFixedKeysDecideAsText(t *testing.T) {
 		})
 	}
 }
+
+// TestLookupFixedAsLookupK looks random fixed keys up (addresses and
+// prefixes of both families, a few hot ones so that the previous lookup's
+// key is often the one asked, three rules a key in random orders, a cap
+// of 500 states so that evictions drop keys the previous lookup named)
+// through lookupFixed in one detector and lookupK in another: the same
+// slot at every lookup, as many keys and the same LRU lists at the end
+// (the tables' seeds differ: their slots do).
+func TestLookupFixedAsLookupK(t *testing.T) {
+	rs := benchRules()
+	a, b := New(Options{MaxKeys: 500}), New(Options{MaxKeys: 500})
+	rnd := rand.New(rand.NewPCG(3, 4))
+	key := func() rules.FixedKey {
+		n := rnd.IntN(2000)
+		if rnd.IntN(3) == 0 {
+			n = rnd.IntN(4) // hot keys
+		}
+		switch n % 3 {
+		case 0:
+			return rules.FixedKey{Lo: uint64(0x0a000000 + n), Bits: 32, Fam: 4}
+		case 1:
+			return rules.FixedKey{Lo: uint64(0x0a000000+n) &^ 0xff, Bits: 24, Fam: 4}
+		}
+		return rules.FixedKey{Hi: 0x20010db800000000 | uint64(n)<<16, Bits: 64, Fam: 6}
+	}
+	for n := range 50000 {
+		f := key()
+		for range 1 + rnd.IntN(3) {
+			r := rs[rnd.IntN(len(rs))]
+			ia, sa := a.lookupFixed(a.rule(r), &f)
+			ib, sb := b.lookupK(b.rule(r), akey{f: f})
+			if ia != ib || sa.kid != sb.kid || sa.sib != sb.sib {
+				t.Fatalf("lookup %d of %+v (rule %s): lookupFixed slot %d (key %d, sib %d), lookupK slot %d (key %d, sib %d)",
+					n, f, r.Name, ia, sa.kid, sa.sib, ib, sb.kid, sb.sib)
+			}
+			a.touchS(ia, sa)
+			b.touchS(ib, sb)
+		}
+	}
+	if a.stats.Evictions == 0 {
+		t.Errorf("no evictions: the cap was never reached")
+	}
+	if a.keys.n != b.keys.n || a.lru != b.lru || a.lastHead != b.lastHead || a.lastFixed != b.lastFixed {
+		t.Errorf("the detectors differ at the end: %d and %d keys, lists %v and %v", a.keys.n, b.keys.n, a.lru, b.lru)
+	}
+}

@@ -95,9 +95,9 @@ func (d *Detector) markDirty(i int32) {
 	s.flags |= flagDirty | flagCovered
 }
 
-// markMoved marks s changed and moved to the LRU front.
-func (d *Detector) markMoved(i int32) {
-	s := d.at(i)
+// markMoved marks s, the state in slot i, changed and moved to the LRU
+// front.
+func (d *Detector) markMoved(i int32, s *state) {
 	if s.flags&flagListed == 0 && d.tracking {
 		d.dirty = append(d.dirty, i)
 		s.flags |= flagListed

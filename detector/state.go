@@ -121,7 +121,7 @@ func (d *Detector) auxOf(s *state) *aux {
 	if s.aux == 0 {
 		return nil
 	}
-	return &d.auxs.Get(s.aux, 1)[0]
+	return d.auxs.At(s.aux)
 }
 
 // makeAux returns s's aux, made if s has none.
@@ -129,7 +129,7 @@ func (d *Detector) makeAux(s *state) *aux {
 	if s.aux == 0 {
 		s.aux = d.auxs.Alloc(1)
 	}
-	return &d.auxs.Get(s.aux, 1)[0]
+	return d.auxs.At(s.aux)
 }
 
 // xOf returns s's ladder, or nil.

@@ -540,3 +540,79 @@ func TestChainOrderChangesNothing(t *testing.T) {
 		t.Fatalf("evictions (-front +end), %d decisions, %d lifted, %d chains of 2 or more:\n%s", decided, lifted, long, diff)
 	}
 }
+
+// TestChargeAllAsCharge charges random entries of one to three charges
+// (the rules in random orders, keys of one address or of several, two busy
+// keys throttled and banned and their bans ending, times that move on,
+// stay, or fall more than the skew behind: late) to one detector with
+// ChargeAll and to another with Charge for each: the same decisions, stats
+// (late charges counted once a charge), LRU lists, evictions and
+// checkpoint changes.
+func TestChargeAllAsCharge(t *testing.T) {
+	rs := benchRules()
+	rnd := rand.New(rand.NewPCG(29, 7))
+	var ev [2][]string
+	mk := func(k int) *Detector {
+		d := New(Options{Skew: 5 * time.Second, MaxKeys: 300, Evicted: func(kp KeyPeak) { ev[k] = append(ev[k], kp.Rule.Name+"/"+kp.Key) }})
+		d.Changes(func(*KeyState) {})
+		return d
+	}
+	all, each := mk(0), mk(1)
+	now := at(0)
+	var cs []rules.Charge
+	decided := 0
+	for n := range 40000 {
+		tm := now
+		switch r := rnd.IntN(100); {
+		case r < 60:
+			now = now.Add(time.Duration(rnd.IntN(30)) * time.Millisecond)
+			tm = now
+		case r < 70:
+			tm = now.Add(-time.Duration(6+rnd.IntN(20)) * time.Second) // late
+		case r < 72:
+			now = now.Add(time.Duration(rnd.IntN(3000)) * time.Second) // bans end
+			tm = now
+		}
+		cs = cs[:0]
+		key := fmt.Sprintf("10.0.%d.%d", rnd.IntN(3), rnd.IntN(150))
+		if rnd.IntN(3) == 0 {
+			key = "10.9.9." + fmt.Sprint(rnd.IntN(2))
+		}
+		for _, j := range rnd.Perm(len(rs))[:1+rnd.IntN(len(rs))] {
+			k := key
+			if rnd.IntN(4) == 0 {
+				k = fmt.Sprintf("10.1.%d.0/24", rnd.IntN(20))
+			}
+			cs = append(cs, rules.Charge{Rule: rs[j], Key: k, CPU: rnd.Float64() * 0.3})
+		}
+		a := all.ChargeAll(tm, cs, nil)
+		var b []Decision
+		for i := range cs {
+			b = each.Charge(tm, &cs[i], b)
+		}
+		if diff := cmp.Diff(b, a); diff != "" {
+			t.Fatalf("entry %d: decisions (-Charge +ChargeAll):\n%s", n, diff)
+		}
+		decided += len(a)
+		if all.Stats() != each.Stats() {
+			t.Fatalf("entry %d: stats %+v, want %+v", n, all.Stats(), each.Stats())
+		}
+		if n%1000 == 999 {
+			fa, sa := lruOrder(all), lruOrder(each)
+			if diff := cmp.Diff(sa, fa); diff != "" {
+				t.Fatalf("entry %d: LRU lists (-Charge +ChargeAll):\n%s", n, diff)
+			}
+			changes := func(d *Detector) (out []string) {
+				d.Changes(func(ks *KeyState) { out = append(out, fmt.Sprintf("%+v", *ks)) })
+				return out
+			}
+			if diff := cmp.Diff(changes(each), changes(all)); diff != "" {
+				t.Fatalf("entry %d: changes (-Charge +ChargeAll):\n%s", n, diff)
+			}
+		}
+	}
+	st := all.Stats()
+	if diff := cmp.Diff(ev[1], ev[0]); diff != "" || len(ev[0]) == 0 || decided == 0 || st.Late == 0 || st.Unbans == 0 {
+		t.Fatalf("evictions (-Charge +ChargeAll), %d decisions, stats %+v:\n%s", decided, st, diff)
+	}
+}

@@ -45,21 +45,44 @@ func compileRule(r *rules.Rule, id int32) *ruleInfo {
 // measure charges c at ns to every window of s and reports whether the rule's
 // limits are over. d.vals and d.overs hold each limit's value and verdict.
 func (d *Detector) measure(i int32, s *state, ri *ruleInfo, ns int64, c *rules.Charge) bool {
-	if len(ri.lims) == 0 {
-		return false
-	}
-	over := ri.all
+	lims := ri.lims
 	cost := limits.Cost{CPU: c.CPU, Duration: c.Duration}
-	for j := range ri.lims {
-		li := &ri.lims[j]
-		v, o := li.Kind.Charge(d.win(s, j), &d.rings, li, ns, cost)
+	switch len(lims) {
+	case 0:
+		return false
+	case 1:
+		// One limit (most rules): the loop's steps without the loop;
+		// over is that limit's verdict, whether all or any must be.
+		li := &lims[0]
+		v, o := li.Charge(&s.win0, &d.rings, ns, cost)
+		if ri.fleet {
+			d.note(i, 0, li, ns, cost)
+		}
+		if d.peakW > 0 {
+			p := &d.peakRows[i>>chunkBits][int(i&(1<<chunkBits-1))*d.peakW]
+			*p = li.Worse(*p, v)
+		}
+		d.vals[0], d.overs[0] = v, o
+		return o
+	}
+	// The state's row of peaks (peak), found once for all its limits.
+	var peaks []float64
+	if d.peakW > 0 {
+		k := int(i&(1<<chunkBits-1)) * d.peakW
+		peaks = d.peakRows[i>>chunkBits][k : k+len(lims)]
+	}
+	vals, overs := d.vals[:len(lims)], d.overs[:len(lims)]
+	over := ri.all
+	for j := range lims {
+		li := &lims[j]
+		v, o := li.Charge(d.win(s, j), &d.rings, ns, cost)
 		if ri.fleet {
 			d.note(i, j, li, ns, cost)
 		}
-		if p := d.peak(i, j); p != nil {
-			*p = li.Worse(*p, v)
+		if peaks != nil {
+			peaks[j] = li.Worse(peaks[j], v)
 		}
-		d.vals[j], d.overs[j] = v, o
+		vals[j], overs[j] = v, o
 		if ri.all {
 			over = over && o
 		} else {

@@ -34,8 +34,10 @@
 // reads it, BucketTTL is how long a bucket matters. Times and Tokens
 // windows have no deltas: a rule with such a limit is per node.
 //
-// Charge is called for every limit of every charged rule: it allocates
-// nothing once a key's ring has grown to its traffic. Nothing here is safe
+// Charge is called for every limit of every charged rule (the detector
+// calls Compiled.Charge: for a rate or a share the kind's arithmetic
+// itself, no dispatch through Kind): it allocates nothing once a key's
+// ring has grown to its traffic. Nothing here is safe
 // for concurrent use; the detector serialises it.
 //
 // Boundaries: It owns the limit kinds and their windows. It must not do

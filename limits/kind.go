@@ -15,7 +15,9 @@ import (
 // explains itself. A kind is a small comparable value (a Limit carries it,
 // and a reload compares compiled limits); its methods do not change it.
 //
-// The detector calls Charge for every limit of a charged rule, Query for the
+// The detector calls Charge for every limit of a charged rule (through
+// Compiled.Charge, which calls a rate's and a share's arithmetic without
+// the interface), Query for the
 // decision endpoint and Now for `logjail top`; the rules package calls Parse
 // through its table of kinds (rules.LimitKinds) and Renumber for a sweep;
 // the replay report, control and endpoint read its Traits and FormatPeak.
@@ -120,13 +122,55 @@ type Compiled struct {
 	burst  float64
 	lastN  int
 	cores  int // "of machine": the reason divides by it (presentation only; N has it)
+	op     op  // how Charge charges (from Kind: no more than it says)
+}
+
+// op is how Compiled.Charge charges a window: the arithmetic of a rate or
+// a share called directly, or any other kind's Charge through the Kind
+// interface. It is Kind's alone (Compile sets it), so a reload's
+// comparison of compiled limits and Fingerprint need not read it.
+type op uint8
+
+const (
+	opKind op = iota
+	opRate
+	opShareCPU
+	opShareDuration
+)
+
+// Charge is c.Kind.Charge(w, a, c, ns, cost): for a rate or a share, the
+// kind's own arithmetic called without the interface's dispatch (the
+// detector calls it for every limit of every charge; TestCompiledChargeAsKind
+// holds it to Kind.Charge).
+func (c *Compiled) Charge(w *Window, a *Rings, ns int64, cost Cost) (float64, bool) {
+	switch c.op {
+	case opRate:
+		return rateCharge(w, a, c, ns)
+	case opShareCPU:
+		return shareCharge(w, a, c, ns, cost.CPU)
+	case opShareDuration:
+		return shareCharge(w, a, c, ns, cost.Duration)
+	}
+	return c.Kind.Charge(w, a, c, ns, cost)
 }
 
 // Compile compiles l for the detector.
 func Compile(l *Limit) Compiled {
 	t := l.Kind.Traits()
 	c := Compiled{Kind: l.Kind, Text: l.Text, N: l.N, Window: max(int64(l.Window), 1), Lower: t.Lower, layout: t.Layout, cores: l.Cores}
-	return l.Kind.Compile(l, c)
+	c = l.Kind.Compile(l, c)
+	switch k := l.Kind.(type) {
+	case Rate:
+		c.op = opRate
+	case Share:
+		c.op = opShareCPU
+		if k.Weight == Duration {
+			c.op = opShareDuration
+		}
+	default:
+		c.op = opKind
+	}
+	return c
 }
 
 // InitialPeak is the peak of a window that saw nothing: +Inf where a

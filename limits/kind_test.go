@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/bits"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -157,5 +158,59 @@ func TestParseDuration(t *testing.T) {
 	}
 	if _, err := ParseDuration("-1s"); err == nil {
 		t.Error("-1s: no error")
+	}
+}
+
+// TestCompiledChargeAsKind charges random requests (times out of order,
+// late ones, gaps past the window, costs of both weights, zero and huge)
+// to one window through Compiled.Charge and to another through the kind's
+// own Charge: the same value and verdict at every request, and the same
+// window after. It fails when Compile gives a kind the wrong op (a cpu
+// share that weighs the duration, a rate that weighs the cost).
+func TestCompiledChargeAsKind(t *testing.T) {
+	for _, tc := range []struct {
+		k Kind
+		s string
+	}{
+		{Rate{}, "5 per 10s"},
+		{Rate{}, "120 per 15s"},
+		{Rate{}, "50 per 2h"},
+		{Share{}, "30% cpu over 15s"},
+		{Share{}, "10% duration over 1m"},
+		{Share{}, "7% cpu over 1h of machine"},
+		{Bucket{}, "10/s burst 20"},
+		{LastN{}, "last 10 within 2s"},
+	} {
+		t.Run(tc.s, func(t *testing.T) {
+			a, b := newMeter(t, tc.k, tc.s), newMeter(t, tc.k, tc.s)
+			rnd := rand.New(rand.NewPCG(uint64(len(tc.s)), 7))
+			ns := int64(1_700_000_000) * 1e9
+			for i := range 20000 {
+				switch r := rnd.IntN(100); {
+				case r < 70:
+					ns += rnd.Int64N(int64(400 * time.Millisecond))
+				case r < 85:
+					ns -= rnd.Int64N(int64(20 * time.Second)) // late
+				case r < 95:
+					ns += rnd.Int64N(int64(3 * time.Second))
+				default:
+					ns += rnd.Int64N(int64(3 * time.Hour)) // past the window
+				}
+				cost := Cost{CPU: rnd.ExpFloat64() * 0.05, Duration: rnd.ExpFloat64() * 0.3}
+				if rnd.IntN(50) == 0 {
+					cost = Cost{CPU: 1e9, Duration: -1}
+				}
+				v1, o1 := a.c.Kind.Charge(&a.w, &a.rings, &a.c, ns, cost)
+				v2, o2 := b.c.Charge(&b.w, &b.rings, ns, cost)
+				if math.Float64bits(v1) != math.Float64bits(v2) || o1 != o2 {
+					t.Fatalf("request %d at %d, %+v: Compiled.Charge %v, %v; Kind.Charge %v, %v", i, ns, cost, v2, o2, v1, o1)
+				}
+			}
+			ca, ea, aa, ta := a.w.Dump(&a.rings, a.c.layout)
+			cb, eb, ab, tb := b.w.Dump(&b.rings, b.c.layout)
+			if diff := cmp.Diff([]any{ca, ea, aa, ta}, []any{cb, eb, ab, tb}); diff != "" {
+				t.Errorf("windows differ (-kind +compiled):\n%s", diff)
+			}
+		})
 	}
 }

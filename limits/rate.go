@@ -62,6 +62,11 @@ func (Rate) Compile(l *Limit, c Compiled) Compiled {
 
 // Charge implements Kind.
 func (Rate) Charge(w *Window, a *Rings, c *Compiled, ns int64, _ Cost) (float64, bool) {
+	return rateCharge(w, a, c, ns)
+}
+
+// rateCharge is Rate.Charge (Compiled.Charge calls it without the Kind).
+func rateCharge(w *Window, a *Rings, c *Compiled, ns int64) (float64, bool) {
 	sum := w.addBucket(a, bucket(ns, c.width), 1, c)
 	return float64(sum), sum > c.thr
 }

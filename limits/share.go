@@ -101,6 +101,12 @@ func (s Share) Charge(w *Window, a *Rings, c *Compiled, ns int64, cost Cost) (fl
 	if s.Weight == Duration {
 		sec = cost.Duration
 	}
+	return shareCharge(w, a, c, ns, sec)
+}
+
+// shareCharge is Share.Charge of a request of sec seconds of the share's
+// weight (Compiled.Charge calls it without the Kind).
+func shareCharge(w *Window, a *Rings, c *Compiled, ns int64, sec float64) (float64, bool) {
 	sum := w.addBucket(a, bucket(ns, c.width), units(sec, c.unit), c)
 	return float64(sum) * float64(c.unit) / float64(c.Window), sum > c.thr
 }

@@ -213,6 +213,12 @@ func (w *Window) addBucket(a *Rings, b, v uint64, c *Compiled) uint64 {
 	last := bucketOf(*w.at(r, w.n-1))
 	switch {
 	case b > last:
+		if last+c.nb <= b {
+			// The newest bucket has left the window, so has every
+			// one: the ring emptied at once, not popped bucket by
+			// bucket, its oldest not read (TestAddBucketAsPops).
+			w.head, w.n, w.acc = 0, 0, 0
+		}
 		for w.n > 0 && bucketOf(*w.at(r, 0))+c.nb <= b {
 			w.acc -= valueOf(w.popOldest(r))
 		}

@@ -3,6 +3,7 @@ package limits
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -25,6 +26,80 @@ func TestBucketAsDivision(t *testing.T) {
 			if got := bucket(ns, w); got != want {
 				t.Fatalf("bucket(%d, %d) = %d, want %d", ns, w, got, want)
 			}
+		}
+	}
+}
+
+// TestAddBucketAsPops holds a Buckets window to a plain model (a sorted
+// list of buckets, those that left the window dropped one by one) over
+// random charges: times that step on, jump past the window (every bucket
+// out at once: the ring emptied without its pops), come late within it and
+// before it; values up to past 32 bits. After each charge the sum and the
+// buckets, oldest first, are the model's.
+func TestAddBucketAsPops(t *testing.T) {
+	type bv struct{ b, v uint64 }
+	rnd := rand.New(rand.NewPCG(41, 2))
+	for _, nb := range []uint64{1, 2, 3, 15, 60} {
+		c := &Compiled{nb: nb}
+		var w Window
+		var rings Rings
+		var model []bv
+		b := uint64(1000)
+		resets := 0
+		for n := range 30000 {
+			switch r := rnd.IntN(100); {
+			case r < 50:
+				b += uint64(rnd.IntN(3))
+			case r < 60:
+				b += nb + uint64(rnd.IntN(int(2*nb)+1)) // past the window
+				resets++
+			}
+			at := b
+			if rnd.IntN(5) == 0 {
+				at = b - min(b, uint64(rnd.IntN(int(2*nb)+1))) // late
+			}
+			v := uint64(rnd.IntN(5))
+			if rnd.IntN(100) == 0 {
+				v = 1 << 33
+			}
+			v = min(v, maxUint32)
+			// The model.
+			switch {
+			case len(model) == 0:
+				model = append(model, bv{at, v})
+			case at > model[len(model)-1].b:
+				k := 0
+				for k < len(model) && model[k].b+nb <= at {
+					k++
+				}
+				model = append(model[k:], bv{at, v})
+			case at+nb <= model[len(model)-1].b:
+			default:
+				k := 0
+				for k < len(model) && model[k].b < at {
+					k++
+				}
+				if k < len(model) && model[k].b == at {
+					model[k].v = min(model[k].v+v, maxUint32)
+				} else {
+					model = append(model[:k], append([]bv{{at, v}}, model[k:]...)...)
+				}
+			}
+			sum := uint64(0)
+			var want []uint64
+			for _, x := range model {
+				sum += x.v
+				want = append(want, x.b<<32|x.v)
+			}
+			if got := w.addBucket(&rings, at, v, c); got != sum {
+				t.Fatalf("nb %d, charge %d (bucket %d, %d): sum %d, want %d", nb, n, at, v, got, sum)
+			}
+			if _, elems, _, _ := w.Dump(&rings, Buckets); !slices.Equal(elems, want) {
+				t.Fatalf("nb %d, charge %d: buckets %v, want %v", nb, n, elems, want)
+			}
+		}
+		if resets == 0 {
+			t.Fatal("no jump past the window")
 		}
 	}
 }

@@ -189,8 +189,5 @@ func (p *Pipeline) ProcessClaimed(src *rules.Source, e *parser.Entry, cl *rules.
 		return p.det.Advance(e.Time, out)
 	}
 	p.counts.Charged++
-	for i := range p.charges {
-		out = p.det.Charge(e.Time, &p.charges[i], out)
-	}
-	return out
+	return p.det.ChargeAll(e.Time, p.charges, out)
 }

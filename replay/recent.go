@@ -212,11 +212,14 @@ func (r *recent) addAt(e *parser.Entry, flags uint8, b uint64) {
 		}
 		i, ok = r.at(q.prev)
 	}
+	// Every field set in place (a record, a head), as the composite
+	// literals would, without a copy of each built aside.
 	j := r.n & (recentLines - 1)
-	r.recs[j] = rec{hi: hi, lo: lo, t: t, first: first, prev: h.seq, seen: seen}
+	q := &r.recs[j]
+	q.hi, q.lo, q.t, q.first, q.prev, q.seen = hi, lo, t, first, h.seq, seen
 	r.flags[j] = flags
 	r.n++
-	*h = head{hi: hi, lo: lo, first: first, seq: uint32(r.n), seen: seen}
+	h.hi, h.lo, h.first, h.seq, h.seen = hi, lo, first, uint32(r.n), seen
 	if r.n%renewEvery == 0 {
 		r.renew()
 	}

@@ -46,8 +46,23 @@ type Report struct {
 	keyIdx    map[string]map[string]int // rule -> key -> index in RuleReport.Keys
 	first     time.Time
 	last      time.Time
+	firstS    stamp // first's, as observe compares it
+	lastS     stamp // last's
 	entries   int64
 }
+
+// stamp is a time as its Unix seconds and nanoseconds: ordered as
+// time.Time.Before orders times, whatever their year (UnixNano would not
+// be, past 2262), and compared without its calls (observe does it for
+// every entry; TestStampAsTime).
+type stamp struct {
+	sec  int64
+	nsec int32
+}
+
+func stampOf(t time.Time) stamp { return stamp{t.Unix(), int32(t.Nanosecond())} }
+
+func (a stamp) before(b stamp) bool { return a.sec < b.sec || a.sec == b.sec && a.nsec < b.nsec }
 
 // InputReport counts the input.
 type InputReport struct {
@@ -244,11 +259,12 @@ func newReport(cfg *rules.Config, samples int, agentKind func(string) (string, s
 }
 
 func (r *Report) observe(e *parser.Entry) {
-	if r.entries == 0 || e.Time.Before(r.first) {
-		r.first = e.Time
+	st := stampOf(e.Time)
+	if r.entries == 0 || st.before(r.firstS) {
+		r.first, r.firstS = e.Time, st
 	}
-	if r.entries == 0 || e.Time.After(r.last) {
-		r.last = e.Time
+	if r.entries == 0 || r.lastS.before(st) {
+		r.last, r.lastS = e.Time, st
 	}
 	r.entries++
 	if len(r.pending) > 0 && e.Time.After(r.pendingT) {

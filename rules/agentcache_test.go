@@ -2,9 +2,11 @@ package rules
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -175,6 +177,72 @@ func TestLe64AsBinary(t *testing.T) {
 			if got, want := le64(s, i), binary.LittleEndian.Uint64(b[i:]); got != want {
 				t.Fatalf("le64(%q, %d) = %#x, want %#x", s, i, got, want)
 			}
+		}
+	}
+}
+
+// TestClassifyStepsAsCalls classifies random entries (addresses in each
+// list and range, users, user agents, paths that signatures catch,
+// statuses, every source and none) through classify as it is and with its
+// own first steps of key and signature off (keyCache.plain): the same
+// charges and verdicts, with and without key text and claims, under
+// classifyConfig (an ip rule after an ip+user_agent one, whose address
+// text it then carries) and a configuration with signatures.
+func TestClassifyStepsAsCalls(t *testing.T) {
+	sigCfg := `sources:
+  - {name: web, paths: [/var/log/nginx/access.log]}
+rules:
+  - name: flood
+    limits: ["20 per second"]
+  - name: probes
+    signatures: [secrets, vcs]
+    limits: ["1 per 14d"]
+  - name: both
+    key: ip+user_agent
+    limits: ["5 per minute"]
+  - name: again
+    limits: ["50 per minute"]
+`
+	addrs := []string{"198.51.100.10", "2001:db8:aaaa::5", "203.0.113.66", "198.51.100.7", "203.0.113.130",
+		"203.0.113.195", "203.0.113.201", "203.0.113.20", "2001:db8:bbbb::9", "192.0.2.44", "2001:db8:1:2::3", "::ffff:192.0.2.45"}
+	uas := []string{"", "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", "SomeBot/1.0", "Mozilla/5.0 (X11; Linux x86_64)"}
+	paths := []string{"/", "/login", "/.git/config", "/.env", "/img/a.png"}
+	rnd := rand.New(rand.NewPCG(8, 9))
+	for _, cfgText := range []string{classifyConfig, sigCfg} {
+		c := mustParse(t, cfgText, testOptions)
+		var kcs [2]KeyCache
+		var worker KeyCache
+		charges := 0
+		for n := range 20000 {
+			e := parser.Entry{IP: netip.MustParseAddr(addrs[rnd.IntN(len(addrs))]), Time: time.Unix(1700000000, 0),
+				Method: []string{"GET", "POST"}[rnd.IntN(2)], Path: paths[rnd.IntN(len(paths))], Status: []int{200, 403, 404, 500}[rnd.IntN(4)],
+				Has: parser.HasMethod | parser.HasPath | parser.HasStatus}
+			if ua := uas[rnd.IntN(len(uas))]; ua != "" {
+				e.UserAgent, e.Has = ua, e.Has|parser.HasUserAgent
+			}
+			if rnd.IntN(2) == 0 {
+				e.User, e.Has = fmt.Sprint("u", rnd.IntN(5)), e.Has|parser.HasUser
+			}
+			srcs := append(slices.Clone(c.Sources), nil)
+			src := srcs[rnd.IntN(len(srcs))]
+			var cl *Claim
+			if rnd.IntN(2) == 0 {
+				cl = ptr(c.ClaimOf(&worker, src, &e))
+			}
+			noText := rnd.IntN(2) == 0
+			var got [2][]Charge
+			var v [2]Verdict
+			for k, plain := range []bool{false, true} {
+				kc := keyCache{cache: &kcs[k], noText: noText, claim: cl, plain: plain}
+				got[k], v[k] = c.classify(&kc, src, &e, nil)
+			}
+			if !reflect.DeepEqual(got[1], got[0]) || v[0] != v[1] {
+				t.Fatalf("entry %d (%s %q %s, text %v): verdict %v, plain %v; charges\n%+v\nplain\n%+v", n, e.IP, e.UserAgent, e.Path, !noText, v[0], v[1], got[0], got[1])
+			}
+			charges += len(got[0])
+		}
+		if charges == 0 {
+			t.Fatal("no charge made")
 		}
 	}
 }

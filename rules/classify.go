@@ -234,10 +234,7 @@ func (c *Config) lists(a netip.Addr) (list uint8, rng int32) {
 // ClassifyClaimed is ClassifyKeys with e's Claim found ahead (ClaimOf under
 // c; nil: none): the same charges and verdict.
 func (c *Config) ClassifyClaimed(kcache *KeyCache, src *Source, e *parser.Entry, cl *Claim, dst []Charge) ([]Charge, Verdict) {
-	kc := keyCache{cache: kcache, noText: true}
-	if cl != nil {
-		kc.claim = *cl
-	}
+	kc := keyCache{cache: kcache, noText: true, claim: cl}
 	return c.classify(&kc, src, e, dst)
 }
 
@@ -259,9 +256,11 @@ func (c *Config) ClassifyKeys(kcache *KeyCache, src *Source, e *parser.Entry, ds
 func (c *Config) classify(kc *keyCache, src *Source, e *parser.Entry, dst []Charge) ([]Charge, Verdict) {
 	kcache := kc.cache
 	a := e.IP
-	cl := &kc.claim
-	if !cl.found {
-		cl.list, cl.rng = c.lists(a)
+	cl := kc.claim // read, never written: it may be a block's (replay's workers)
+	var own Claim  // none found ahead: the lists looked up here
+	if cl == nil || !cl.found {
+		own.list, own.rng = c.lists(a)
+		cl = &own
 	}
 	switch cl.list {
 	case claimAllowed:
@@ -316,22 +315,47 @@ func (c *Config) classify(kc *keyCache, src *Source, e *parser.Entry, dst []Char
 			claims = name
 		}
 	}
-	ruled := cl.ruled && cl.src == src // the rules' matching found ahead, for src
-	for _, i := range c.rulesOf(src) {
-		if ruled {
-			if cl.matched&(1<<i) == 0 {
+	// The rules that see src and whose match e matches, in their order:
+	// with the matching found ahead for src (ruled), the bits of
+	// cl.matched (set for those rules only, lowest first), else each rule
+	// of src's matched here.
+	ruled := cl.ruled && cl.src == src
+	rs := c.rulesOf(src)
+	var left uint64
+	if ruled {
+		left, rs = cl.matched, nil
+	}
+	for k := 0; ; k++ {
+		var i int
+		switch {
+		case left != 0:
+			i = bits.TrailingZeros64(left)
+			left &= left - 1
+		case k < len(rs):
+			i = rs[k]
+			if m := c.ruleSpecs[i].match; m != nil && !m.match(e) {
 				continue
 			}
-		} else if m := c.ruleSpecs[i].match; m != nil && !m.match(e) {
-			continue
+		default:
+			return dst, VerdictCharged
 		}
-		sig, ok := c.ruleSpecs[i].signature(e)
-		if !ok {
-			continue
+		sig, ok := "", true
+		if sp := &c.ruleSpecs[i]; sp.sigs != nil || kc.plain { // signature's first step, without the call
+			if sig, ok = sp.signature(e); !ok {
+				continue
+			}
 		}
 		r := c.Rules[i]
-		key, fixed, ok := kc.key(c, r.Key, e)
-		if !ok {
+		var key string
+		var fixed FixedKey
+		if r.Key == KeyIP && kc.noText && !kc.plain {
+			// key's steps for an address key without its text (most
+			// charges), without the call.
+			if kc.ipF.IsZero() {
+				kc.ipF = c.IPFixed(a)
+			}
+			key, fixed = kc.ip, kc.ipF
+		} else if key, fixed, ok = kc.key(c, r.Key, e); !ok {
 			continue
 		}
 		// Every field set in place: no Charge built aside and copied.
@@ -343,7 +367,6 @@ func (c *Config) classify(kc *keyCache, src *Source, e *parser.Entry, dst []Char
 		ch := &dst[n]
 		ch.Rule, ch.Key, ch.Fixed, ch.Addr, ch.CPU, ch.Duration, ch.Claims, ch.Signature = r, key, fixed, a, cpu, dur, claims, sig
 	}
-	return dst, VerdictCharged
 }
 
 // keyCache builds each kind of key of one entry at most once: an address
@@ -353,7 +376,10 @@ type keyCache struct {
 	ipF, prefixF   FixedKey
 	cache          *KeyCache
 	noText         bool
-	claim          Claim // the entry's, when found ahead (ClassifyClaimed)
+	claim          *Claim // the entry's, when found ahead (ClassifyClaimed); nil: none
+	// plain calls key and signature for every charge, as before classify
+	// took their first steps itself (TestClassifyStepsAsCalls).
+	plain bool
 }
 
 func (kc *keyCache) ipKey(c *Config, e *parser.Entry) {

@@ -274,6 +274,12 @@ func isHexOrColon(c byte) bool {
 // IPFixed is IPKey(a) as a FixedKey: its text is IPKey's.
 func (c *Config) IPFixed(a netip.Addr) FixedKey {
 	a = a.Unmap()
+	if a.Is4() {
+		// fixedKeyOf(a, 32), the whole address, without its steps
+		// (classify makes one for most entries; TestIPFixedAsFixedKeyOf).
+		b := a.As4()
+		return FixedKey{Lo: uint64(binary.BigEndian.Uint32(b[:])), Bits: 32, Fam: 4}
+	}
 	if a.Is6() {
 		return fixedKeyOf(a, c.IPv6Prefix)
 	}

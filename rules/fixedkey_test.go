@@ -305,3 +305,41 @@ func BenchmarkAppendText(b *testing.B) {
 		})
 	}
 }
+
+// TestIPFixedAsFixedKeyOf holds IPFixed (its own steps for an IPv4
+// address) to what it was, fixedKeyOf of the unmapped address at 32 bits
+// or at ipv6_prefix, on random IPv4, IPv4-mapped and IPv6 addresses (zones
+// too) and the zero address.
+func TestIPFixedAsFixedKeyOf(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(10, 11))
+	for _, p6 := range []int{128, 64, 56} {
+		c := &Config{IPv6Prefix: p6, IPv4Prefix: 24}
+		model := func(a netip.Addr) FixedKey {
+			a = a.Unmap()
+			if a.Is6() {
+				return fixedKeyOf(a, c.IPv6Prefix)
+			}
+			return fixedKeyOf(a, 32)
+		}
+		for n := range 100000 {
+			var b [16]byte
+			for i := range b {
+				b[i] = byte(rnd.Uint32())
+			}
+			var a netip.Addr
+			switch n % 5 {
+			case 0:
+				a = netip.AddrFrom4([4]byte(b[:4]))
+			case 1:
+				a = netip.AddrFrom16([16]byte{10: 0xff, 11: 0xff, 12: b[0], 13: b[1], 14: b[2], 15: b[3]})
+			case 2:
+				a = netip.AddrFrom16(b)
+			case 3:
+				a = netip.AddrFrom16(b).WithZone("eth0")
+			}
+			if got, want := c.IPFixed(a), model(a); got != want {
+				t.Fatalf("IPFixed(%v) = %+v, want %+v", a, got, want)
+			}
+		}
+	}
+}

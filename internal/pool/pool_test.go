@@ -61,3 +61,35 @@ func TestPoolReusesRuns(t *testing.T) {
 		t.Errorf("in use %d, want %d", p.inUse, want)
 	}
 }
+
+// TestAtAsGet: At of a run of one element is the element Get gives, on
+// small first pages and full ones, after runs were released and handed
+// out again.
+func TestAtAsGet(t *testing.T) {
+	var p Pool[uint64]
+	rng := rand.New(rand.NewPCG(5, 6))
+	var refs []uint32
+	for i := range 300_000 {
+		if len(refs) > 0 && rng.IntN(4) == 0 {
+			j := rng.IntN(len(refs))
+			p.Release(refs[j], 1)
+			refs[j] = refs[len(refs)-1]
+			refs = refs[:len(refs)-1]
+			continue
+		}
+		if rng.IntN(8) == 0 {
+			p.Alloc(uint16(2 + rng.IntN(30))) // runs of other lengths between
+		}
+		ref := p.Alloc(1)
+		*p.At(ref) = uint64(i) + 1
+		refs = append(refs, ref)
+	}
+	for _, ref := range refs {
+		if got, want := p.At(ref), &p.Get(ref, 1)[0]; got != want || *got == 0 {
+			t.Fatalf("At(%#x) = %p (%d), Get's element %p", ref, got, *got, want)
+		}
+	}
+	if len(p.pages) < 9 {
+		t.Fatalf("%d pages: want full-size ones too", len(p.pages))
+	}
+}
