@@ -65,6 +65,11 @@ type item struct {
 	quad     bool   // an address field (not a list, not CPU) whose sep starts with no digit or '.': a dotted quad is read first
 	hex6     bool   // such a field whose sep starts with no hex digit or ':': a hex IPv6 address is read first
 	num      bool   // a duration (not Apache's %D) or a plain field, unquoted, whose sep starts with no digit or '.': a number is read first (numAt)
+
+	// Set by finish for one 8-byte compare (hasWord), when at most 8 bytes
+	// long: a literal item's lit, and sep.
+	litW, litM uint64
+	sepW, sepM uint64
 }
 
 // lineState is what a scan learns besides the Entry fields.
@@ -129,7 +134,7 @@ func (p *Parser) scanFrom(items []item, i0, pos0 int, s string, e *Entry, st *li
 	for i := i0; i < len(items); i++ {
 		it := &items[i]
 		if it.kind == kLit {
-			if !hasAt(s, pos, it.lit) {
+			if !hasWord(s, pos, it.lit, it.litW, it.litM) {
 				// Be lenient with runs of blanks between fields.
 				if trimmed := strings.TrimLeft(it.lit, " "); len(trimmed) < len(it.lit) {
 					k := pos
@@ -151,7 +156,7 @@ func (p *Parser) scanFrom(items []item, i0, pos0 int, s string, e *Entry, st *li
 			// A timing field's usual value, a plain number: where it ends
 			// is where the literal after it must be (no byte of the number
 			// starts that literal, so findSep would find it there).
-			if f, q, ok := numAt(s, pos); ok && (it.sep == "" && q == len(s) || it.sep != "" && hasAt(s, q, it.sep)) {
+			if f, q, ok := numAt(s, pos); ok && (it.sep == "" && q == len(s) || it.sep != "" && hasWord(s, q, it.sep, it.sepW, it.sepM)) {
 				p.setNum(it, f, s[pos:q], e, st)
 				if it.sep == "" {
 					pos = q
@@ -183,7 +188,7 @@ func (p *Parser) scanFrom(items []item, i0, pos0 int, s string, e *Entry, st *li
 			// findClose would return: only other lines take its full rules.
 			end = -1
 			if j := strings.IndexByte(s[pos:], '"'); j >= 0 {
-				if k := pos + j; (k == pos || s[k-1] != '\\') && hasAt(s, k, it.sep) && closeFits(s[k+len(it.sep):], it) {
+				if k := pos + j; (k == pos || s[k-1] != '\\') && hasWord(s, k, it.sep, it.sepW, it.sepM) && closeFits(s[k+len(it.sep):], it) {
 					end = k
 				}
 			}
@@ -396,6 +401,37 @@ func hasAt(s string, i int, lit string) bool {
 		}
 	}
 	return true
+}
+
+// word8 returns lit's bytes as a little-endian word and the mask of
+// those bytes, for hasWord: lit at most 8 bytes long (any longer: 0, 0,
+// and hasWord compares byte by byte).
+func word8(lit string) (w, m uint64) {
+	if len(lit) > 8 {
+		return 0, 0
+	}
+	for i := len(lit) - 1; i >= 0; i-- {
+		w, m = w<<8|uint64(lit[i]), m<<8|0xff
+	}
+	return w, m
+}
+
+// hasWord is hasAt(s, i, lit) with lit's word8 (w, m): where 8 bytes of s
+// follow i, one load and one compare instead of a compare a byte (a
+// format's literals are a few bytes: " - ", "\" rt="). m is 0 for an
+// empty literal and for one longer than 8 bytes: those go byte by byte.
+func hasWord(s string, i int, lit string, w, m uint64) bool {
+	if m != 0 && len(s)-i >= 8 {
+		return le64(s, i)&m == w
+	}
+	return hasAt(s, i, lit)
+}
+
+// le64 is the 8 bytes of s from i, little-endian: one load.
+func le64(s string, i int) uint64 {
+	b := s[i : i+8] // one bounds check, not one a byte
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
 }
 
 // escaped reports whether the byte at k is preceded by an odd number of backslashes.
@@ -803,7 +839,7 @@ func (p *Parser) readNums(s string, i, pos int, e *Entry, st *lineState) (int, i
 			p.setNum(it, f, s[pos:q], e, st)
 			return i + 1, q
 		}
-		if !hasAt(s, q, it.sep) {
+		if !hasWord(s, q, it.sep, it.sepW, it.sepM) {
 			break
 		}
 		p.setNum(it, f, s[pos:q], e, st)
@@ -945,12 +981,12 @@ func clfPrefix(items []item) (next int, ident bool) {
 // other value (the general scan reads it).
 func addrAt(it *item, s string, pos int) (a netip.Addr, n int, ok bool) {
 	if it.quad {
-		if a4, n4, ok := dottedQuadAt(s, pos); ok && hasAt(s, n4, it.sep) {
+		if a4, n4, ok := dottedQuadAt(s, pos); ok && hasWord(s, n4, it.sep, it.sepW, it.sepM) {
 			return a4, n4, true
 		}
 	}
 	if it.hex6 {
-		if a6, n6, ok := hexIPv6At(s, pos); ok && hasAt(s, n6, it.sep) {
+		if a6, n6, ok := hexIPv6At(s, pos); ok && hasWord(s, n6, it.sep, it.sepW, it.sepM) {
 			return a6.Unmap(), n6, true
 		}
 	}
@@ -980,14 +1016,14 @@ func (p *Parser) readCLF(s string, e *Entry, st *lineState) (i, pos int) {
 	if p.clfIdent {
 		// The ident "-": its search for the blank would end at once, and
 		// "-" is no address.
-		if !hasAt(s, pos, "- ") {
+		if len(s)-pos < 2 || s[pos:pos+2] != "- " {
 			return i, pos
 		}
 		pos, i = pos+2, 4
 	}
 	// The user: "-" (absent), or up to the first " [" (not a missing one:
 	// scanFrom reads "1.2.3.4 - [time]").
-	if hasAt(s, pos, "- [") {
+	if len(s)-pos >= 3 && s[pos:pos+3] == "- [" {
 		pos += 3
 	} else {
 		it = &items[i]
@@ -1005,7 +1041,7 @@ func (p *Parser) readCLF(s string, e *Entry, st *lineState) (i, pos int) {
 	}
 	i += 2
 	// The time, the usual 26 bytes and the literal after it.
-	if len(s)-pos <= 29 || s[pos+20] != ' ' || !hasAt(s, pos+26, "] \"") {
+	if len(s)-pos <= 29 || s[pos+20] != ' ' || s[pos+26:pos+29] != "] \"" {
 		return i, pos
 	}
 	if t, ok := p.tr.clf(s[pos : pos+26]); ok {
@@ -1035,7 +1071,8 @@ func (p *Parser) readCLF(s string, e *Entry, st *lineState) (i, pos int) {
 	pos, i = pos+4, i+2
 	// The size: at most 18 digits, or "-", and the literal after it
 	// (which starts with neither: the first place a search finds it).
-	sep := items[i+1].lit
+	lit := &items[i+1]
+	sep := lit.lit
 	q := pos
 	var b int64
 	for lim := min(len(s), pos+18); q < lim && s[q]-'0' <= 9; {
@@ -1043,9 +1080,9 @@ func (p *Parser) readCLF(s string, e *Entry, st *lineState) (i, pos int) {
 		q++
 	}
 	switch {
-	case q > pos && hasAt(s, q, sep):
+	case q > pos && hasWord(s, q, sep, lit.litW, lit.litM):
 		e.Bytes, e.Has = b, e.Has|HasBytes
-	case q == pos && hasAt(s, pos, "-") && hasAt(s, pos+1, sep):
+	case q == pos && hasAt(s, pos, "-") && hasWord(s, pos+1, sep, lit.litW, lit.litM):
 		q++
 	default:
 		return i, pos
@@ -1061,7 +1098,7 @@ func (p *Parser) readCLF(s string, e *Entry, st *lineState) (i, pos int) {
 	if j < 0 {
 		return i, pos
 	}
-	if k = pos + j; k > pos && s[k-1] == '\\' || !hasAt(s, k, `" "`) {
+	if k = pos + j; k > pos && s[k-1] == '\\' || len(s)-k < 3 || s[k:k+3] != `" "` {
 		return i, pos
 	}
 	if v := st.unescape(s[pos:k]); !absent(v) {
@@ -1072,7 +1109,7 @@ func (p *Parser) readCLF(s string, e *Entry, st *lineState) (i, pos int) {
 	if j = strings.IndexByte(s[pos:], '"'); j < 0 {
 		return i, pos
 	}
-	if k = pos + j; k > pos && s[k-1] == '\\' || !hasAt(s, k, it.sep) || !closeFits(s[k+len(it.sep):], it) {
+	if k = pos + j; k > pos && s[k-1] == '\\' || !hasWord(s, k, it.sep, it.sepW, it.sepM) || !closeFits(s[k+len(it.sep):], it) {
 		return i, pos
 	}
 	if v := st.unescape(s[pos:k]); !absent(v) {

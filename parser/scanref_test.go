@@ -661,3 +661,61 @@ func TestNumTailAsReference(t *testing.T) {
 		}
 	}
 }
+
+// TestHasWordAsHasAt holds hasWord, a literal compared as one 8-byte word,
+// to hasAt's compare a byte: literals of 0 to 12 bytes (those past 8 go
+// byte by byte), at every position of random lines and past their end,
+// where the literal is there, where one byte of it differs and where the
+// line ends inside it; and checks that the items of a compiled format
+// carry their literals' words.
+func TestHasWordAsHasAt(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 29))
+	const alphabet = ` -[]"=rtcpu.0123456789\`
+	str := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		return string(b)
+	}
+	n := 0
+	for range 20000 {
+		s := str(r.IntN(24))
+		lit := str(r.IntN(13))
+		if r.IntN(2) == 0 && len(s) > 0 {
+			// A literal taken from the line, maybe cut by its end, maybe
+			// with one byte changed.
+			i := r.IntN(len(s))
+			lit = s[i:min(len(s), i+r.IntN(13))]
+			if r.IntN(3) == 0 && len(lit) > 0 {
+				b := []byte(lit)
+				b[r.IntN(len(b))] ^= 1
+				lit = string(b)
+			}
+		}
+		w, m := word8(lit)
+		for i := 0; i <= len(s)+2; i++ {
+			got, want := hasWord(s, i, lit, w, m), hasAt(s, i, lit)
+			if got != want {
+				t.Fatalf("hasWord(%q, %d, %q) = %v, hasAt %v", s, i, lit, got, want)
+			}
+			if want {
+				n++
+			}
+		}
+	}
+	if n < 20000 {
+		t.Fatalf("only %d matches: the test compares too few", n)
+	}
+	p, err := New(Options{LogFormat: `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" rt=$request_time upstream_response_time_here=$upstream_response_time`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range p.items {
+		lw, lm := word8(it.lit)
+		sw, sm := word8(it.sep)
+		if it.kind == kLit && (it.litW != lw || it.litM != lm) || it.sepW != sw || it.sepM != sm {
+			t.Errorf("item %q %q: words %x/%x %x/%x, want %x/%x %x/%x", it.name, it.lit, it.litW, it.litM, it.sepW, it.sepM, lw, lm, sw, sm)
+		}
+	}
+}
