@@ -345,7 +345,11 @@ func (b *block) parse(cfg *rules.Config, kc *rules.KeyCache) {
 			b.rejects = append(b.rejects, rejectAt{n, err})
 			continue
 		}
-		b.claims = append(b.claims, cfg.ClaimOf(kc, b.src, e))
+		// The claim in its place (rules.Config.ClaimTo): a Claim built
+		// aside and copied in was read back before its stores were done.
+		j := len(b.claims)
+		b.claims = b.claims[:j+1]
+		cfg.ClaimTo(kc, b.src, e, &b.claims[j])
 		b.flags = append(b.flags, recFlags(e))
 		b.buckets = append(b.buckets, uint32(recentHash(addrWords(e.IP))))
 	}

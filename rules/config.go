@@ -87,6 +87,7 @@ type Config struct {
 	allowList  []netip.Prefix   // the same, as listed (duplicates removed)
 	deny       *bart.Lite       // deny list
 	ranges     *bart.Table[int] // CIDR -> index into rangeDefs
+	listed     firstBytes       // the first bytes of allow's, deny's and ranges' prefixes (lists)
 	rangeDefs  []rangeDef
 	staticBans []StaticBan
 	hostAddrs  []netip.Addr
@@ -414,6 +415,7 @@ func (b *builder) build(root *yaml.Node, o Options) {
 				continue // listed twice
 			}
 			c.deny.Insert(p.Prefix)
+			c.listed.add(p.Prefix)
 			c.staticBans = append(c.staticBans, StaticBan{Key: p.Prefix, Origin: "deny", Reason: "deny list"})
 		}
 	}
@@ -830,6 +832,7 @@ func (c *Config) addAllow(p netip.Prefix) {
 		c.allowList = append(c.allowList, p)
 	}
 	c.allow.Insert(p)
+	c.listed.add(p)
 }
 
 // StaticBans returns the bans the configuration itself makes: the deny list,
