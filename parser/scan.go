@@ -750,7 +750,17 @@ func setRequest(raw string, e *Entry, st *lineState) {
 	}
 	rest := v[b:]
 	proto := ""
-	if l := strings.LastIndexByte(rest, ' '); l >= 0 && len(rest)-l > 5 && rest[l+1:l+6] == "HTTP/" {
+	// The protocol: after the last blank. The usual " HTTP/1.1" (no blank
+	// in its last three bytes) ends the request where its 9 bytes start,
+	// which is where the last blank is; anything else looks for it.
+	n := len(rest)
+	var l int
+	if n >= 9 && rest[n-9] == ' ' && rest[n-8:n-3] == "HTTP/" && rest[n-3] != ' ' && rest[n-2] != ' ' && rest[n-1] != ' ' {
+		l = n - 9
+	} else {
+		l = strings.LastIndexByte(rest, ' ')
+	}
+	if l >= 0 && len(rest)-l > 5 && rest[l+1:l+6] == "HTTP/" {
 		proto, rest = rest[l+1:], rest[:l]
 		for len(rest) > 0 && rest[len(rest)-1] == ' ' {
 			rest = rest[:len(rest)-1]

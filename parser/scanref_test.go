@@ -719,3 +719,50 @@ func TestHasWordAsHasAt(t *testing.T) {
 		}
 	}
 }
+
+// TestSetRequestAsReference holds setRequest, which takes the usual
+// " HTTP/x.y" at the request's end without looking for its last blank, to
+// the reference's on random requests: methods, blanks and runs of them
+// anywhere, protocols cut, doubled, lower case, with blanks inside, and
+// bytes changed near the end.
+func TestSetRequestAsReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 1))
+	parts := []string{"GET", "POST", "", " ", "  ", "/", "/a/b.css", "/x?q=1 2", "HTTP/1.1", "HTTP/2.0", "HTTP/", "http/1.1", "HTTP/1", "HTTP/1.1 ", "HTTP/1 1", "HTTP/11.0", "-", "\\\"", "HTTP/1.1HTTP/1.1"}
+	n := 0
+	for range 100000 {
+		var b []byte
+		if r.IntN(4) > 0 {
+			// A request as logged: a method, a target, a protocol.
+			b = append(b, []string{"GET", "POST", "M-_x"}[r.IntN(3)]...)
+			b = append(b, "   "[:1+r.IntN(2)]...)
+			b = append(b, []string{"/", "/a/b.css", "/x?q=1 2", "/HTTP/1.1", "*"}[r.IntN(5)]...)
+			b = append(b, "   "[:1+r.IntN(2)]...)
+			b = append(b, []string{"HTTP/1.1", "HTTP/2.0", "HTTP/1.0", "HTTP/1", "HTTP/11.0", "HTTP/1 1", "HTTP/1.1 "}[r.IntN(7)]...)
+		}
+		for k := r.IntN(3); k > 0; k-- {
+			b = append(b, parts[r.IntN(len(parts))]...)
+			if r.IntN(3) > 0 {
+				b = append(b, ' ')
+			}
+		}
+		if len(b) > 0 && r.IntN(4) == 0 {
+			b[len(b)-1-r.IntN(min(len(b), 10))] = " H/1.\x00"[r.IntN(6)]
+		}
+		raw := string(b)
+		for _, noEscape := range []bool{true, false} {
+			var e, we Entry
+			st, wst := lineState{noEscape: noEscape}, lineState{noEscape: noEscape}
+			setRequest(raw, &e, &st)
+			refSetRequest(raw, &we, &wst)
+			if !reflect.DeepEqual(e, we) || !reflect.DeepEqual(st, wst) {
+				t.Fatalf("setRequest(%q): %+v, reference %+v", raw, e, we)
+			}
+			if e.Has&HasProtocol != 0 {
+				n++
+			}
+		}
+	}
+	if n < 10000 {
+		t.Fatalf("only %d requests with a protocol: too few to compare", n)
+	}
+}
