@@ -228,8 +228,8 @@ func (c *Config) rulesOf(src *Source) []int {
 // the first that holds (Claim.list, 0: none), and with claimRange the
 // range's index.
 func (c *Config) lists(a netip.Addr) (list uint8, rng int32) {
-	if !c.listed.may(a) {
-		return 0, 0 // no prefix of the three starts with a's first byte
+	if i := firstByte(a); c.listed.bits[i/64%8]&(1<<(i%64)) == 0 {
+		return 0, 0 // no prefix of the three starts with a's first byte (firstBytes.may)
 	}
 	return c.lookLists(a)
 }
@@ -248,10 +248,11 @@ func (c *Config) lookLists(a netip.Addr) (list uint8, rng int32) {
 	return 0, 0
 }
 
-// firstBytes is a set of first bytes of addresses, one bit a byte for
-// IPv4 and one for IPv6 (an IPv4-mapped IPv6 address and a zoned one are
-// IPv6, as the lists' tables read them: by their 16 bytes).
-type firstBytes struct{ v4, v6 [4]uint64 }
+// firstBytes is a set of first bytes of addresses, one bit a byte: IPv6
+// in bits 0 to 255, IPv4 in bits 256 to 511 (an IPv4-mapped IPv6 address
+// and a zoned one are IPv6, as the lists' tables read them: by their 16
+// bytes).
+type firstBytes struct{ bits [8]uint64 }
 
 // add adds the first bytes of p's addresses: one byte for a prefix of 8
 // bits or more, the 2^(8-bits) bytes it spans for a shorter one.
@@ -259,32 +260,36 @@ func (f *firstBytes) add(p netip.Prefix) {
 	if !p.IsValid() {
 		return
 	}
-	a, m := p.Addr(), &f.v6
+	a, at := p.Addr(), 0
 	first := int(a.As16()[0])
 	if a.Is4() {
-		first, m = int(a.As4()[0]), &f.v4
+		first, at = int(a.As4()[0]), 256
 	}
 	span := 1
 	if bits := p.Bits(); bits < 8 {
 		span = 1 << (8 - bits)
 	}
-	for b := first &^ (span - 1); b < first&^(span-1)+span; b++ {
-		m[b>>6] |= 1 << (b & 63)
+	for b := at + first&^(span-1); b < at+first&^(span-1)+span; b++ {
+		f.bits[b>>6] |= 1 << (b & 63)
 	}
 }
 
 // may reports whether a prefix added may hold a: its first byte is in
-// the set, or a is no valid address.
+// the set. The zero Addr (in no list: the look-ups find nothing for it)
+// reads as IPv6 byte 0.
 func (f *firstBytes) may(a netip.Addr) bool {
-	if !a.IsValid() {
-		return true
-	}
-	b16, m := a.As16(), &f.v6
-	b := b16[0]
+	i := firstByte(a)
+	return f.bits[i/64%8]&(1<<(i%64)) != 0
+}
+
+// firstByte is a's bit in a firstBytes: its first byte, plus 256 for
+// IPv4. One byte of As16's result, not a copy of its 16 (two 8-byte
+// stores read back as one 16-byte load stalled).
+func firstByte(a netip.Addr) uint {
 	if a.Is4() {
-		b, m = b16[12], &f.v4 // ::ffff:a.b.c.d
+		return 256 | uint(a.As16()[12]) // ::ffff:a.b.c.d
 	}
-	return m[b>>6]>>(b&63)&1 != 0
+	return uint(a.As16()[0])
 }
 
 // ClassifyClaimed is ClassifyKeys with e's Claim found ahead (ClaimOf under
