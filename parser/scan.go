@@ -422,16 +422,9 @@ func word8(lit string) (w, m uint64) {
 // empty literal and for one longer than 8 bytes: those go byte by byte.
 func hasWord(s string, i int, lit string, w, m uint64) bool {
 	if m != 0 && len(s)-i >= 8 {
-		return le64(s, i)&m == w
+		return le8(s, i)&m == w
 	}
 	return hasAt(s, i, lit)
-}
-
-// le64 is the 8 bytes of s from i, little-endian: one load.
-func le64(s string, i int) uint64 {
-	b := s[i : i+8] // one bounds check, not one a byte
-	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
 }
 
 // escaped reports whether the byte at k is preceded by an odd number of backslashes.
