@@ -766,3 +766,47 @@ func TestSetRequestAsReference(t *testing.T) {
 		t.Fatalf("only %d requests with a protocol: too few to compare", n)
 	}
 }
+
+// TestDigitsAtAsLoop holds digitsAt, which reads up to 8 digits at once,
+// to a loop a digit: random runs of 0 to 20 digits followed by every kind
+// of byte (the ones next to '0' and '9' in the table, 0x80 and more), at
+// offsets with fewer and more than 8 bytes after them.
+func TestDigitsAtAsLoop(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 31))
+	others := "/:.- \"\x00\x7f\x80\xb0\xb9\xff\x10\x1a"
+	n := 0
+	for range 300000 {
+		var b []byte
+		for range r.IntN(4) {
+			b = append(b, others[r.IntN(len(others))])
+		}
+		pos := len(b)
+		for range r.IntN(21) {
+			b = append(b, byte('0'+r.IntN(10)))
+		}
+		for range r.IntN(10) {
+			if r.IntN(3) == 0 {
+				b = append(b, byte('0'+r.IntN(10)))
+			} else {
+				b = append(b, others[r.IntN(len(others))])
+			}
+		}
+		s := string(b)
+		max := 8 + r.IntN(11)
+		var want int64
+		q := pos
+		for q < len(s) && q < pos+max && s[q]-'0' <= 9 {
+			want = want*10 + int64(s[q]-'0')
+			q++
+		}
+		if v, end := digitsAt(s, pos, max); v != want || end != q {
+			t.Fatalf("digitsAt(%q, %d, %d) = %d, %d; want %d, %d", s, pos, max, v, end, want, q)
+		}
+		if q-pos >= 8 {
+			n++
+		}
+	}
+	if n < 10000 {
+		t.Fatalf("only %d runs of 8 digits or more", n)
+	}
+}
