@@ -10,7 +10,9 @@
 // (keys, the daemon's state) clones them (strings.Clone). A reader told to
 // recycle its chunks (LineReader.RecycleChunks: replay) reads into the
 // buffers of chunks its caller is done with instead: no new memory per
-// chunk, and its lines valid only until the caller says so. Nothing here
+// chunk, and its lines valid only until the caller says so. A caller
+// cutting a log into blocks takes a block's lines at once
+// (LineReader.AppendLines) rather than calling Next for each. Nothing here
 // parses; nothing here keeps global state.
 //
 // Boundaries: It owns opening a log (plain, compressed, stdin, globs) and
