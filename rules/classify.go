@@ -195,10 +195,16 @@ func (c *Config) ClaimTo(k *KeyCache, src *Source, e *parser.Entry, cl *Claim) {
 		cl.name, cl.kind = k.agent(e.UserAgent)
 	}
 	if len(c.Rules) <= 64 {
+		// The rules without a match hold for every entry (plainOf); those
+		// with one are asked.
 		src = c.sourceOf(src)
-		var matched uint64
-		for _, i := range c.rulesOf(src) {
-			if m := c.ruleSpecs[i].match; m == nil || m.match(e) {
+		at := len(c.Sources)
+		if src != nil {
+			at = src.Index
+		}
+		matched := c.plainOf[at]
+		for _, i := range c.matchOf[at] {
+			if c.ruleSpecs[i].match.match(e) {
 				matched |= 1 << i
 			}
 		}
