@@ -843,7 +843,14 @@ func (p *Parser) readNums(s string, i, pos int, e *Entry, st *lineState) (int, i
 			p.setNum(it, f, s[pos:q], e, st)
 			return i + 1, q
 		}
-		if !hasWord(s, q, it.sep, it.sepW, it.sepM) {
+		// hasWord written out: with le8 in it, it is not inlined.
+		var at bool
+		if it.sepM != 0 && len(s)-q >= 8 {
+			at = le8(s, q)&it.sepM == it.sepW
+		} else {
+			at = hasAt(s, q, it.sep)
+		}
+		if !at {
 			break
 		}
 		p.setNum(it, f, s[pos:q], e, st)
@@ -1108,7 +1115,14 @@ func (p *Parser) readCLF(s string, e *Entry, st *lineState) (i, pos int) {
 	if j = strings.IndexByte(s[pos:], '"'); j < 0 {
 		return i, pos
 	}
-	if k = pos + j; k > pos && s[k-1] == '\\' || !hasWord(s, k, it.sep, it.sepW, it.sepM) || !closeFits(s[k+len(it.sep):], it) {
+	k = pos + j
+	var at bool // hasWord written out: with le8 in it, it is not inlined
+	if it.sepM != 0 && len(s)-k >= 8 {
+		at = le8(s, k)&it.sepM == it.sepW
+	} else {
+		at = hasAt(s, k, it.sep)
+	}
+	if k > pos && s[k-1] == '\\' || !at || !closeFits(s[k+len(it.sep):], it) {
 		return i, pos
 	}
 	if v := st.unescape(s[pos:k]); !absent(v) {
