@@ -13,8 +13,10 @@
 // finish gives each field that literal (sep), and the scan looks for it
 // byte by byte in a value's first 16 bytes, then with IndexByte on its
 // rarest byte (sepAt); the literal found is taken without being compared
-// again. Quoted fields end at a quote that starts the next literal
-// (findClose). The usual CLF time, "02/Jan/2006:15:04:05 -0700", is read
+// again. A literal of at most 8 bytes is compared as one word where 8
+// bytes of the line follow (hasWord: the item carries its literal's and
+// sep's word and mask). Quoted fields end at a quote that starts the
+// next literal (findClose). The usual CLF time, "02/Jan/2006:15:04:05 -0700", is read
 // in one pass (clfFixed), and remembered: a log's lines come in runs of
 // the same second, and a parser keeps the last time read for each value
 // of the last digit of the seconds, masked to 3 bits (clfCache, a sequence lock of atomics a slot,
@@ -27,7 +29,8 @@
 // has that prefix, and a referer and user agent after it, read in a
 // straight line for the usual values (readCLF: an IPv4 or hex IPv6
 // client, "-" idents, the 26-byte time, quoted fields closed by their
-// first quote, three-digit statuses, digit sizes), with no dispatch on
+// first quote, three-digit statuses, digit sizes, up to 8 digits read
+// at once by digitsAt), with no dispatch on
 // the items; at the first value of any other shape the item loop
 // (scanFrom) reads on from that item (TestCLFPrefix). A timing field
 // (a duration other than Apache's %D, or a plain field such as the CPU

@@ -518,6 +518,7 @@ func finish(items []item, cpuField string) ([]item, error) {
 	for i := range items {
 		it := &items[i]
 		if it.kind == kLit {
+			it.litW, it.litM = word8(it.lit)
 			continue
 		}
 		switch it.kind {
@@ -545,6 +546,7 @@ func finish(items []item, cpuField string) ([]item, error) {
 		if i+1 < len(items) {
 			it.sep = items[i+1].lit
 			it.sepAt = uint8(sepAt(it.sep))
+			it.sepW, it.sepM = word8(it.sep)
 			it.gap = len(it.sep) > 1 && it.sep[0] == ' ' && (it.sep[1] == '[' || it.sep[1] == '"')
 			it.clfFixed = it.kind == kTimeCLF
 			it.quad = it.kind == kIP && !it.list && !it.cpu && it.sep[0]-'0' > 9 && it.sep[0] != '.'

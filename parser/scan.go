@@ -1,6 +1,7 @@
 package parser
 
 import (
+	"math/bits"
 	"net/netip"
 	"strings"
 	"time"
@@ -65,6 +66,11 @@ type item struct {
 	quad     bool   // an address field (not a list, not CPU) whose sep starts with no digit or '.': a dotted quad is read first
 	hex6     bool   // such a field whose sep starts with no hex digit or ':': a hex IPv6 address is read first
 	num      bool   // a duration (not Apache's %D) or a plain field, unquoted, whose sep starts with no digit or '.': a number is read first (numAt)
+
+	// Set by finish for one 8-byte compare (hasWord), when at most 8 bytes
+	// long: a literal item's lit, and sep.
+	litW, litM uint64
+	sepW, sepM uint64
 }
 
 // lineState is what a scan learns besides the Entry fields.
@@ -129,7 +135,7 @@ func (p *Parser) scanFrom(items []item, i0, pos0 int, s string, e *Entry, st *li
 	for i := i0; i < len(items); i++ {
 		it := &items[i]
 		if it.kind == kLit {
-			if !hasAt(s, pos, it.lit) {
+			if !hasWord(s, pos, it.lit, it.litW, it.litM) {
 				// Be lenient with runs of blanks between fields.
 				if trimmed := strings.TrimLeft(it.lit, " "); len(trimmed) < len(it.lit) {
 					k := pos
@@ -151,7 +157,7 @@ func (p *Parser) scanFrom(items []item, i0, pos0 int, s string, e *Entry, st *li
 			// A timing field's usual value, a plain number: where it ends
 			// is where the literal after it must be (no byte of the number
 			// starts that literal, so findSep would find it there).
-			if f, q, ok := numAt(s, pos); ok && (it.sep == "" && q == len(s) || it.sep != "" && hasAt(s, q, it.sep)) {
+			if f, q, ok := numAt(s, pos); ok && (it.sep == "" && q == len(s) || it.sep != "" && hasWord(s, q, it.sep, it.sepW, it.sepM)) {
 				p.setNum(it, f, s[pos:q], e, st)
 				if it.sep == "" {
 					pos = q
@@ -183,7 +189,7 @@ func (p *Parser) scanFrom(items []item, i0, pos0 int, s string, e *Entry, st *li
 			// findClose would return: only other lines take its full rules.
 			end = -1
 			if j := strings.IndexByte(s[pos:], '"'); j >= 0 {
-				if k := pos + j; (k == pos || s[k-1] != '\\') && hasAt(s, k, it.sep) && closeFits(s[k+len(it.sep):], it) {
+				if k := pos + j; (k == pos || s[k-1] != '\\') && hasWord(s, k, it.sep, it.sepW, it.sepM) && closeFits(s[k+len(it.sep):], it) {
 					end = k
 				}
 			}
@@ -396,6 +402,30 @@ func hasAt(s string, i int, lit string) bool {
 		}
 	}
 	return true
+}
+
+// word8 returns lit's bytes as a little-endian word and the mask of
+// those bytes, for hasWord: lit at most 8 bytes long (any longer: 0, 0,
+// and hasWord compares byte by byte).
+func word8(lit string) (w, m uint64) {
+	if len(lit) > 8 {
+		return 0, 0
+	}
+	for i := len(lit) - 1; i >= 0; i-- {
+		w, m = w<<8|uint64(lit[i]), m<<8|0xff
+	}
+	return w, m
+}
+
+// hasWord is hasAt(s, i, lit) with lit's word8 (w, m): where 8 bytes of s
+// follow i, one load and one compare instead of a compare a byte (a
+// format's literals are a few bytes: " - ", "\" rt="). m is 0 for an
+// empty literal and for one longer than 8 bytes: those go byte by byte.
+func hasWord(s string, i int, lit string, w, m uint64) bool {
+	if m != 0 && len(s)-i >= 8 {
+		return le8(s, i)&m == w
+	}
+	return hasAt(s, i, lit)
 }
 
 // escaped reports whether the byte at k is preceded by an odd number of backslashes.
@@ -714,7 +744,17 @@ func setRequest(raw string, e *Entry, st *lineState) {
 	}
 	rest := v[b:]
 	proto := ""
-	if l := strings.LastIndexByte(rest, ' '); l >= 0 && len(rest)-l > 5 && rest[l+1:l+6] == "HTTP/" {
+	// The protocol: after the last blank. The usual " HTTP/1.1" (no blank
+	// in its last three bytes) ends the request where its 9 bytes start,
+	// which is where the last blank is; anything else looks for it.
+	n := len(rest)
+	var l int
+	if n >= 9 && rest[n-9] == ' ' && rest[n-8:n-3] == "HTTP/" && rest[n-3] != ' ' && rest[n-2] != ' ' && rest[n-1] != ' ' {
+		l = n - 9
+	} else {
+		l = strings.LastIndexByte(rest, ' ')
+	}
+	if l >= 0 && len(rest)-l > 5 && rest[l+1:l+6] == "HTTP/" {
 		proto, rest = rest[l+1:], rest[:l]
 		for len(rest) > 0 && rest[len(rest)-1] == ' ' {
 			rest = rest[:len(rest)-1]
@@ -803,7 +843,14 @@ func (p *Parser) readNums(s string, i, pos int, e *Entry, st *lineState) (int, i
 			p.setNum(it, f, s[pos:q], e, st)
 			return i + 1, q
 		}
-		if !hasAt(s, q, it.sep) {
+		// hasWord written out: with le8 in it, it is not inlined.
+		var at bool
+		if it.sepM != 0 && len(s)-q >= 8 {
+			at = le8(s, q)&it.sepM == it.sepW
+		} else {
+			at = hasAt(s, q, it.sep)
+		}
+		if !at {
 			break
 		}
 		p.setNum(it, f, s[pos:q], e, st)
@@ -945,12 +992,12 @@ func clfPrefix(items []item) (next int, ident bool) {
 // other value (the general scan reads it).
 func addrAt(it *item, s string, pos int) (a netip.Addr, n int, ok bool) {
 	if it.quad {
-		if a4, n4, ok := dottedQuadAt(s, pos); ok && hasAt(s, n4, it.sep) {
+		if a4, n4, ok := dottedQuadAt(s, pos); ok && hasWord(s, n4, it.sep, it.sepW, it.sepM) {
 			return a4, n4, true
 		}
 	}
 	if it.hex6 {
-		if a6, n6, ok := hexIPv6At(s, pos); ok && hasAt(s, n6, it.sep) {
+		if a6, n6, ok := hexIPv6At(s, pos); ok && hasWord(s, n6, it.sep, it.sepW, it.sepM) {
 			return a6.Unmap(), n6, true
 		}
 	}
@@ -980,14 +1027,14 @@ func (p *Parser) readCLF(s string, e *Entry, st *lineState) (i, pos int) {
 	if p.clfIdent {
 		// The ident "-": its search for the blank would end at once, and
 		// "-" is no address.
-		if !hasAt(s, pos, "- ") {
+		if len(s)-pos < 2 || s[pos:pos+2] != "- " {
 			return i, pos
 		}
 		pos, i = pos+2, 4
 	}
 	// The user: "-" (absent), or up to the first " [" (not a missing one:
 	// scanFrom reads "1.2.3.4 - [time]").
-	if hasAt(s, pos, "- [") {
+	if len(s)-pos >= 3 && s[pos:pos+3] == "- [" {
 		pos += 3
 	} else {
 		it = &items[i]
@@ -1005,7 +1052,7 @@ func (p *Parser) readCLF(s string, e *Entry, st *lineState) (i, pos int) {
 	}
 	i += 2
 	// The time, the usual 26 bytes and the literal after it.
-	if len(s)-pos <= 29 || s[pos+20] != ' ' || !hasAt(s, pos+26, "] \"") {
+	if len(s)-pos <= 29 || s[pos+20] != ' ' || s[pos+26:pos+29] != "] \"" {
 		return i, pos
 	}
 	if t, ok := p.tr.clf(s[pos : pos+26]); ok {
@@ -1035,17 +1082,13 @@ func (p *Parser) readCLF(s string, e *Entry, st *lineState) (i, pos int) {
 	pos, i = pos+4, i+2
 	// The size: at most 18 digits, or "-", and the literal after it
 	// (which starts with neither: the first place a search finds it).
-	sep := items[i+1].lit
-	q := pos
-	var b int64
-	for lim := min(len(s), pos+18); q < lim && s[q]-'0' <= 9; {
-		b = b*10 + int64(s[q]-'0')
-		q++
-	}
+	lit := &items[i+1]
+	sep := lit.lit
+	b, q := digitsAt(s, pos, 18)
 	switch {
-	case q > pos && hasAt(s, q, sep):
+	case q > pos && hasWord(s, q, sep, lit.litW, lit.litM):
 		e.Bytes, e.Has = b, e.Has|HasBytes
-	case q == pos && hasAt(s, pos, "-") && hasAt(s, pos+1, sep):
+	case q == pos && hasAt(s, pos, "-") && hasWord(s, pos+1, sep, lit.litW, lit.litM):
 		q++
 	default:
 		return i, pos
@@ -1061,7 +1104,7 @@ func (p *Parser) readCLF(s string, e *Entry, st *lineState) (i, pos int) {
 	if j < 0 {
 		return i, pos
 	}
-	if k = pos + j; k > pos && s[k-1] == '\\' || !hasAt(s, k, `" "`) {
+	if k = pos + j; k > pos && s[k-1] == '\\' || len(s)-k < 3 || s[k:k+3] != `" "` {
 		return i, pos
 	}
 	if v := st.unescape(s[pos:k]); !absent(v) {
@@ -1072,13 +1115,52 @@ func (p *Parser) readCLF(s string, e *Entry, st *lineState) (i, pos int) {
 	if j = strings.IndexByte(s[pos:], '"'); j < 0 {
 		return i, pos
 	}
-	if k = pos + j; k > pos && s[k-1] == '\\' || !hasAt(s, k, it.sep) || !closeFits(s[k+len(it.sep):], it) {
+	k = pos + j
+	var at bool // hasWord written out: with le8 in it, it is not inlined
+	if it.sepM != 0 && len(s)-k >= 8 {
+		at = le8(s, k)&it.sepM == it.sepW
+	} else {
+		at = hasAt(s, k, it.sep)
+	}
+	if k > pos && s[k-1] == '\\' || !at || !closeFits(s[k+len(it.sep):], it) {
 		return i, pos
 	}
 	if v := st.unescape(s[pos:k]); !absent(v) {
 		e.UserAgent, e.Has = v, e.Has|HasUserAgent
 	}
 	return i + 2, k + len(it.sep)
+}
+
+// digitsAt reads the decimal digits at s[pos:], at most max of them (8
+// to 18), and returns their value and where they end. Where 8 bytes
+// follow pos, their digits are found and read at once (a size's few
+// digits, one at a time, were a loop of a dozen instructions a digit).
+func digitsAt(s string, pos, max int) (v int64, end int) {
+	q := pos
+	if len(s)-pos >= 8 {
+		w := le8(s, pos) // s[pos] in the low byte
+		// The high bit of each byte that is no digit: 0x80 or more, under
+		// '0', or over '9' (no carry between bytes: each is under 0x80
+		// once its high bit is cleared).
+		const hi, low7 = 0x8080808080808080, 0x7f7f7f7f7f7f7f7f
+		a := w & low7
+		no := (^(a + 0x5050505050505050) | (a + 0x4646464646464646) | w) & hi
+		n := bits.TrailingZeros64(no) / 8 // the digits before the first other byte, 0 to 8
+		// The n digits as the last of eight (leading zeros), then summed
+		// in pairs, fours and eights.
+		d := (w - 0x3030303030303030) << (8 * (8 - n)) // n = 0: all shifted out
+		d = (d & 0x0f0f0f0f0f0f0f0f) * (10<<8 + 1) >> 8
+		d = (d & 0x00ff00ff00ff00ff) * (100<<16 + 1) >> 16
+		d = (d & 0x0000ffff0000ffff) * (10000<<32 + 1) >> 32
+		v, q = int64(d), pos+n
+		if n < 8 {
+			return v, q
+		}
+	}
+	for lim := min(len(s), pos+max); q < lim && s[q]-'0' <= 9; q++ {
+		v = v*10 + int64(s[q]-'0')
+	}
+	return v, q
 }
 
 // clfRefUA reports whether the items at next (clfPrefix's) are

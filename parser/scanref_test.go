@@ -661,3 +661,152 @@ func TestNumTailAsReference(t *testing.T) {
 		}
 	}
 }
+
+// TestHasWordAsHasAt holds hasWord, a literal compared as one 8-byte word,
+// to hasAt's compare a byte: literals of 0 to 12 bytes (those past 8 go
+// byte by byte), at every position of random lines and past their end,
+// where the literal is there, where one byte of it differs and where the
+// line ends inside it; and checks that the items of a compiled format
+// carry their literals' words.
+func TestHasWordAsHasAt(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 29))
+	const alphabet = ` -[]"=rtcpu.0123456789\`
+	str := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		return string(b)
+	}
+	n := 0
+	for range 20000 {
+		s := str(r.IntN(24))
+		lit := str(r.IntN(13))
+		if r.IntN(2) == 0 && len(s) > 0 {
+			// A literal taken from the line, maybe cut by its end, maybe
+			// with one byte changed.
+			i := r.IntN(len(s))
+			lit = s[i:min(len(s), i+r.IntN(13))]
+			if r.IntN(3) == 0 && len(lit) > 0 {
+				b := []byte(lit)
+				b[r.IntN(len(b))] ^= 1
+				lit = string(b)
+			}
+		}
+		w, m := word8(lit)
+		for i := 0; i <= len(s)+2; i++ {
+			got, want := hasWord(s, i, lit, w, m), hasAt(s, i, lit)
+			if got != want {
+				t.Fatalf("hasWord(%q, %d, %q) = %v, hasAt %v", s, i, lit, got, want)
+			}
+			if want {
+				n++
+			}
+		}
+	}
+	if n < 20000 {
+		t.Fatalf("only %d matches: the test compares too few", n)
+	}
+	p, err := New(Options{LogFormat: `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" rt=$request_time upstream_response_time_here=$upstream_response_time`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range p.items {
+		lw, lm := word8(it.lit)
+		sw, sm := word8(it.sep)
+		if it.kind == kLit && (it.litW != lw || it.litM != lm) || it.sepW != sw || it.sepM != sm {
+			t.Errorf("item %q %q: words %x/%x %x/%x, want %x/%x %x/%x", it.name, it.lit, it.litW, it.litM, it.sepW, it.sepM, lw, lm, sw, sm)
+		}
+	}
+}
+
+// TestSetRequestAsReference holds setRequest, which takes the usual
+// " HTTP/x.y" at the request's end without looking for its last blank, to
+// the reference's on random requests: methods, blanks and runs of them
+// anywhere, protocols cut, doubled, lower case, with blanks inside, and
+// bytes changed near the end.
+func TestSetRequestAsReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 1))
+	parts := []string{"GET", "POST", "", " ", "  ", "/", "/a/b.css", "/x?q=1 2", "HTTP/1.1", "HTTP/2.0", "HTTP/", "http/1.1", "HTTP/1", "HTTP/1.1 ", "HTTP/1 1", "HTTP/11.0", "-", "\\\"", "HTTP/1.1HTTP/1.1"}
+	n := 0
+	for range 100000 {
+		var b []byte
+		if r.IntN(4) > 0 {
+			// A request as logged: a method, a target, a protocol.
+			b = append(b, []string{"GET", "POST", "M-_x"}[r.IntN(3)]...)
+			b = append(b, "   "[:1+r.IntN(2)]...)
+			b = append(b, []string{"/", "/a/b.css", "/x?q=1 2", "/HTTP/1.1", "*"}[r.IntN(5)]...)
+			b = append(b, "   "[:1+r.IntN(2)]...)
+			b = append(b, []string{"HTTP/1.1", "HTTP/2.0", "HTTP/1.0", "HTTP/1", "HTTP/11.0", "HTTP/1 1", "HTTP/1.1 "}[r.IntN(7)]...)
+		}
+		for k := r.IntN(3); k > 0; k-- {
+			b = append(b, parts[r.IntN(len(parts))]...)
+			if r.IntN(3) > 0 {
+				b = append(b, ' ')
+			}
+		}
+		if len(b) > 0 && r.IntN(4) == 0 {
+			b[len(b)-1-r.IntN(min(len(b), 10))] = " H/1.\x00"[r.IntN(6)]
+		}
+		raw := string(b)
+		for _, noEscape := range []bool{true, false} {
+			var e, we Entry
+			st, wst := lineState{noEscape: noEscape}, lineState{noEscape: noEscape}
+			setRequest(raw, &e, &st)
+			refSetRequest(raw, &we, &wst)
+			if !reflect.DeepEqual(e, we) || !reflect.DeepEqual(st, wst) {
+				t.Fatalf("setRequest(%q): %+v, reference %+v", raw, e, we)
+			}
+			if e.Has&HasProtocol != 0 {
+				n++
+			}
+		}
+	}
+	if n < 10000 {
+		t.Fatalf("only %d requests with a protocol: too few to compare", n)
+	}
+}
+
+// TestDigitsAtAsLoop holds digitsAt, which reads up to 8 digits at once,
+// to a loop a digit: random runs of 0 to 20 digits followed by every kind
+// of byte (the ones next to '0' and '9' in the table, 0x80 and more), at
+// offsets with fewer and more than 8 bytes after them.
+func TestDigitsAtAsLoop(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 31))
+	others := "/:.- \"\x00\x7f\x80\xb0\xb9\xff\x10\x1a"
+	n := 0
+	for range 300000 {
+		var b []byte
+		for range r.IntN(4) {
+			b = append(b, others[r.IntN(len(others))])
+		}
+		pos := len(b)
+		for range r.IntN(21) {
+			b = append(b, byte('0'+r.IntN(10)))
+		}
+		for range r.IntN(10) {
+			if r.IntN(3) == 0 {
+				b = append(b, byte('0'+r.IntN(10)))
+			} else {
+				b = append(b, others[r.IntN(len(others))])
+			}
+		}
+		s := string(b)
+		max := 8 + r.IntN(11)
+		var want int64
+		q := pos
+		for q < len(s) && q < pos+max && s[q]-'0' <= 9 {
+			want = want*10 + int64(s[q]-'0')
+			q++
+		}
+		if v, end := digitsAt(s, pos, max); v != want || end != q {
+			t.Fatalf("digitsAt(%q, %d, %d) = %d, %d; want %d, %d", s, pos, max, v, end, want, q)
+		}
+		if q-pos >= 8 {
+			n++
+		}
+	}
+	if n < 10000 {
+		t.Fatalf("only %d runs of 8 digits or more", n)
+	}
+}

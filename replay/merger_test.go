@@ -96,3 +96,40 @@ func threadCPU(tb testing.TB) int64 {
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
+
+// BenchmarkWorkers is a replay's parse workers alone (block.parse: the
+// parser, the claims, the flags and the ring's buckets of each line), on
+// the same lines as BenchmarkMerger ($LOGJAIL_GENLOG's first 300,000, else
+// a generated 200k-line log) cut into blocks of blockLines as the reader
+// cuts them, read once before the timer; one worker, on its own thread.
+// ns/line is a worker's time a line, cpu-ns/line its thread's CPU.
+func BenchmarkWorkers(b *testing.B) {
+	cfg, err := rules.Load("../testdata/genlog.yaml", rules.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	log := os.Getenv("LOGJAIL_GENLOG")
+	if log == "" {
+		log, _ = genlog(b, 200000, 7)
+	}
+	blocks := parsedBlocks(b, cfg, log, 300000)
+	lines := 0
+	for _, bl := range blocks {
+		lines += len(bl.lines)
+	}
+	var kc rules.KeyCache
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpu0 := threadCPU(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, bl := range blocks {
+			bl.rejects, bl.done = bl.rejects[:0], make(chan struct{})
+			clear(bl.fields)
+			bl.fields = bl.fields[:0]
+			bl.parse(cfg, &kc)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(lines), "ns/line")
+	b.ReportMetric(float64(threadCPU(b)-cpu0)/float64(b.N)/float64(lines), "cpu-ns/line")
+}

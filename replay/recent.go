@@ -294,7 +294,37 @@ func (r *recent) burst(a netip.Addr, t time.Time) burstStats {
 // so only the path's last 6 bytes are read, from the end (the merger calls
 // this for every entry; TestIsStaticAsScan checks it against the scan of
 // the whole path it replaces).
+//
+// A path of 8 bytes or more is read as one word (the workers call it for
+// every line, and the byte loop and the switch on the extension's text
+// mispredicted): the last '.' and '/' of its last 6 bytes are found at once
+// (zeroBytes), the extension lowered and packed with its length
+// (extKey), and looked up in a table of 64 keys (staticKeys) by a hash
+// that puts each of the extensions in a slot of its own.
 func isStatic(path string) bool {
+	n := len(path)
+	if n < 8 {
+		return isStaticShort(path)
+	}
+	b := path[n-8 : n] // the last byte is b[7], the word's top byte
+	w := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+	const last6 = 0x8080808080800000 // the top bits of bytes 2 to 7
+	dots := zeroBytes(w^0x2e2e2e2e2e2e2e2e) & last6
+	slashes := zeroBytes(w^0x2f2f2f2f2f2f2f2f) & last6
+	if dots == 0 || bits.Len64(slashes) > bits.Len64(dots) {
+		return false // no '.' in the last 6 bytes, or a '/' after the last
+	}
+	dot := (bits.Len64(dots) - 1) / 8 // the last '.', a byte of w
+	if dot == 7 {
+		return false // no extension after it
+	}
+	k, ok := extKey(w>>(8*(dot+1)), 7-dot)
+	return ok && staticKeys[k*staticMul>>58] == k
+}
+
+// isStaticShort is isStatic byte by byte, for a path of fewer than 8 bytes.
+func isStaticShort(path string) bool {
 	n := len(path)
 	for i := n - 1; i >= 0 && i >= n-6; i-- {
 		switch path[i] {
@@ -306,6 +336,51 @@ func isStatic(path string) bool {
 	}
 	return false
 }
+
+// zeroBytes has the top bit of each byte of x that is 0 set, and no other
+// bit (exact: no borrow runs from one byte into the next).
+func zeroBytes(x uint64) uint64 {
+	const low7 = 0x7f7f7f7f7f7f7f7f
+	return ^((x&low7 + low7) | x | low7)
+}
+
+// extKey packs an extension of n bytes (0 to 5, the low bytes of x, the
+// rest of x ignored) lowered as staticExt lowers it, and n: the key of
+// staticKeys. Not ok for a byte of 0x80 or more (no extension of the list
+// has one).
+func extKey(x uint64, n int) (uint64, bool) {
+	x &= 1<<(8*n) - 1
+	if x&0x8080808080 != 0 {
+		return 0, false
+	}
+	// A byte of 'A' to 'Z' (each under 0x80, so no carry between bytes)
+	// gets 0x20 added.
+	upper := (x + 0x3f3f3f3f3f) &^ (x + 0x2525252525) & 0x8080808080
+	return x | upper>>2 | uint64(n)<<40, true
+}
+
+// staticMul hashes an extKey to one of staticKeys' 64 slots; each of
+// staticExt's extensions has a slot of its own (TestStaticKeys).
+const staticMul = 0x67dba858989009
+
+// staticKeys holds the extKey of each of staticExt's extensions in its
+// slot (staticMul), and 0 (no key: its length bits are 0) elsewhere. Read
+// only.
+var staticKeys = func() (t [64]uint64) {
+	for _, ext := range staticExts {
+		var x uint64
+		for i := len(ext) - 1; i >= 0; i-- {
+			x = x<<8 | uint64(ext[i])
+		}
+		k, _ := extKey(x, len(ext))
+		t[k*staticMul>>58] = k
+	}
+	return t
+}()
+
+// staticExts are the extensions of static files (staticExt's).
+var staticExts = [...]string{"css", "js", "mjs", "map", "png", "jpg", "jpeg", "gif", "webp", "avif", "svg", "ico", "bmp",
+	"woff", "woff2", "ttf", "otf", "eot", "mp4", "webm", "mp3", "ogg", "wav"}
 
 // staticExt reports whether ext (at most 5 bytes, any case) is the
 // extension of a static file.

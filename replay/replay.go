@@ -345,7 +345,11 @@ func (b *block) parse(cfg *rules.Config, kc *rules.KeyCache) {
 			b.rejects = append(b.rejects, rejectAt{n, err})
 			continue
 		}
-		b.claims = append(b.claims, cfg.ClaimOf(kc, b.src, e))
+		// The claim in its place (rules.Config.ClaimTo): a Claim built
+		// aside and copied in was read back before its stores were done.
+		j := len(b.claims)
+		b.claims = b.claims[:j+1]
+		cfg.ClaimTo(kc, b.src, e, &b.claims[j])
 		b.flags = append(b.flags, recFlags(e))
 		b.buckets = append(b.buckets, uint32(recentHash(addrWords(e.IP))))
 	}
@@ -449,24 +453,30 @@ func (r *reader) run(ctx context.Context, stdin io.Reader) error {
 			return err
 		}
 		for len(b.lines) < size {
-			line, n, ok := lg.Lines.Next()
-			if !ok {
+			// The lines in one loop (source.LineReader.AppendLines), up
+			// to a truncated one.
+			k := len(b.lines)
+			var first int
+			var ok bool
+			if b.lines, first, ok = lg.Lines.AppendLines(b.lines, size-k); !ok {
 				break
 			}
-			if len(b.lines) == 0 {
-				b.first = n
+			if k == 0 {
+				b.first = first
 			}
 			if lg.Lines.Truncated() {
-				b.trunc = append(b.trunc, len(b.lines))
+				b.trunc = append(b.trunc, len(b.lines)-1)
 			}
-			if line != "" && line[0] == '#' {
-				// A directive (W3C's #Fields:) or a comment: the parser
-				// may keep a directive's text, which must outlive the
-				// chunk's buffer (rare lines, copied).
-				line = strings.Clone(line)
+			for j := k; j < len(b.lines); j++ {
+				if line := b.lines[j]; line != "" && line[0] == '#' {
+					// A directive (W3C's #Fields:) or a comment: the
+					// parser may keep a directive's text, which must
+					// outlive the chunk's buffer (rare lines, copied).
+					// Noted in file order: the blocks are parsed in any.
+					b.lines[j] = strings.Clone(line)
+					lg.Parser.Directive(b.lines[j], first+j-k)
+				}
 			}
-			lg.Parser.Directive(line, n) // in file order: the blocks are parsed in any
-			b.lines = append(b.lines, line)
 			b.chunk = lg.Lines.Chunk()
 		}
 		if len(b.lines) == 0 {
@@ -547,8 +557,11 @@ func (r *reader) release(b *block) {
 		default:
 		}
 	}
-	clear(b.entries) // let the chunks' strings go
-	clear(b.fields)
+	// The entries and fields keep their strings (views of the chunks'
+	// buffers, read into again anyway) until the block is parsed into
+	// again, which writes every entry whole (parser.Parser.ParseStringTo):
+	// clearing them here was the merger's (the replay's serial part) 240
+	// bytes a line.
 	b.fields = b.fields[:0]
 	select {
 	case r.pool.free <- b:

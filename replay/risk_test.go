@@ -355,17 +355,27 @@ func isStaticScan(path string) bool {
 // mixed case, after dots and slashes, and random paths over the bytes that
 // matter.
 func TestIsStaticAsScan(t *testing.T) {
+	// staticKeys: each extension in a slot of its own, found by its key.
+	n := 0
+	for _, k := range staticKeys {
+		if k != 0 {
+			n++
+		}
+	}
+	if n != len(staticExts) {
+		t.Fatalf("staticKeys holds %d keys, want the %d extensions: staticMul puts two in one slot", n, len(staticExts))
+	}
 	var paths []string
 	for _, ext := range []string{"css", "JS", "mjs", "map", "Png", "jpg", "jpeg", "gif", "webp", "avif", "svg", "ico", "bmp",
 		"woff", "WOFF2", "ttf", "otf", "eot", "mp4", "webm", "mp3", "ogg", "wav", "php", "html", "", "c", "cssx", "woff22"} {
-		for _, pre := range []string{"", "/", "/a", "/a.b/c", "/x.css/", ".", "/a/.", "/v1.2/"} {
+		for _, pre := range []string{"", "/", "/a", "/a.b/c", "/x.css/", ".", "/a/.", "/v1.2/", "/static/js/app.85b71280", "/products/24443-qumonsel/", "/x\x12y\xc3z/abc"} {
 			paths = append(paths, pre+"."+ext, pre+ext, pre+"."+ext+"/", pre+"."+ext+"?", pre+".."+ext)
 		}
 	}
 	rnd := rand.New(rand.NewPCG(23, 7))
-	const alphabet = "./aAcCsSjJgGpPfF2"
-	for range 200000 {
-		b := make([]byte, rnd.IntN(12))
+	const alphabet = "./aAcCsSjJgGpPfF2@[Zz\x12\xc3wWoOmM34"
+	for range 400000 {
+		b := make([]byte, rnd.IntN(20))
 		for i := range b {
 			b[i] = alphabet[rnd.IntN(len(alphabet))]
 		}

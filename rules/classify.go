@@ -178,23 +178,38 @@ const (
 // (a KeyCache is used by one goroutine); a worker's may be another than the
 // classifying pipeline's.
 func (c *Config) ClaimOf(k *KeyCache, src *Source, e *parser.Entry) Claim {
-	cl := Claim{found: true}
-	if cl.list, cl.rng = c.lists(e.IP); cl.list != 0 {
-		return cl // classifying reads no user agent, nor the ordinary rules
+	var cl Claim
+	c.ClaimTo(k, src, e, &cl)
+	return cl
+}
+
+// ClaimTo is ClaimOf writing the Claim into *cl (all of it), in place: a
+// caller that keeps its claims in a slice (replay's blocks) copies none.
+func (c *Config) ClaimTo(k *KeyCache, src *Source, e *parser.Entry, cl *Claim) {
+	list, rng := c.lists(e.IP)
+	*cl = Claim{found: true, list: list, rng: rng}
+	if list != 0 {
+		return // classifying reads no user agent, nor the ordinary rules
 	}
 	if c.bots != nil && e.Has&parser.HasUserAgent != 0 {
 		cl.name, cl.kind = k.agent(e.UserAgent)
 	}
 	if len(c.Rules) <= 64 {
+		// The rules without a match hold for every entry (plainOf); those
+		// with one are asked.
 		src = c.sourceOf(src)
-		cl.ruled, cl.src = true, src
-		for _, i := range c.rulesOf(src) {
-			if m := c.ruleSpecs[i].match; m == nil || m.match(e) {
-				cl.matched |= 1 << i
+		at := len(c.Sources)
+		if src != nil {
+			at = src.Index
+		}
+		matched := c.plainOf[at]
+		for _, i := range c.matchOf[at] {
+			if c.ruleSpecs[i].match.match(e) {
+				matched |= 1 << i
 			}
 		}
+		cl.ruled, cl.src, cl.matched = true, src, matched
 	}
-	return cl
 }
 
 // sourceOf is src as c knows it: a source of another compile of the
@@ -219,6 +234,14 @@ func (c *Config) rulesOf(src *Source) []int {
 // the first that holds (Claim.list, 0: none), and with claimRange the
 // range's index.
 func (c *Config) lists(a netip.Addr) (list uint8, rng int32) {
+	if i := firstByte(a); c.listed.bits[i/64%8]&(1<<(i%64)) == 0 {
+		return 0, 0 // no prefix of the three starts with a's first byte (firstBytes.may)
+	}
+	return c.lookLists(a)
+}
+
+// lookLists is lists by the three look-ups alone.
+func (c *Config) lookLists(a netip.Addr) (list uint8, rng int32) {
 	switch {
 	case c.allow.Contains(a):
 		return claimAllowed, 0
@@ -229,6 +252,50 @@ func (c *Config) lists(a netip.Addr) (list uint8, rng int32) {
 		return claimRange, int32(ri)
 	}
 	return 0, 0
+}
+
+// firstBytes is a set of first bytes of addresses, one bit a byte: IPv6
+// in bits 0 to 255, IPv4 in bits 256 to 511 (an IPv4-mapped IPv6 address
+// and a zoned one are IPv6, as the lists' tables read them: by their 16
+// bytes).
+type firstBytes struct{ bits [8]uint64 }
+
+// add adds the first bytes of p's addresses: one byte for a prefix of 8
+// bits or more, the 2^(8-bits) bytes it spans for a shorter one.
+func (f *firstBytes) add(p netip.Prefix) {
+	if !p.IsValid() {
+		return
+	}
+	a, at := p.Addr(), 0
+	first := int(a.As16()[0])
+	if a.Is4() {
+		first, at = int(a.As4()[0]), 256
+	}
+	span := 1
+	if bits := p.Bits(); bits < 8 {
+		span = 1 << (8 - bits)
+	}
+	for b := at + first&^(span-1); b < at+first&^(span-1)+span; b++ {
+		f.bits[b>>6] |= 1 << (b & 63)
+	}
+}
+
+// may reports whether a prefix added may hold a: its first byte is in
+// the set. The zero Addr (in no list: the look-ups find nothing for it)
+// reads as IPv6 byte 0.
+func (f *firstBytes) may(a netip.Addr) bool {
+	i := firstByte(a)
+	return f.bits[i/64%8]&(1<<(i%64)) != 0
+}
+
+// firstByte is a's bit in a firstBytes: its first byte, plus 256 for
+// IPv4. One byte of As16's result, not a copy of its 16 (two 8-byte
+// stores read back as one 16-byte load stalled).
+func firstByte(a netip.Addr) uint {
+	if a.Is4() {
+		return 256 | uint(a.As16()[12]) // ::ffff:a.b.c.d
+	}
+	return uint(a.As16()[0])
 }
 
 // ClassifyClaimed is ClassifyKeys with e's Claim found ahead (ClaimOf under

@@ -87,6 +87,7 @@ type Config struct {
 	allowList  []netip.Prefix   // the same, as listed (duplicates removed)
 	deny       *bart.Lite       // deny list
 	ranges     *bart.Table[int] // CIDR -> index into rangeDefs
+	listed     firstBytes       // the first bytes of allow's, deny's and ranges' prefixes (lists)
 	rangeDefs  []rangeDef
 	staticBans []StaticBan
 	hostAddrs  []netip.Addr
@@ -94,6 +95,8 @@ type Config struct {
 	ruleSpecs  []ruleSpec     // by rule index
 	bySource   [][]int        // by source index: ordinary rules that see it
 	noSource   []int          // ordinary rules that see every source
+	plainOf    []uint64       // by source index, then noSource's: the rules without `match` (the first 64), for ClaimTo
+	matchOf    [][]int        // the same: the rules with one
 	ruleIndex  map[string]int // rule name -> index
 	warnings   []*Error       // what is valid but likely a mistake (Warnings)
 
@@ -414,6 +417,7 @@ func (b *builder) build(root *yaml.Node, o Options) {
 				continue // listed twice
 			}
 			c.deny.Insert(p.Prefix)
+			c.listed.add(p.Prefix)
 			c.staticBans = append(c.staticBans, StaticBan{Key: p.Prefix, Origin: "deny", Reason: "deny list"})
 		}
 	}
@@ -472,6 +476,20 @@ func (b *builder) index() {
 		}
 		for _, s := range srcs {
 			c.bySource[s] = append(c.bySource[s], i)
+		}
+	}
+	c.plainOf, c.matchOf = make([]uint64, len(c.Sources)+1), make([][]int, len(c.Sources)+1)
+	for s := range len(c.Sources) + 1 {
+		rs := c.noSource
+		if s < len(c.Sources) {
+			rs = c.bySource[s]
+		}
+		for _, i := range rs {
+			if i < len(c.ruleSpecs) && c.ruleSpecs[i].match != nil {
+				c.matchOf[s] = append(c.matchOf[s], i)
+			} else if i < 64 {
+				c.plainOf[s] |= 1 << i
+			}
 		}
 	}
 }
@@ -830,6 +848,7 @@ func (c *Config) addAllow(p netip.Prefix) {
 		c.allowList = append(c.allowList, p)
 	}
 	c.allow.Insert(p)
+	c.listed.add(p)
 }
 
 // StaticBans returns the bans the configuration itself makes: the deny list,

@@ -346,6 +346,7 @@ func (b *builder) rangeList(top field) {
 			}
 			owner[k] = name
 			c.ranges.Insert(p.Prefix, ri)
+			c.listed.add(p.Prefix)
 			if def.mode == rangeBanned {
 				c.staticBans = append(c.staticBans, StaticBan{Key: p.Prefix, Origin: "range", Reason: "range " + name + " banned"})
 			}

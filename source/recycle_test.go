@@ -94,3 +94,82 @@ func TestRecycledLinesAsPlain(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendLinesAsNext reads random text (short and long lines, CRLF,
+// empty lines, lines over MaxLine, a last line with or without its
+// newline) in batches of random sizes (AppendLines) and line by line
+// (Next), plain and through recycled buffers: the same lines, numbers,
+// truncations (a batch stops after a truncated line), chunks and offsets
+// after each batch.
+func TestAppendLinesAsNext(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(9, 4))
+	truncated := 0
+	for round := range 60 {
+		var b bytes.Buffer
+		for range 200 + rnd.IntN(400) {
+			switch k := rnd.IntN(40); {
+			case k == 0 && round%6 == 0:
+				b.WriteString(strings.Repeat("x", MaxLine+rnd.IntN(3000)))
+			case k < 3:
+			case k < 6:
+				b.WriteString("#Fields: a b")
+			default:
+				b.WriteString(strings.Repeat("ab c\r", 40)[:1+rnd.IntN(150)])
+			}
+			b.WriteString([]string{"\n", "\r\n"}[rnd.IntN(2)])
+		}
+		if rnd.IntN(2) == 0 {
+			b.WriteString("last")
+		}
+		data := b.Bytes()
+		recycle := round%2 == 1
+		plain := NewLineReader(&shortReads{data: data, rnd: rand.New(rand.NewPCG(uint64(round), 1))})
+		batch := NewLineReader(&shortReads{data: data, rnd: rand.New(rand.NewPCG(uint64(round), 1))})
+		if recycle {
+			// Every chunk stays in use: the test keeps all the lines.
+			plain.RecycleChunks(func() uint64 { return 0 }, 4096)
+			batch.RecycleChunks(func() uint64 { return 0 }, 4096)
+		}
+		var lines []string
+		for {
+			k := len(lines)
+			var first int
+			var ok bool
+			lines, first, ok = batch.AppendLines(lines, 1+rnd.IntN(40))
+			if !ok {
+				if len(lines) != k {
+					t.Fatalf("round %d: not ok, but %d lines appended", round, len(lines)-k)
+				}
+				if _, _, more := plain.Next(); more {
+					t.Fatalf("round %d: AppendLines ended at line %d, Next goes on", round, k)
+				}
+				break
+			}
+			if first != k+1 {
+				t.Fatalf("round %d: first %d, want %d", round, first, k+1)
+			}
+			for j := k; j < len(lines); j++ {
+				want, n, more := plain.Next()
+				if !more || lines[j] != want || n != j+1 {
+					t.Fatalf("round %d: line %d %.40q, Next's %d %.40q (%v)", round, j+1, lines[j], n, want, more)
+				}
+				if plain.Truncated() {
+					truncated++
+				}
+				if j < len(lines)-1 && plain.Truncated() {
+					t.Fatalf("round %d: line %d truncated, but the batch went on", round, n)
+				}
+			}
+			if batch.Truncated() != plain.Truncated() || batch.Chunk() != plain.Chunk() || batch.Offset() != plain.Offset() || batch.Line() != plain.Line() {
+				t.Fatalf("round %d, after line %d: truncated %v, chunk %d, offset %d; Next's %v, %d, %d",
+					round, len(lines), batch.Truncated(), batch.Chunk(), batch.Offset(), plain.Truncated(), plain.Chunk(), plain.Offset())
+			}
+		}
+		if batch.Err() != nil || plain.Err() != nil {
+			t.Fatalf("round %d: %v, %v", round, batch.Err(), plain.Err())
+		}
+	}
+	if truncated < 20 {
+		t.Fatalf("%d lines truncated: too few to compare", truncated)
+	}
+}

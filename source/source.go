@@ -10,7 +10,9 @@
 // (keys, the daemon's state) clones them (strings.Clone). A reader told to
 // recycle its chunks (LineReader.RecycleChunks: replay) reads into the
 // buffers of chunks its caller is done with instead: no new memory per
-// chunk, and its lines valid only until the caller says so. Nothing here
+// chunk, and its lines valid only until the caller says so. A caller
+// cutting a log into blocks takes a block's lines at once
+// (LineReader.AppendLines) rather than calling Next for each. Nothing here
 // parses; nothing here keeps global state.
 //
 // Boundaries: It owns opening a log (plain, compressed, stdin, globs) and
@@ -292,6 +294,59 @@ func (lr *LineReader) Next() (line string, n int, ok bool) {
 			return "", lr.n, false
 		}
 	}
+}
+
+// AppendLines appends the next lines to dst, at most n (n > 0), as Next
+// returns them, and returns dst and the number of the first line appended;
+// ok false at the end of input (nothing appended) or on a read error (see
+// Err). It stops after a line Truncated reports (so that the caller knows
+// which), and Truncated and Chunk are then those of the last line
+// appended. A reader cutting a log into blocks of lines calls it once a
+// block, not Next once a line: the lines of the chunk read are cut in one
+// loop.
+func (lr *LineReader) AppendLines(dst []string, n int) (out []string, first int, ok bool) {
+	first = lr.n + 1
+	for k := 0; k < n; {
+		if lr.pos < len(lr.chunk) && !lr.long {
+			// Next's own steps for the lines of the chunk read, with the
+			// position and count in registers; a line over MaxLine (which
+			// Next cuts) goes to Next.
+			chunk, pos, ln := lr.chunk, lr.pos, lr.n
+			for ; k < n && pos < len(chunk); k++ {
+				start := pos
+				l := chunk[pos:]
+				if i := strings.IndexByte(l, '\n'); i < 0 {
+					pos = len(chunk)
+				} else {
+					l = l[:i]
+					pos += i + 1
+				}
+				if len(l) > MaxLine {
+					pos = start // Next cuts it
+					break
+				}
+				if len(l) > 0 && l[len(l)-1] == '\r' {
+					l = l[:len(l)-1]
+				}
+				ln++
+				dst = append(dst, l)
+			}
+			lr.pos, lr.n, lr.truncated = pos, ln, false
+			if k == n {
+				break
+			}
+		}
+		l, _, more := lr.Next()
+		if !more {
+			break
+		}
+		dst = append(dst, l)
+		k++
+		if lr.truncated {
+			break
+		}
+	}
+	return dst, first, lr.n >= first
 }
 
 // RecycleChunks makes lr read into buffers it uses again, instead of a new
