@@ -72,12 +72,20 @@ func TestSpareNeverInUse(t *testing.T) {
 		if len(window) == 3 {
 			old := window[0].b
 			window = window[1:]
-			Recycle(spare, old)
+			// Recycled through a channel of the test's own, and looked at
+			// before it goes on to spare: once there, the follower may
+			// write to it (reading it after was a race).
+			mid := make(chan []Line, 1)
+			Recycle(mid, old)
 			recycled[&old.Lines[:1][0]] = true
 			for i, l := range old.Lines {
 				if l != (Line{}) {
 					t.Fatalf("recycled batch: line %d still %+v", i, l)
 				}
+			}
+			select {
+			case spare <- <-mid:
+			default:
 			}
 		}
 	}

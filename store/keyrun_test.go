@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,7 +95,7 @@ func TestKeysTableMigrates(t *testing.T) {
 }
 
 func slicesSortRows(rows []KeyRow) {
-	order := sortRows(rows, nil)
+	order := sortOrder(rows)
 	sorted := make([]KeyRow, len(order))
 	for j, i := range order {
 		sorted[j] = rows[i]
@@ -291,7 +292,7 @@ func TestMergerNewestWins(t *testing.T) {
 				parts[id] = bytes.Clone(data)
 				return nil
 			}}
-			for _, i := range sortRows(rows, nil) {
+			for _, i := range sortOrder(rows) {
 				if err := rw.add(&rows[i]); err != nil {
 					t.Fatal(err)
 				}
@@ -323,6 +324,74 @@ func TestMergerNewestWins(t *testing.T) {
 			if w := want[[2]string{g.rule, g.key}]; !bytes.Equal(g.body, w) {
 				t.Fatalf("%d runs: (%s, %s): body %x, want the newest run's %x", nruns, g.rule, g.key, g.body, w)
 			}
+		}
+	}
+}
+
+// sortOrder is sortRows' order of rows, without buffers.
+func sortOrder(rows []KeyRow) []int32 {
+	order, _ := sortRows(rows, nil, nil)
+	return order
+}
+
+// TestSortRowsAsModel holds sortRows (its rules' ranks and 8 bytes of
+// each key past the shared prefix, the text only on a tie) to the plain
+// model it replaced: the rows' indexes sorted stably by (rule, key), the
+// last of each run of equal names kept. 5,000 random sets of up to 300
+// rows, with states named twice, keys that are prefixes of others, keys
+// with zero bytes and bytes above 0x7f, shared prefixes of every length,
+// and the buffers used again from one set to the next.
+func TestSortRowsAsModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	model := func(rows []KeyRow) []int32 {
+		order := make([]int32, len(rows))
+		for i := range order {
+			order[i] = int32(i)
+		}
+		cmp := func(a, b int32) int {
+			if c := strings.Compare(rows[a].Rule, rows[b].Rule); c != 0 {
+				return c
+			}
+			return strings.Compare(rows[a].Key, rows[b].Key)
+		}
+		slices.SortStableFunc(order, cmp)
+		var out []int32
+		for j, i := range order {
+			if j+1 < len(order) && cmp(i, order[j+1]) == 0 {
+				continue
+			}
+			out = append(out, i)
+		}
+		return out
+	}
+	rules := []string{"flood", "flood2", "a", "scan", "floo"}
+	alphabet := []byte{'0', '1', '9', 'a', 'f', ':', '.', 0, 0xff, 0x80}
+	var order []int32
+	var keys []sortKey
+	for set := range 5000 {
+		prefix := strings.Repeat("2001:db8:8000:", 2)
+		prefix = prefix[:rng.IntN(len(prefix)+1)*rng.IntN(2)]
+		var rows []KeyRow
+		for range rng.IntN(300) {
+			if len(rows) > 0 && rng.IntN(5) == 0 { // a state named again
+				r := rows[rng.IntN(len(rows))]
+				r.Requests = int64(len(rows))
+				rows = append(rows, r)
+				continue
+			}
+			key := []byte(prefix)
+			for range rng.IntN(14) + 1 {
+				key = append(key, alphabet[rng.IntN(len(alphabet))])
+			}
+			if rng.IntN(4) == 0 {
+				key = key[:max(1, rng.IntN(len(key)+1))] // a prefix of others, or of the shared prefix
+			}
+			rows = append(rows, KeyRow{Rule: rules[rng.IntN(1+set%len(rules))], Key: string(key), Requests: int64(len(rows))})
+		}
+		want := model(rows)
+		order, keys = sortRows(rows, order, keys)
+		if !slices.Equal(order, want) && (len(order) > 0 || len(want) > 0) {
+			t.Fatalf("set %d: sortRows %v, model %v", set, order, want)
 		}
 	}
 }

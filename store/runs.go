@@ -89,7 +89,7 @@ func (db *DB) writeRun(w *conn, rows []KeyRow) error {
 	if err != nil {
 		return err
 	}
-	db.order = sortRows(rows, db.order)
+	db.order, db.sortKeys = sortRows(rows, db.order, db.sortKeys)
 	rw := &runWriter{run: next, tier: tierCheckpoint, insert: w.insertPart, buf: db.part[:0]}
 	for _, i := range db.order {
 		if err := rw.add(&rows[i]); err != nil {

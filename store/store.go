@@ -114,7 +114,9 @@ type DB struct {
 	closed bool
 	wc     conn    // the writer's connection and its statements
 	order  []int32 // Checkpoint's buffer for the order of its keys
-	part   []byte  // the buffer of a key run's part being written
+	// sortKeys is Checkpoint's buffer for sorting its keys (sortRows).
+	sortKeys []sortKey
+	part     []byte // the buffer of a key run's part being written
 	// The merge of key runs in progress (merge.go); nil: none.
 	merge *stepMerge
 	// orphans: key_hidden may hold an output that merge does not write
