@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"database/sql"
 	"fmt"
 	"path/filepath"
@@ -105,7 +106,7 @@ func TestNewSchemaAsMigrated(t *testing.T) {
 	mustOpen(t, one, Options{}).Close()
 	steps := filepath.Join(dir, "steps.db")
 	for k := 1; k <= len(migrations); k++ {
-		w := sql.OpenDB(&connector{dsn: dsn(steps, false), drv: &sqlite3.SQLiteDriver{ConnectHook: writerHook}})
+		w := sql.OpenDB(&connector{dsn: dsn(steps, false), drv: &sqlite3.SQLiteDriver{ConnectHook: writerHook(false)}})
 		w.SetMaxOpenConns(1)
 		err := migrate(w, migrations[:k])
 		w.Close()
@@ -140,5 +141,49 @@ func TestNewSchemaAsMigrated(t *testing.T) {
 	mustOpen(t, broken, Options{}).Close()
 	if got := schemaOf(t, broken); !reflect.DeepEqual(got, want) {
 		t.Errorf("the schema made after a failed one:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestNoSync: a writer opened with NoSync never waits for the disk
+// (synchronous = OFF, from the start); one without waits as doc.go says
+// (NORMAL); both are in WAL mode and read back what they wrote.
+func TestNoSync(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	for _, noSync := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "logjail.db")
+		db := mustOpen(t, path, Options{NoSync: noSync})
+		var sync int
+		var mode string
+		if err := db.w.QueryRow("PRAGMA synchronous").Scan(&sync); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.w.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{false: 1, true: 0}[noSync]; sync != want || mode != "wal" {
+			t.Errorf("NoSync %v: synchronous %d, journal_mode %s; want %d and wal", noSync, sync, mode, want)
+		}
+		rows := benchKeys(100, t0)
+		if err := db.Checkpoint(&Checkpoint{Time: t0, Global: []byte("g"), Keys: rows}); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		r := mustOpen(t, path, Options{ReadOnly: true})
+		want := map[string][]byte{}
+		for _, k := range rows {
+			want[k.Key] = k.Data
+		}
+		n := 0
+		if err := r.Keys(func(k *KeyRow) error {
+			if !bytes.Equal(k.Data, want[k.Key]) {
+				t.Errorf("NoSync %v: key %s reads back as %x, want %x", noSync, k.Key, k.Data, want[k.Key])
+			}
+			n++
+			return nil
+		}); err != nil || n != len(rows) {
+			t.Errorf("NoSync %v: %d keys read back (%v), want %d", noSync, n, err, len(rows))
+		}
 	}
 }
