@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -175,6 +176,13 @@ func runReplay(cmd *cobra.Command, o *replayOptions, args []string, s streams) e
 		db = openReplayDB(o.db, cancel)
 		defer db.Close() // on the paths that return early
 		ro.Recorder = db.w
+		// A read of stdin is not cancelled: a replay of a pipe that stays
+		// quiet would wait for it. Its database is made first.
+		if slices.Contains(files, source.Stdin) {
+			if err := db.openErr(); err != nil {
+				return err
+			}
+		}
 	}
 	ro.Stdin = s.in
 	if f, ok := s.err.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
@@ -258,7 +266,9 @@ func writeHTML(path string, rep *replay.Report) error {
 //
 //   - openReplayDB makes it on a goroutine of its own while the replay
 //     starts; the replay's one checkpoint waits for it (Checkpoint), and
-//     a failure to make it cancels the replay.
+//     a failure to make it cancels the replay. (With stdin among the
+//     inputs, runReplay waits for it first: a read of stdin is not
+//     cancelled.)
 //   - The replay's Flush collects the final state on the replay's
 //     goroutine (it reads the detector), and w, an asynchronous Writer,
 //     writes it on another, where Checkpoint then closes the database

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -252,5 +254,32 @@ func TestReplayDBOpenFails(t *testing.T) {
 	code, out, stderr = run(t, "", "replay", "--config", cfg, "--source", "web", "--db", db, log)
 	if code != exitUsage || out != "" || !strings.Contains(stderr, "already holds a state") {
 		t.Errorf("a second replay into the same database: exit %d, stdout %q, stderr %q; want 2, no report and a reason", code, out, stderr)
+	}
+}
+
+// TestReplayDBOpenFailsStdin: with stdin among the inputs, a database that
+// cannot be made fails the replay before stdin is read (a read of stdin is
+// not cancelled: a quiet pipe would hold the error back).
+func TestReplayDBOpenFailsStdin(t *testing.T) {
+	dir := t.TempDir()
+	cfg := genlogConfig(t, dir)
+	empty := filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe() // never written
+	defer pw.Close()
+	done := make(chan int, 1)
+	var out, errb bytes.Buffer
+	go func() {
+		done <- execute(context.Background(), []string{"replay", "--config", cfg, "--source", "web", "--db", empty, "-"}, streams{in: pr, out: &out, err: &errb})
+	}()
+	select {
+	case code := <-done:
+		if code == exitOK || out.Len() != 0 || !strings.Contains(errb.String(), "empty") {
+			t.Errorf("exit %d, stdout %q, stderr %q; want store's ErrEmpty and no report", code, out.String(), errb.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("replay --db of a quiet stdin did not fail on a database that cannot be made")
 	}
 }
