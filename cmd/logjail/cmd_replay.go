@@ -272,8 +272,7 @@ func writeHTML(path string, rep *replay.Report) error {
 //   - The replay's Flush collects the final state on the replay's
 //     goroutine (it reads the detector), and w, an asynchronous Writer,
 //     writes it on another, where Checkpoint then closes the database
-//     (SQLite copies the WAL into it, with its fsyncs), while the replay
-//     makes its report.
+//     (SQLite copies the WAL into it), while the replay makes its report.
 //   - Close waits for both.
 //
 // The database is opened with store.Options.NoSync: nothing waits for the
