@@ -73,7 +73,13 @@
 //
 // WAL mode; synchronous=NORMAL (a commit does not wait for the disk: a
 // power loss can lose the last checkpoints, never corrupt the database; a
-// crash of the process loses nothing committed); busy_timeout 5 s (nothing
+// crash of the process loses nothing committed), or OFF for a writer
+// opened with Options.NoSync, from before the database is made (nothing
+// waits for the disk, not even the copy of the WAL into the database at
+// close: a crash of the process still loses nothing committed, but a power
+// loss or a crash of the system before it wrote the pages back may leave
+// the database unreadable; replay --db's database, which the same replay
+// makes again, is the one opened so); busy_timeout 5 s (nothing
 // should ever wait: it covers an operator writing with sqlite3);
 // foreign_keys on; auto_vacuum=INCREMENTAL, set before the first table, so
 // that Prune can give free pages back; page_size 16 KiB, also set before

@@ -158,7 +158,11 @@ func Version() int { return len(migrations) }
 // migrate brings the database of w (one connection, IMMEDIATE
 // transactions) to version len(migs), each migration in its own
 // transaction with the version it reaches: a migration that fails leaves
-// the database at the version before it.
+// the database at the version before it. A new database (version 0) gets
+// them all in one transaction: its schema is one commit, which writes each
+// page into the WAL once (a commit a migration wrote page 1 and the roots
+// of the tables again each time: 37 pages of 16 KiB instead of 18), and a
+// failure leaves it at version 0, empty (TestNewSchemaAsMigrated).
 func migrate(w *sql.DB, migs []string) error {
 	for {
 		done, err := migrateOne(w, migs)
@@ -188,23 +192,35 @@ func migrateOne(w *sql.DB, migs []string) (done bool, err error) {
 	case v == len(migs):
 		return true, tx.Rollback()
 	}
-	if _, err := tx.Exec(migs[v]); err != nil {
-		return false, fmt.Errorf("to version %d: %w", v+1, err)
+	to := v + 1
+	if v == 0 {
+		to = len(migs)
 	}
-	switch migs[v] {
-	case keyRunsMigration:
-		err = convertKeys(tx)
-	case partKeysMigration:
-		err = fillPartKeys(tx)
+	for ; v < to; v++ {
+		if err := migrateTx(tx, migs[v]); err != nil {
+			return false, fmt.Errorf("to version %d: %w", v+1, err)
+		}
 	}
-	if err != nil {
-		return false, fmt.Errorf("to version %d: %w", v+1, err)
-	}
-	if _, err := tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", v+1)); err != nil {
-		return false, fmt.Errorf("to version %d: %w", v+1, err)
+	if _, err := tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", v)); err != nil {
+		return false, fmt.Errorf("to version %d: %w", v, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("to version %d: %w", v+1, err)
+		return false, fmt.Errorf("to version %d: %w", v, err)
 	}
 	return false, nil
+}
+
+// migrateTx runs migration m in tx, with the conversion of the rows it
+// needs.
+func migrateTx(tx *sql.Tx, m string) error {
+	if _, err := tx.Exec(m); err != nil {
+		return err
+	}
+	switch m {
+	case keyRunsMigration:
+		return convertKeys(tx)
+	case partKeysMigration:
+		return fillPartKeys(tx)
+	}
+	return nil
 }

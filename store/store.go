@@ -94,6 +94,13 @@ type Options struct {
 	// where the group exists and the process may give it (root, or a
 	// member); elsewhere it is ignored.
 	Group string
+	// NoSync makes a writer that never waits for the disk (PRAGMA
+	// synchronous = OFF, from before the database is made): a crash of
+	// the process still loses nothing committed, but a power loss or a
+	// crash of the system before it wrote the pages back may leave the
+	// database unreadable. Only for a database that can be made again
+	// from what made it: replay --db's (package doc, "Settings").
+	NoSync bool
 }
 
 // DB is an open logjail database. Its methods are safe for concurrent
@@ -159,7 +166,7 @@ func open(path string, o Options, migs []string) (*DB, error) {
 	if o.ReadOnly {
 		err = db.openReader(abs, len(migs))
 	} else {
-		err = db.openWriter(abs, o.Group, migs)
+		err = db.openWriter(abs, o.Group, o.NoSync, migs)
 	}
 	if err != nil {
 		db.Close()
@@ -196,7 +203,7 @@ func (db *DB) openReader(abs string, version int) error {
 	return nil
 }
 
-func (db *DB) openWriter(abs, group string, migs []string) error {
+func (db *DB) openWriter(abs, group string, noSync bool, migs []string) error {
 	gid, err := groupID(group)
 	if err != nil {
 		return db.errf("open", "group %q: %w", group, err)
@@ -239,7 +246,7 @@ func (db *DB) openWriter(abs, group string, migs []string) error {
 		return db.errf("open", "%w", err)
 	}
 
-	db.w = sql.OpenDB(&connector{dsn: dsn(abs, false), drv: &sqlite3.SQLiteDriver{ConnectHook: writerHook}})
+	db.w = sql.OpenDB(&connector{dsn: dsn(abs, false), drv: &sqlite3.SQLiteDriver{ConnectHook: writerHook(noSync)}})
 	db.w.SetMaxOpenConns(1)
 	db.w.SetMaxIdleConns(1)
 	db.w.SetConnMaxLifetime(0)
@@ -355,15 +362,32 @@ var writerPragmas = []string{
 	"PRAGMA page_size = " + strconv.Itoa(pageSize),
 	"PRAGMA auto_vacuum = INCREMENTAL",
 	"PRAGMA journal_mode = WAL",
-	"PRAGMA synchronous = NORMAL",
+	syncNormal,
 	"PRAGMA foreign_keys = ON",
 	"PRAGMA journal_size_limit = " + strconv.Itoa(walLimit),
 	"PRAGMA cache_size = -" + strconv.Itoa(cacheKiB),
 	"PRAGMA temp_store = MEMORY",
 }
 
-func writerHook(c *sqlite3.SQLiteConn) error {
-	for _, p := range writerPragmas {
+const syncNormal = "PRAGMA synchronous = NORMAL"
+
+// noSyncPragmas are writerPragmas for Options.NoSync: synchronous = OFF
+// instead of NORMAL, and first, so that the transactions that make a new
+// database (before it is in WAL mode) do not wait for the disk either.
+var noSyncPragmas = append([]string{"PRAGMA synchronous = OFF"},
+	slices.DeleteFunc(slices.Clone(writerPragmas), func(p string) bool { return p == syncNormal })...)
+
+// writerHook returns the hook that sets up the writer's connection.
+func writerHook(noSync bool) func(*sqlite3.SQLiteConn) error {
+	pragmas := writerPragmas
+	if noSync {
+		pragmas = noSyncPragmas
+	}
+	return func(c *sqlite3.SQLiteConn) error { return setUpWriter(c, pragmas) }
+}
+
+func setUpWriter(c *sqlite3.SQLiteConn, pragmas []string) error {
+	for _, p := range pragmas {
 		if _, err := c.Exec(p, nil); err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}

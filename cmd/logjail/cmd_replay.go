@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -160,32 +164,65 @@ func runReplay(cmd *cobra.Command, o *replayOptions, args []string, s streams) e
 		}
 		inputs = append(inputs, replay.Input{Name: f, Source: src})
 	}
+	ctx := cmd.Context()
+	var db *replayDB
 	if o.db != "" {
-		db, err := openReplayDB(o.db)
-		if err != nil {
-			return err
+		// The database is made beside the replay (its fsyncs are waits,
+		// not work): a failure cancels the replay, and its error is the
+		// one returned.
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		db = openReplayDB(o.db, cancel)
+		defer db.Close() // on the paths that return early
+		ro.Recorder = db.w
+		// A read of stdin is not cancelled: a replay of a pipe that stays
+		// quiet would wait for it. Its database is made first.
+		if slices.Contains(files, source.Stdin) {
+			if err := db.openErr(); err != nil {
+				return err
+			}
 		}
-		defer db.Close()
-		ro.Recorder = checkpoint.NewWriter(db)
 	}
 	ro.Stdin = s.in
 	if f, ok := s.err.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		ro.Progress = progress(s.err)
 	}
-	rep, err := replay.Run(cmd.Context(), cfg, inputs, ro)
+	rep, err := replay.Run(ctx, cfg, inputs, ro)
 	if ro.Progress != nil {
 		fmt.Fprint(s.err, "\r\033[K")
 	}
+	if db != nil {
+		if oerr := db.openErr(); oerr != nil {
+			return oerr // the cause, not the replay's "context canceled"
+		}
+	}
 	if err != nil {
 		return err
+	}
+	// With --db, the report is written into a buffer while the database is
+	// written, and printed once the database is complete: as before, a
+	// database that cannot be written prints no report.
+	out := s.out
+	var buf bytes.Buffer
+	if db != nil {
+		out = &buf
 	}
 	if o.output == "json" {
-		err = rep.WriteJSON(s.out)
+		err = rep.WriteJSON(out)
 	} else {
-		err = rep.WriteText(s.out)
+		err = rep.WriteText(out)
 	}
 	if err != nil {
 		return err
+	}
+	if db != nil {
+		if err := db.Close(); err != nil {
+			return err
+		}
+		if _, err := buf.WriteTo(s.out); err != nil {
+			return err
+		}
 	}
 	if o.html != "" {
 		if err := writeHTML(o.html, rep); err != nil {
@@ -223,10 +260,65 @@ func writeHTML(path string, rep *replay.Report) error {
 	return nil
 }
 
-// openReplayDB opens the database of --db, which must hold no state yet: a
-// replay's keys mixed into another run's would mean nothing.
-func openReplayDB(path string) (state.Store, error) {
-	db, err := store.Open(path, store.Options{})
+// replayDB is the database of --db and the checkpoint Writer that fills
+// it. Neither its making nor its writing waits on the replay's critical
+// path (docs/performance.md, "replay --db's fixed cost"):
+//
+//   - openReplayDB makes it on a goroutine of its own while the replay
+//     starts; the replay's one checkpoint waits for it (Checkpoint), and
+//     a failure to make it cancels the replay. (With stdin among the
+//     inputs, runReplay waits for it first: a read of stdin is not
+//     cancelled.)
+//   - The replay's Flush collects the final state on the replay's
+//     goroutine (it reads the detector), and w, an asynchronous Writer,
+//     writes it on another, where Checkpoint then closes the database
+//     (SQLite copies the WAL into it), while the replay makes its report.
+//   - Close waits for both.
+//
+// The database is opened with store.Options.NoSync: nothing waits for the
+// disk (its making, its commit, the WAL's copy into it at close: 3 to 12 ms
+// of fsyncs on the replay's end, store's doc, "Settings"). A crash of
+// logjail loses nothing written; a power loss or a crash of the system in
+// the half-minute before the system writes the pages back may leave the
+// database unreadable, where synchronous=NORMAL would have kept the
+// database the replay made: the same replay of the same logs makes it
+// again, and a database a replay fills at its end is worth nothing before.
+type replayDB struct {
+	path   string
+	w      *checkpoint.Writer
+	opened chan struct{} // closed once db or err is set
+	db     *store.DB
+	err    error // of the open
+	// Set by Checkpoint, on the Writer's goroutine; read after w.Close,
+	// which waits for it.
+	closed   bool
+	closeErr error
+	done     bool // Close ran
+	doneErr  error
+}
+
+var _ state.CheckpointSink = (*replayDB)(nil)
+
+// openReplayDB starts making the database of --db at path, which must
+// hold no state yet (a replay's keys mixed into another run's would mean
+// nothing), and returns at once. An error making it is passed to fail.
+func openReplayDB(path string, fail func(error)) *replayDB {
+	r := &replayDB{path: path, opened: make(chan struct{})}
+	r.w = checkpoint.NewAsyncWriter(r)
+	go func() {
+		defer close(r.opened)
+		r.db, r.err = openNewDB(path)
+		if r.err != nil {
+			fail(r.err)
+		}
+	}()
+	return r
+}
+
+// openNewDB opens the database at path, which must hold no state, not
+// waiting for the disk (replayDB).
+func openNewDB(path string) (*store.DB, error) {
+	db, err := store.Open(path, store.Options{NoSync: true})
 	if err != nil {
 		return nil, err
 	}
@@ -239,6 +331,70 @@ func openReplayDB(path string) (state.Store, error) {
 		return nil, err
 	}
 	return db, nil
+}
+
+// openErr waits until the database is open and returns the error of its
+// opening, if any.
+func (r *replayDB) openErr() error {
+	<-r.opened
+	return r.err
+}
+
+// Checkpoint writes c, then closes the database: a replay writes one
+// checkpoint, at its end (replay.Options.Recorder). A checkpoint that
+// failed leaves it open, for the Writer to try once more.
+func (r *replayDB) Checkpoint(c *state.Checkpoint) error {
+	if err := r.openErr(); err != nil {
+		return err
+	}
+	if r.closed {
+		return fmt.Errorf("--db %s: a second checkpoint after the replay's last", r.path)
+	}
+	if err := r.db.Checkpoint(c); err != nil {
+		return err
+	}
+	r.closed = true
+	r.closeErr = r.db.Close()
+	return nil
+}
+
+// ActiveBans is the database's (the Writer asks only when resumed, which a
+// replay's is not).
+func (r *replayDB) ActiveBans() ([]state.Ban, error) {
+	if err := r.openErr(); err != nil {
+		return nil, err
+	}
+	return r.db.ActiveBans()
+}
+
+// Global is the database's.
+func (r *replayDB) Global() ([]byte, time.Time, error) {
+	if err := r.openErr(); err != nil {
+		return nil, time.Time{}, err
+	}
+	return r.db.Global()
+}
+
+// Close waits for the checkpoint being written (trying it once more if it
+// failed) and closes the database, if the checkpoint did not. It returns
+// the first error of the open, the checkpoint and the close; it is safe
+// to call twice.
+func (r *replayDB) Close() error {
+	if r.done {
+		return r.doneErr
+	}
+	r.done = true
+	err := r.w.Close()
+	if oerr := r.openErr(); oerr != nil {
+		r.doneErr = oerr
+		return oerr
+	}
+	if !r.closed {
+		r.closed = true
+		r.closeErr = r.db.Close()
+	}
+	r.doneErr = cmp.Or(err, r.closeErr)
+	return r.doneErr
 }
 
 // progress returns a progress reporter that redraws one line on a
