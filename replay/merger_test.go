@@ -55,15 +55,7 @@ func parsedBlocks(tb testing.TB, cfg *rules.Config, log string, maxLines int) []
 // ~/.cache/logjail-bench/access-1000000-7.log), else a generated 200k-line
 // log. ns/line is the merger's time a line.
 func BenchmarkMerger(b *testing.B) {
-	cfg, err := rules.Load("../testdata/genlog.yaml", rules.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	log := os.Getenv("LOGJAIL_GENLOG")
-	if log == "" {
-		log, _ = genlog(b, 200000, 7)
-	}
-	blocks := parsedBlocks(b, cfg, log, 300000)
+	cfg, blocks := benchBlocks(b)
 	lines := 0
 	for _, bl := range blocks {
 		lines += len(bl.entries)
@@ -88,6 +80,21 @@ func BenchmarkMerger(b *testing.B) {
 	b.ReportMetric(float64(threadCPU(b)-cpu0)/float64(b.N)/float64(lines), "cpu-ns/line")
 }
 
+// benchBlocks is the config and the parsed blocks BenchmarkMerger and
+// BenchmarkWorkers run on: testdata/genlog.yaml and $LOGJAIL_GENLOG's first
+// 300,000 lines, else a generated 200k-line log's.
+func benchBlocks(b *testing.B) (*rules.Config, []*block) {
+	cfg, err := rules.Load("../testdata/genlog.yaml", rules.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	log := os.Getenv("LOGJAIL_GENLOG")
+	if log == "" {
+		log, _ = genlog(b, 200000, 7)
+	}
+	return cfg, parsedBlocks(b, cfg, log, 300000)
+}
+
 // threadCPU is the calling thread's user and system CPU time, in ns.
 func threadCPU(tb testing.TB) int64 {
 	var ru syscall.Rusage
@@ -104,15 +111,7 @@ func threadCPU(tb testing.TB) int64 {
 // cuts them, read once before the timer; one worker, on its own thread.
 // ns/line is a worker's time a line, cpu-ns/line its thread's CPU.
 func BenchmarkWorkers(b *testing.B) {
-	cfg, err := rules.Load("../testdata/genlog.yaml", rules.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	log := os.Getenv("LOGJAIL_GENLOG")
-	if log == "" {
-		log, _ = genlog(b, 200000, 7)
-	}
-	blocks := parsedBlocks(b, cfg, log, 300000)
+	cfg, blocks := benchBlocks(b)
 	lines := 0
 	for _, bl := range blocks {
 		lines += len(bl.lines)
