@@ -11,7 +11,9 @@
 // github.com/nxadm/tail's shared tracker (watch.WatchCreate: the directory
 // of each followed path is watched, and the events named after the path
 // wake the reader), with a slow poll as a safety net, or from polling alone
-// (Options.Poll, or when inotify cannot be had).
+// (Options.Poll, or when inotify cannot be had: a path whose directory
+// inotify refuses, or a host where no inotify instance can be made, which
+// trackerReady finds before nxadm/tail's tracker would end the process).
 //
 // Why not nxadm/tail's Tail itself: it cannot say which file (inode) a line
 // came from once it has reopened a rotated or truncated file, it reopens a
@@ -284,6 +286,14 @@ func Follow(ctx context.Context, o Options, out chan<- Batch) error {
 
 	wake := make(chan struct{}, 1)
 	every := pollEvery
+	if !o.Poll {
+		if err := trackerReady(); err != nil {
+			// Without an inotify instance nxadm/tail's tracker would end
+			// the process (tracker_linux.go): every path is polled.
+			f.log.Warn("inotify unavailable: polling every followed file", "every", pollEvery.String(), "err", err)
+			o.Poll = true
+		}
+	}
 	if !o.Poll {
 		// nxadm/tail's shared inotify tracker tells when a followed path
 		// changes (written, created, renamed, removed); the reading and the
