@@ -12,6 +12,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
+
+	"github.com/logjail/logjail/internal/prefetch"
 )
 
 // The key runs as the writer's connection reads and writes them, inside
@@ -75,6 +78,13 @@ func (w *conn) insertPart(id, tier, n int64, pruneMS any, data, rule, key []byte
 // writeRun writes rows (each (rule, key) once, the last mention: a nil
 // Data a tombstone) as a new run after runs, then takes a step of the
 // merges (mergeStep).
+// How far ahead of the row it adds writeRun asks for a row, and for its
+// key's text and its data.
+const (
+	rowAhead  = 8
+	dataAhead = 4
+)
+
 func (db *DB) writeRun(w *conn, rows []KeyRow) error {
 	for i := range rows {
 		if k := &rows[i]; k.Rule == "" || k.Key == "" {
@@ -91,7 +101,22 @@ func (db *DB) writeRun(w *conn, rows []KeyRow) error {
 	}
 	db.order, db.sortKeys = sortRows(rows, db.order, db.sortKeys)
 	rw := &runWriter{run: next, tier: tierCheckpoint, insert: w.insertPart, buf: db.part[:0]}
-	for _, i := range db.order {
+	order := db.order
+	for k, i := range order {
+		// The rows are read in the order of their keys, not the order
+		// they were collected in: a row, its key's text and its data
+		// are each a cache miss. Asked for ahead: the row rowAhead rows
+		// before it is added, its text and data dataAhead before.
+		if j := k + rowAhead; j < len(order) {
+			prefetch.Line(unsafe.Pointer(&rows[order[j]]))
+		}
+		if j := k + dataAhead; j < len(order) {
+			r := &rows[order[j]]
+			prefetch.Line(unsafe.Pointer(unsafe.StringData(r.Key)))
+			if len(r.Data) > 0 {
+				prefetch.Line(unsafe.Pointer(unsafe.SliceData(r.Data)))
+			}
+		}
 		if err := rw.add(&rows[i]); err != nil {
 			return err
 		}
