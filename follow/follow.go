@@ -129,14 +129,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/logjail/logjail/rotation"
 	"github.com/logjail/logjail/source"
 	"github.com/logjail/logjail/state"
-	"github.com/nxadm/tail/watch"
 )
 
 // Line is one whole line of a followed file.
@@ -337,12 +335,11 @@ type follower struct {
 	tracked map[string]*tracked
 	// With inotify: the paths watched through nxadm/tail's tracker, and
 	// where their events wake the loop.
-	wake     chan struct{}
-	watched  map[string]bool
-	forwards sync.WaitGroup
-	order    []string // keys of tracked, sorted
-	buf      []byte   // the read buffer
-	now      func() time.Time
+	wake    chan struct{}
+	watched map[string]bool
+	order   []string // keys of tracked, sorted
+	buf     []byte   // the read buffer
+	now     func() time.Time
 	// unwatchable are the paths inotify refused, said once each.
 	unwatchable map[string]bool
 }
@@ -433,13 +430,14 @@ func (f *follower) rescan(initial bool) {
 }
 
 // watch has nxadm/tail's inotify tracker report the changes of path: its
-// directory is watched, and the events named path wake the loop. Without
-// inotify the loop goes on polling.
+// directory is watched, and the events named path wake the loop (through
+// the process's one subscription for the path, which wakes every
+// follower of it: watches.go). Without inotify the loop goes on polling.
 func (f *follower) watch(path string) {
 	if f.watched[path] {
 		return
 	}
-	if err := watch.WatchCreate(path); err != nil {
+	if err := subscribe(path, f.wake); err != nil {
 		// Said once a path. A missing directory is no fault (the example
 		// config names Apache's logs beside nginx's): the file is polled
 		// for, and watched once its directory exists.
@@ -457,20 +455,11 @@ func (f *follower) watch(path string) {
 		return
 	}
 	f.watched[path] = true
-	events := watch.Events(path)
-	f.forwards.Go(func() {
-		for range events { // closed by RemoveWatchCreate
-			select {
-			case f.wake <- struct{}{}:
-			default:
-			}
-		}
-	})
 }
 
 func (f *follower) unwatch(path string) {
 	delete(f.watched, path)
-	if err := watch.RemoveWatchCreate(path); err != nil {
+	if err := unsubscribe(path, f.wake); err != nil {
 		f.log.Warn("inotify remove", "path", path, "err", err)
 	}
 }
@@ -479,7 +468,6 @@ func (f *follower) unwatchAll() {
 	for path := range f.watched {
 		f.unwatch(path)
 	}
-	f.forwards.Wait()
 }
 
 // step reads what is ready in every tracked path. more says that some file
