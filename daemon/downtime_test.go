@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -439,11 +440,29 @@ func TestKillDuringCatchUpRestoresReplaysWindows(t *testing.T) {
 	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, catchUpConfig, state, log), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	catchUpLog(t, log, time.Now().UTC().Add(-3*time.Hour).Truncate(time.Second), 300000)
-	fi, err := os.Stat(log)
+	// The backlog is written at a pace (feed), not whole before the
+	// start: the daemon reads 300,000 lines in well under the second
+	// between two cleaner passes, and was killed after the catch-up had
+	// ended. Its first 40% is there at the start; the rest comes in 64 KiB
+	// slices every 50 ms (about 20 s), and whatever is left once the
+	// daemon is killed is appended then, so that the file is the whole
+	// backlog.
+	full := filepath.Join(dir, "full.log")
+	catchUpLog(t, full, time.Now().UTC().Add(-3*time.Hour).Truncate(time.Second), 300000)
+	fi, err := os.Stat(full)
 	if err != nil {
 		t.Fatal(err)
 	}
+	backlog, err := os.ReadFile(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fed := lineEnd(backlog, len(backlog)*2/5)
+	if err := os.WriteFile(log, backlog[:fed], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stopFeed, fedDone := make(chan struct{}), make(chan int)
+	go func() { fedDone <- feed(log, backlog, fed, stopFeed) }()
 	out := &syncBuffer{}
 	cmd := exec.Command(binary, "run", "--config", cfgPath, "--log-level", "debug", "--poll")
 	cmd.Stdout, cmd.Stderr = out, out
@@ -477,6 +496,18 @@ func TestKillDuringCatchUpRestoresReplaysWindows(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
+	close(stopFeed)
+	fed = <-fedDone
+	f, err := os.OpenFile(log, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(backlog[fed:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 	for _, l := range strings.Split(out.String(), "\n") {
 		if strings.Contains(l, `"msg":"cleaner"`) {
 			t.Logf("daemon: %s", l)
@@ -529,6 +560,42 @@ func TestKillDuringCatchUpRestoresReplaysWindows(t *testing.T) {
 	}
 	t.Logf("killed at offset %d of %d (%d keys restored); compared %d (rule, key) windows with replay's at the same offset (%d banned)",
 		offset, fi.Size(), rst.Keys, len(want), ws.Banned)
+}
+
+// lineEnd is the end of the line of b that holds byte i (past its '\n'),
+// or len(b).
+func lineEnd(b []byte, i int) int {
+	if k := bytes.IndexByte(b[i:], '\n'); k >= 0 {
+		return i + k + 1
+	}
+	return len(b)
+}
+
+// feed appends backlog[from:] to path in slices of about 64 KiB (whole
+// lines) every 50 ms until it is all there or stop is closed, and returns
+// how much of backlog the file then holds.
+func feed(path string, backlog []byte, from int, stop <-chan struct{}) int {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return from
+	}
+	defer f.Close()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for from < len(backlog) {
+		select {
+		case <-stop:
+			return from
+		case <-tick.C:
+		}
+		to := lineEnd(backlog, min(from+64<<10, len(backlog)-1))
+		n, err := f.Write(backlog[from:to])
+		from += n
+		if err != nil {
+			return from // the test's own append writes the rest
+		}
+	}
+	return from
 }
 
 // TestHeldLineIsReadAgain: a line a minute ahead of the rest of its file,
