@@ -149,6 +149,18 @@ rules:
 	if err := <-done; err != nil {
 		t.Fatalf("plain=%v: Run: %v\n%s", plain, err, logs.String())
 	}
+	res.history, res.keys = daemonResult(t, stateDir)
+	return res
+}
+
+// daemonResult reads what a daemon left in stateDir's database: its
+// history (each event's eventText) and its key states (each one's rule,
+// key, counts, phase and last-seen time; not its Data: the stamps of its
+// place in the LRU order are handed out by checkpoint, and a checkpoint's
+// time is the wall clock's: decisionFlush, the interval), each sorted (the
+// history's order among equal times is the store's).
+func daemonResult(t *testing.T, stateDir string) (history, keys []string) {
+	t.Helper()
 	db, err := store.Open(filepath.Join(stateDir, "logjail.db"), store.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
@@ -159,21 +171,18 @@ rules:
 		t.Fatal(err)
 	}
 	for _, e := range events {
-		res.history = append(res.history, eventText(e))
+		history = append(history, eventText(e))
 	}
-	slices.Sort(res.history) // the history's order among equal times is the store's
+	slices.Sort(history)
 	err = db.Keys(func(r *state.KeyRow) error {
-		// Not its Data: the stamps of its place in the LRU order are
-		// handed out by checkpoint, and a checkpoint's time is the wall
-		// clock's (decisionFlush, the interval).
-		res.keys = append(res.keys, fmt.Sprintf("%s %s %d %d %s %s", r.Rule, r.Key, r.Requests, r.Blocked, r.Phase, r.LastSeen.UTC().Format(time.RFC3339Nano)))
+		keys = append(keys, fmt.Sprintf("%s %s %d %d %s %s", r.Rule, r.Key, r.Requests, r.Blocked, r.Phase, r.LastSeen.UTC().Format(time.RFC3339Nano)))
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.Sort(res.keys)
-	return res
+	slices.Sort(keys)
+	return history, keys
 }
 
 // eventText is what a decision says, without its wall-clock end.

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/logjail/logjail/internal/testenv"
-	"github.com/logjail/logjail/state"
-	"github.com/logjail/logjail/store"
 )
 
 // Every daemon of the package's tests overwrites its text buffers as they
@@ -197,27 +195,7 @@ rules:
 	if err := <-done; err != nil {
 		t.Fatalf("reused=%v: Run: %v\n%s", reused, err, logs.String())
 	}
-	db, err := store.Open(filepath.Join(stateDir, "logjail.db"), store.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	events, err := db.History(store.HistoryQuery{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var res hintsResult
-	for _, e := range events {
-		res.history = append(res.history, eventText(e))
-	}
-	slices.Sort(res.history)
-	err = db.Keys(func(r *state.KeyRow) error {
-		res.keys = append(res.keys, fmt.Sprintf("%s %s %d %d %s %s", r.Rule, r.Key, r.Requests, r.Blocked, r.Phase, r.LastSeen.UTC().Format(time.RFC3339Nano)))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(res.keys)
+	res.history, res.keys = daemonResult(t, stateDir)
 	return res
 }
