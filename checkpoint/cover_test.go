@@ -1,7 +1,6 @@
 package checkpoint_test
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -9,8 +8,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/logjail/logjail/checkpoint"
 	"github.com/logjail/logjail/detector"
@@ -127,29 +124,13 @@ rules:
 				t.Fatal("10 checkpoints in a row failed")
 			}
 		}
-		got, want := allRows(t, db), allRows(t, ref)
-		if len(want) == 0 {
-			t.Fatal("nothing saved")
-		}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Fatalf("checkpoint %d: rows read back from the runs (-rows +runs):\n%s", ck, diff)
-		}
-		fromRuns, fromRows := pipeline.NewDetector(cfg), pipeline.NewDetector(cfg)
-		if _, _, err := checkpoint.Restore(db, cfg, fromRuns); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := checkpoint.Restore(ref, cfg, fromRows); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(fromRuns.SaveGlobal(), fromRows.SaveGlobal()) {
-			t.Errorf("checkpoint %d: global states differ", ck)
-		}
-		t1, t2 := turn, turn
-		dRuns, _ := charges(fromRuns, rand.New(rand.NewPCG(uint64(ck), 1)), now, 300, &t1)
-		dRows, _ := charges(fromRows, rand.New(rand.NewPCG(uint64(ck), 1)), now, 300, &t2)
-		if diff := cmp.Diff(fmt.Sprint(dRows), fmt.Sprint(dRuns)); diff != "" {
-			t.Errorf("checkpoint %d: decisions after the restore (-rows +runs):\n%s", ck, diff)
-		}
+		t.Run(fmt.Sprintf("after checkpoint %d", ck), func(t *testing.T) {
+			restoresAlike(t, cfg, db, ref, func(d *detector.Detector) []detector.Decision {
+				tn := turn
+				ds, _ := charges(d, rand.New(rand.NewPCG(uint64(ck), 1)), now, 300, &tn)
+				return ds
+			})
+		})
 	}
 	runs, _, err := db.KeyRuns()
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/logjail/logjail/detector"
 	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/pipeline"
+	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/state"
 	"github.com/logjail/logjail/store"
 )
@@ -173,34 +174,13 @@ rules:
 			continue
 		}
 		t.Run(fmt.Sprintf("after checkpoint %d", ck), func(t *testing.T) {
-			got, want := allRows(t, db), allRows(t, ref)
-			if len(want) == 0 {
-				t.Fatal("nothing saved")
-			}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Fatalf("rows read back from the runs (-rows +runs):\n%s", diff)
-			}
-			fromRuns, fromRows := pipeline.NewDetector(cfg), pipeline.NewDetector(cfg)
-			if _, _, err := checkpoint.Restore(db, cfg, fromRuns); err != nil {
-				t.Fatal(err)
-			}
-			if _, _, err := checkpoint.Restore(ref, cfg, fromRows); err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(fromRuns.SaveGlobal(), fromRows.SaveGlobal()) {
-				t.Error("global states differ")
-			}
 			seed := uint64(ck)
-			dRuns, _ := charges(fromRuns, rand.New(rand.NewPCG(seed, 1)), now, 400)
-			dRows, _ := charges(fromRows, rand.New(rand.NewPCG(seed, 1)), now, 400)
-			if len(dRows) == 0 {
+			ds := restoresAlike(t, cfg, db, ref, func(d *detector.Detector) []detector.Decision {
+				ds, _ := charges(d, rand.New(rand.NewPCG(seed, 1)), now, 400)
+				return ds
+			})
+			if len(ds) == 0 {
 				t.Error("no decision on the lines after the restore: nothing compared")
-			}
-			if diff := cmp.Diff(dRows, dRuns, cmpopts.EquateComparable(netip.Addr{})); diff != "" {
-				t.Errorf("decisions after the restore (-rows +runs):\n%s", diff)
-			}
-			if diff := cmp.Diff(changes(fromRows), changes(fromRuns)); diff != "" {
-				t.Errorf("states after the restore and the lines (-rows +runs):\n%s", diff)
 			}
 		})
 	}
@@ -210,6 +190,40 @@ rules:
 	if st := det.Stats(); st.Evictions == 0 || st.Bans == 0 {
 		t.Errorf("stats %+v: want evictions (tombstones) and bans", st)
 	}
+}
+
+// restoresAlike checks a store against the one-row-per-key reference:
+// db reads back exactly ref's rows, and detectors restored from each have
+// the same global state, make the same decisions on the lines that charge
+// feeds them (the same lines to both), and leave the same states. It
+// returns the decisions compared.
+func restoresAlike(t *testing.T, cfg *rules.Config, db, ref state.RestoreSource, charge func(*detector.Detector) []detector.Decision) []detector.Decision {
+	t.Helper()
+	got, want := allRows(t, db), allRows(t, ref)
+	if len(want) == 0 {
+		t.Fatal("nothing saved")
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("rows read back from the runs (-rows +runs):\n%s", diff)
+	}
+	fromRuns, fromRows := pipeline.NewDetector(cfg), pipeline.NewDetector(cfg)
+	if _, _, err := checkpoint.Restore(db, cfg, fromRuns); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := checkpoint.Restore(ref, cfg, fromRows); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(fromRuns.SaveGlobal(), fromRows.SaveGlobal()) {
+		t.Error("global states differ")
+	}
+	dRuns, dRows := charge(fromRuns), charge(fromRows)
+	if diff := cmp.Diff(dRows, dRuns, cmpopts.EquateComparable(netip.Addr{})); diff != "" {
+		t.Errorf("decisions after the restore (-rows +runs):\n%s", diff)
+	}
+	if diff := cmp.Diff(changes(fromRows), changes(fromRuns)); diff != "" {
+		t.Errorf("states after the restore and the lines (-rows +runs):\n%s", diff)
+	}
+	return dRows
 }
 
 // changes is every state d reports changed, in order.
