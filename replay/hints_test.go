@@ -6,6 +6,21 @@ import (
 	"testing"
 )
 
+// floodScanners is the configuration the hints, recycling and workers
+// tests replay under: a flood rule and a 4xx scanners rule on one
+// combined-format source.
+const floodScanners = `
+sources: [{name: web, paths: [/var/log/access.log], format: combined, timezone: UTC}]
+rules:
+  - name: flood
+    limits: ["20 per 10s"]
+    ban: {for: 20s}
+  - name: scanners
+    match: {status: '^4'}
+    limits: ["10 per 60s"]
+    ban: {for: 1m}
+`
+
 // TestHintsChangeNothing replays a log of 60,000 clients (past the size at
 // which the detector's table takes hints, detector.Detector.Prefetching)
 // and 20 attackers, some flooding 404s, some loading static files in bursts
@@ -32,17 +47,7 @@ func TestHintsChangeNothing(t *testing.T) {
 		ls = append(ls, line(fmt.Sprintf("2001:db8:%x:%x::1", c>>8, c&0xff), sec, 200))
 	}
 	log := writeLog(t, ls)
-	cfg := parseConfig(t, `
-sources: [{name: web, paths: [/var/log/access.log], format: combined, timezone: UTC}]
-rules:
-  - name: flood
-    limits: ["20 per 10s"]
-    ban: {for: 20s}
-  - name: scanners
-    match: {status: '^4'}
-    limits: ["10 per 60s"]
-    ban: {for: 1m}
-`)
+	cfg := parseConfig(t, floodScanners)
 	hinted := replayOne(t, cfg, log, Options{})
 	plain := replayOne(t, cfg, log, Options{plain: true})
 	if hinted.Detector.Keys < 50_000 || len(hinted.Decisions) < 20 || len(hinted.Risky) == 0 {

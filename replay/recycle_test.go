@@ -44,17 +44,7 @@ func TestRecycledChunksChangeNothing(t *testing.T) {
 	for i := range 300 { // a real jump: held, then released by the next
 		ls = append(ls, req(fmt.Sprintf("198.51.100.%d", 200+i%10), sec+3*3600+float64(i)/10, "/img/a.png", 200, browserUA))
 	}
-	combined := parseConfig(t, `
-sources: [{name: web, paths: [/var/log/access.log], format: combined, timezone: UTC}]
-rules:
-  - name: flood
-    limits: ["20 per 10s"]
-    ban: {for: 20s}
-  - name: scanners
-    match: {status: '^4'}
-    limits: ["10 per 60s"]
-    ban: {for: 1m}
-`)
+	combined := parseConfig(t, floodScanners)
 
 	// Three #Fields: in turn, none again (a #Fields: that repeats an
 	// earlier one is read by the columns of the wrong one at times, with

@@ -51,18 +51,7 @@ func TestWorkersFindAsMerger(t *testing.T) {
 		ls = append(ls, req(fmt.Sprintf("198.51.100.%d", 200+i%10), sec+3*3600+float64(i)/10, "/img/a.png", 200, googlebot))
 	}
 	log := writeLog(t, ls)
-	cfg := parseConfig(t, `
-sources: [{name: web, paths: [/var/log/access.log], format: combined, timezone: UTC}]
-good_bots: {limits: ["20 per 10s"], ban: {for: 1m}}
-rules:
-  - name: flood
-    limits: ["20 per 10s"]
-    ban: {for: 20s}
-  - name: scanners
-    match: {status: '^4'}
-    limits: ["10 per 60s"]
-    ban: {for: 1m}
-`)
+	cfg := parseConfig(t, floodScanners+`good_bots: {limits: ["20 per 10s"], ban: {for: 1m}}`)
 	kind := func(ua string) (string, string) {
 		name, k := goodbots.Agent(ua)
 		switch k {
