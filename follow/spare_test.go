@@ -49,14 +49,7 @@ func TestSpareNeverInUse(t *testing.T) {
 	reused := 0
 	next := int64(1)
 	for next <= lines {
-		var b Batch
-		select {
-		case b = <-out:
-		case err := <-done:
-			t.Fatalf("Follow returned: %v", err)
-		case <-time.After(wait):
-			t.Fatalf("waiting for line %d", next)
-		}
+		b := nextBatch(t, out, done, next)
 		if len(b.Lines) == 0 || len(b.Lines) > maxBatch {
 			t.Fatalf("batch of %d lines", len(b.Lines))
 		}
@@ -141,4 +134,19 @@ func BenchmarkFollowBatches(b *testing.B) {
 			b.ReportMetric(float64(batches)/float64(b.N), "batches/op")
 		})
 	}
+}
+
+// nextBatch is the next batch Follow sends on out (its lines from line
+// next on), or the test's end: Follow returned (done), or nothing came.
+func nextBatch(t *testing.T, out <-chan Batch, done <-chan error, next int64) Batch {
+	t.Helper()
+	select {
+	case b := <-out:
+		return b
+	case err := <-done:
+		t.Fatalf("Follow returned: %v", err)
+	case <-time.After(wait):
+		t.Fatalf("waiting for line %d", next)
+	}
+	return Batch{}
 }

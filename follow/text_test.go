@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // textLine is line n of TestTextsNeverInUse: of 8 to 300 bytes, so that
@@ -75,14 +74,7 @@ func TestTextsNeverInUse(t *testing.T) {
 	var pinned *held
 	next := int64(1)
 	for next <= lines {
-		var b Batch
-		select {
-		case b = <-out:
-		case err := <-done:
-			t.Fatalf("Follow returned: %v", err)
-		case <-time.After(wait):
-			t.Fatalf("waiting for line %d", next)
-		}
+		b := nextBatch(t, out, done, next)
 		h := held{b: b, first: next}
 		for _, l := range b.Lines {
 			h.texts = append(h.texts, strings.Clone(l.Text))
