@@ -374,16 +374,10 @@ func BenchmarkCheckpointLiveCovers(b *testing.B) {
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	db := mustOpen(b, filepath.Join(b.TempDir(), "logjail.db"), Options{})
 	all := benchKeys(tracked, t0)
-	since, covered := 0, false
+	cad := cadence{keys: tracked}
 	write := func(t time.Time, rows []KeyRow, first bool) {
 		c := benchCheckpoint(t, rows)
-		c.Cover = covered || !first && since+len(rows) >= tracked
-		if first || c.Cover && since > tracked+tracked/8 {
-			c.Mark, since, covered = true, 0, false
-		} else if c.Cover {
-			covered = true
-		}
-		since += len(rows)
+		cad.set(c, first, false)
 		if err := db.Checkpoint(c); err != nil {
 			b.Fatal(err)
 		}

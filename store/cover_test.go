@@ -186,6 +186,30 @@ func rowsByKey(rs []KeyRow) map[[2]string]KeyRow {
 	return m
 }
 
+// cadence gives a stream of checkpoints the Mark and Cover a
+// checkpoint.Writer gives when keys states change in turn: a cover once
+// every state was written since the mark, and at every checkpoint after
+// it; a mark at the first checkpoint, at the first cover past an eighth
+// more than keys states since the mark, and, where keys went idle (no
+// cover comes), past a quarter more.
+type cadence struct {
+	keys, since int
+	covered     bool
+}
+
+// set sets c's Mark and Cover: first says c is the stream's first, idle
+// that some of the keys went idle.
+func (s *cadence) set(c *Checkpoint, first, idle bool) {
+	c.Cover = !first && !idle && (s.covered || s.since+len(c.Keys) >= s.keys)
+	switch {
+	case first, c.Cover && s.since > s.keys+s.keys/8, !c.Cover && s.since > s.keys+s.keys/4:
+		c.Mark, s.since, s.covered = true, 0, false
+	case c.Cover:
+		s.covered = true
+	}
+	s.since += len(c.Keys)
+}
+
 // TestSizeCovers checks the size bound with covers (doc.go, "Size": 6 K
 // and 4 C): K states changed in turn, C a checkpoint, with the Mark and
 // Cover a checkpoint.Writer gives such a stream (a cover once every state
@@ -203,7 +227,7 @@ func TestSizeCovers(t *testing.T) {
 	db := mustOpen(t, path, Options{})
 	t0 := at("2026-11-26T09:00:00Z")
 	all := benchKeys(keys, t0)
-	since, covered, next := 0, false, 0
+	cad, next := cadence{keys: keys}, 0
 	var maxDB int64
 	for ck := range 600 {
 		now := t0.Add(time.Duration(ck) * 300 * time.Millisecond)
@@ -218,14 +242,7 @@ func TestSizeCovers(t *testing.T) {
 		next = (next + changed) % live
 		touch(rows, now)
 		c := &Checkpoint{Time: now, Keys: rows}
-		c.Cover = ck > 0 && live == keys && (covered || since+len(rows) >= keys)
-		switch {
-		case ck == 0, c.Cover && since > keys+keys/8, !c.Cover && since > keys+keys/4:
-			c.Mark, since, covered = true, 0, false
-		case c.Cover:
-			covered = true
-		}
-		since += len(rows)
+		cad.set(c, ck == 0, live != keys)
 		if err := db.Checkpoint(c); err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +273,7 @@ func TestCoverEndReopened(t *testing.T) {
 			db := mustOpen(t, path, Options{})
 			t0 := at("2026-11-26T09:00:00Z")
 			all := benchKeys(keys, t0)
-			since, covered, next := 0, false, 0
+			cad, next := cadence{keys: keys}, 0
 			write := func(ck int, first bool) {
 				now := t0.Add(time.Duration(ck) * 300 * time.Millisecond)
 				rows := make([]KeyRow, changed)
@@ -266,14 +283,7 @@ func TestCoverEndReopened(t *testing.T) {
 				next = (next + changed) % keys
 				touch(rows, now)
 				c := &Checkpoint{Time: now, Keys: rows}
-				c.Cover = !first && (covered || since+len(rows) >= keys)
-				switch {
-				case first, c.Cover && since > keys+keys/8:
-					c.Mark, since, covered = true, 0, false
-				case c.Cover:
-					covered = true
-				}
-				since += len(rows)
+				cad.set(c, first, false)
 				if err := db.Checkpoint(c); err != nil {
 					t.Fatal(err)
 				}
