@@ -88,6 +88,26 @@ func TestPruneReadsOldParts(t *testing.T) {
 	}
 }
 
+// pruneAsScan prunes each of dbs at now with p, fails unless each pruned
+// as many states as a full scan of scan finds (prunedByScan, before the
+// prunes), makes model the states the scan leaves, and returns how many
+// were pruned.
+func pruneAsScan(t *testing.T, round int, scan *DB, now time.Time, p PruneOptions, model map[[2]string]KeyRow, dbs ...*DB) int {
+	t.Helper()
+	want, n := prunedByScan(t, scan, now, p)
+	for _, d := range dbs {
+		st, err := d.Prune(now, p)
+		if err != nil || st.Keys != n {
+			t.Fatalf("round %d: pruned %d (%v), the full scan %d", round, st.Keys, err, n)
+		}
+	}
+	clear(model)
+	for _, r := range want {
+		model[[2]string{r.Rule, r.Key}] = r
+	}
+	return int(n)
+}
+
 // prunedByScan is the reference: the states a full merge of the runs
 // leaves after a prune at now with p (each state read; an idle one, not
 // throttled or banned at now and not held, left out), and how many it
