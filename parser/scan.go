@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/logjail/logjail/internal/word"
 )
 
 // kind says what a field of a format is read as.
@@ -423,7 +425,7 @@ func word8(lit string) (w, m uint64) {
 // empty literal and for one longer than 8 bytes: those go byte by byte.
 func hasWord(s string, i int, lit string, w, m uint64) bool {
 	if m != 0 && len(s)-i >= 8 {
-		return le8(s, i)&m == w
+		return word.LE(s, i)&m == w
 	}
 	return hasAt(s, i, lit)
 }
@@ -843,10 +845,10 @@ func (p *Parser) readNums(s string, i, pos int, e *Entry, st *lineState) (int, i
 			p.setNum(it, f, s[pos:q], e, st)
 			return i + 1, q
 		}
-		// hasWord written out: with le8 in it, it is not inlined.
+		// hasWord written out: with word.LE in it, it is not inlined.
 		var at bool
 		if it.sepM != 0 && len(s)-q >= 8 {
-			at = le8(s, q)&it.sepM == it.sepW
+			at = word.LE(s, q)&it.sepM == it.sepW
 		} else {
 			at = hasAt(s, q, it.sep)
 		}
@@ -1116,9 +1118,9 @@ func (p *Parser) readCLF(s string, e *Entry, st *lineState) (i, pos int) {
 		return i, pos
 	}
 	k = pos + j
-	var at bool // hasWord written out: with le8 in it, it is not inlined
+	var at bool // hasWord written out: with word.LE in it, it is not inlined
 	if it.sepM != 0 && len(s)-k >= 8 {
-		at = le8(s, k)&it.sepM == it.sepW
+		at = word.LE(s, k)&it.sepM == it.sepW
 	} else {
 		at = hasAt(s, k, it.sep)
 	}
@@ -1138,7 +1140,7 @@ func (p *Parser) readCLF(s string, e *Entry, st *lineState) (i, pos int) {
 func digitsAt(s string, pos, max int) (v int64, end int) {
 	q := pos
 	if len(s)-pos >= 8 {
-		w := le8(s, pos) // s[pos] in the low byte
+		w := word.LE(s, pos) // s[pos] in the low byte
 		// The high bit of each byte that is no digit: 0x80 or more, under
 		// '0', or over '9' (no carry between bytes: each is under 0x80
 		// once its high bit is cleared).

@@ -3,6 +3,8 @@ package parser
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/logjail/logjail/internal/word"
 )
 
 // zoneCache hands out one *time.Location per UTC offset. Offsets in whole
@@ -74,19 +76,12 @@ type clfSlot struct {
 	_          [8]byte       // a cache line a slot
 }
 
-// le8 reads 8 bytes of s from i, little-endian.
-func le8(s string, i int) uint64 {
-	s = s[i : i+8]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
-}
-
 // get returns the time of the 26-byte text s if a slot holds it.
 func (c *clfCache) get(s string, zones *zoneCache) (time.Time, bool) {
 	sl := &c.slots[(s[19]-'0')&7]
 	q := sl.seq.Load()
-	if q&1 != 0 || sl.k3.Load() != uint64(s[24])|uint64(s[25])<<8|1<<16 || sl.k2.Load() != le8(s, 16) ||
-		sl.k1.Load() != le8(s, 8) || sl.k0.Load() != le8(s, 0) {
+	if q&1 != 0 || sl.k3.Load() != uint64(s[24])|uint64(s[25])<<8|1<<16 || sl.k2.Load() != word.LE(s, 16) ||
+		sl.k1.Load() != word.LE(s, 8) || sl.k0.Load() != word.LE(s, 0) {
 		return time.Time{}, false
 	}
 	unix, off := sl.unix.Load(), sl.off.Load()
@@ -103,9 +98,9 @@ func (c *clfCache) put(s string, unix int64, off int) {
 	if q&1 != 0 || !sl.seq.CompareAndSwap(q, q+1) {
 		return
 	}
-	sl.k0.Store(le8(s, 0))
-	sl.k1.Store(le8(s, 8))
-	sl.k2.Store(le8(s, 16))
+	sl.k0.Store(word.LE(s, 0))
+	sl.k1.Store(word.LE(s, 8))
+	sl.k2.Store(word.LE(s, 16))
 	sl.k3.Store(uint64(s[24]) | uint64(s[25])<<8 | 1<<16)
 	sl.unix.Store(unix)
 	sl.off.Store(int64(off))

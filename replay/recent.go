@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/logjail/logjail/internal/prefetch"
+	"github.com/logjail/logjail/internal/word"
 	"github.com/logjail/logjail/parser"
 )
 
@@ -306,9 +307,7 @@ func isStatic(path string) bool {
 	if n < 8 {
 		return isStaticShort(path)
 	}
-	b := path[n-8 : n] // the last byte is b[7], the word's top byte
-	w := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+	w := word.LE(path, n-8)          // the path's last byte is the word's top byte
 	const last6 = 0x8080808080800000 // the top bits of bytes 2 to 7
 	dots := zeroBytes(w^0x2e2e2e2e2e2e2e2e) & last6
 	slashes := zeroBytes(w^0x2f2f2f2f2f2f2f2f) & last6

@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -162,24 +161,6 @@ func TestClaimedMatchAsMatch(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// TestLe64AsBinary holds le64 to encoding/binary's little-endian read at
-// every offset of random texts.
-func TestLe64AsBinary(t *testing.T) {
-	r := rand.New(rand.NewPCG(23, 7))
-	for k := 0; k < 2000; k++ {
-		b := make([]byte, 8+r.IntN(200))
-		for i := range b {
-			b[i] = byte(r.IntN(256))
-		}
-		s := string(b)
-		for i := 0; i+8 <= len(s); i++ {
-			if got, want := le64(s, i), binary.LittleEndian.Uint64(b[i:]); got != want {
-				t.Fatalf("le64(%q, %d) = %#x, want %#x", s, i, got, want)
-			}
-		}
-	}
-}
 
 // TestClassifyStepsAsCalls classifies random entries (addresses in each
 // list and range, users, user agents, paths that signatures catch,

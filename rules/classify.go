@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/logjail/logjail/goodbots"
+	"github.com/logjail/logjail/internal/word"
 	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/rotation"
 )
@@ -109,21 +110,14 @@ func agentHash(s string) uint32 {
 			h = (h ^ uint64(s[i])) * 0x100000001b3
 		}
 	} else {
-		h ^= le64(s, 0)
-		h = bits.RotateLeft64(h*0x9e3779b97f4a7c15, 29) ^ le64(s, (n-8)/4)
-		h = bits.RotateLeft64(h*0x9e3779b97f4a7c15, 29) ^ le64(s, (n-8)/2)
-		h = bits.RotateLeft64(h*0x9e3779b97f4a7c15, 29) ^ le64(s, (n-8)*3/4)
-		h = bits.RotateLeft64(h*0x9e3779b97f4a7c15, 29) ^ le64(s, n-8)
+		h ^= word.LE(s, 0)
+		h = bits.RotateLeft64(h*0x9e3779b97f4a7c15, 29) ^ word.LE(s, (n-8)/4)
+		h = bits.RotateLeft64(h*0x9e3779b97f4a7c15, 29) ^ word.LE(s, (n-8)/2)
+		h = bits.RotateLeft64(h*0x9e3779b97f4a7c15, 29) ^ word.LE(s, (n-8)*3/4)
+		h = bits.RotateLeft64(h*0x9e3779b97f4a7c15, 29) ^ word.LE(s, n-8)
 	}
 	h *= 0xff51afd7ed558ccd
 	return uint32(h >> 32)
-}
-
-// le64 is the 8 bytes of s from i, little-endian.
-func le64(s string, i int) uint64 {
-	w := s[i : i+8] // one bounds check, not one a byte (the compiler cannot rule out i+7's overflow)
-	return uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
-		uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
 }
 
 // KeyCacheSize bounds a KeyCache: about 4 MB when full.
