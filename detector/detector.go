@@ -242,14 +242,7 @@ func New(o Options) *Detector {
 // causes to out: first the unbans of bans that ended by t, then at most one
 // throttle or ban for c's (rule, key).
 func (d *Detector) Charge(t time.Time, c *rules.Charge, out []Decision) []Decision {
-	ns := t.UnixNano()
-	if !d.started || ns > d.newest || ns < d.newest-int64(d.opt.Skew) {
-		var late bool
-		if t, ns, late, out = d.clock(t, ns, out); late {
-			d.stats.Late++
-		}
-	}
-	d.chargeT = t
+	ns, out := d.step(t, 1, out)
 	return d.charge(ns, c, out)
 }
 
@@ -262,18 +255,26 @@ func (d *Detector) ChargeAll(t time.Time, cs []rules.Charge, out []Decision) []D
 	if len(cs) == 0 {
 		return out
 	}
-	ns := t.UnixNano()
-	if !d.started || ns > d.newest || ns < d.newest-int64(d.opt.Skew) {
-		var late bool
-		if t, ns, late, out = d.clock(t, ns, out); late {
-			d.stats.Late += int64(len(cs))
-		}
-	}
-	d.chargeT = t
+	ns, out := d.step(t, len(cs), out)
 	for i := range cs {
 		out = d.charge(ns, &cs[i], out)
 	}
 	return out
+}
+
+// step takes the clock's step for n charges at log time t (clock, when t
+// moves it or is late: n late entries then) and sets chargeT; it returns
+// the time to charge at, in ns.
+func (d *Detector) step(t time.Time, n int, out []Decision) (int64, []Decision) {
+	ns := t.UnixNano()
+	if !d.started || ns > d.newest || ns < d.newest-int64(d.opt.Skew) {
+		var late bool
+		if t, ns, late, out = d.clock(t, ns, out); late {
+			d.stats.Late += int64(n)
+		}
+	}
+	d.chargeT = t
+	return ns, out
 }
 
 // clock is a charge's step of the clock at log time t (ns), newer than
