@@ -552,14 +552,11 @@ func (d *decider) batch(p *parsed) {
 			d.yield()
 		}
 		if hints {
-			// Hints for the next entries (pipeline.Pipeline.Prefetch, as
-			// replay's merger gives them): their key slots, records and
-			// states load while this one is charged. They change nothing.
-			for a := range 3 {
-				if j := i + 1 + a; j < len(p.entries) {
-					d.p.Prefetch(&p.entries[j], a)
-				}
-			}
+			// Hints for the next entries (pipeline.Pipeline.PrefetchNext,
+			// as replay's merger gives them): their key slots, records
+			// and states load while this one is charged. They change
+			// nothing.
+			d.p.PrefetchNext(p.entries, i)
 		}
 		e := &p.entries[i]
 		if e.Time.Sub(now) > d.cfg.Future {

@@ -118,13 +118,19 @@
 //     about 26 MB more at 1M keys, which issue 15's bound (1M /64 keys
 //     under three rules, starved daemon, 386 MB of ≤ 400 MB) does not
 //     leave; and the checkpoint (snapshot.go) sets a key's first state in
-//     its record.
+//     its record. A slot holds 5 bits of its key's hash beside the id
+//     (keys.go, slotOf), so that a probe passes over another key's slot
+//     without reading its record: at half full, linear probing met another
+//     key's record first in about a third of the lookups, and more for a
+//     new key, each a miss of the caches and the TLB that no hint had asked
+//     for.
 //   - Hints (issue 23, part REPLAY): Prefetch(k, ahead) asks the CPU to
 //     load, ahead of a charge of the fixed key k, its index slot (ahead 2),
 //     its record (ahead 1: the slot read) or its first state (ahead 0: the
-//     record read); replay's merger gives the next three entries of a
-//     block, so that each of a charge's three dependent random reads has
-//     about one entry's time to arrive. A hint reads what a lookup reads
+//     record read); replay's merger and the daemon give the entries 8, 4
+//     and 1 ahead of the one they charge (pipeline.Pipeline.PrefetchNext),
+//     so that each of a charge's three dependent random reads has several
+//     entries' time to arrive. A hint reads what a lookup reads
 //     and writes nothing (TestPrefetchChangesNothing: the same decisions
 //     and counters with and without), and does nothing below
 //     prefetchSlots (65,536 index slots, about 48k keys), where the index,

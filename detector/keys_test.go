@@ -17,8 +17,17 @@ import (
 // TestKeyTableAgainstMap drives the key table with random inserts and
 // removes (through growth, shrinking and the backward shift of removes)
 // and checks it against a map after every step: each key found with its
-// head, each removed key gone, texts intact.
+// head, each removed key gone, texts intact. Its "bare" run takes the hash
+// bits off every other slot now and then, as slotOf leaves the slot of an
+// id past slotIDMask (a table that once held 67 million keys, which a test
+// cannot make): lookups, removes and growth must read such slots too.
 func TestKeyTableAgainstMap(t *testing.T) {
+	for _, bare := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bare=%v", bare), func(t *testing.T) { testKeyTableAgainstMap(t, bare) })
+	}
+}
+
+func testKeyTableAgainstMap(t *testing.T, bare bool) {
 	kt := newKeyTable()
 	model := map[string]int32{} // key -> head
 	ids := map[string]uint32{}
@@ -62,6 +71,13 @@ func TestKeyTableAgainstMap(t *testing.T) {
 			ids[k] = kt.insertK(keyOf(k), kt.hashK(keyOf(k)), head)
 			model[k] = head
 		}
+		if bare && step%1000 == 0 {
+			for i, s := range kt.slots {
+				if s != 0 && i%2 == 0 {
+					kt.slots[i] = slotID(s)
+				}
+			}
+		}
 		if step%5000 == 0 {
 			check(step)
 		}
@@ -74,6 +90,31 @@ func TestKeyTableAgainstMap(t *testing.T) {
 	check(-2)
 	if len(kt.slots) != keyMinSlots || kt.text.InUse() != 0 || kt.recs.InUse() != 0 || len(kt.long) != 0 {
 		t.Errorf("empty table: %d slots, %d text bytes, %d records, %d long keys in use", len(kt.slots), kt.text.InUse(), kt.recs.InUse(), len(kt.long))
+	}
+}
+
+// TestSlotOf: a slot gives its id back, tagged or bare; a tagged slot
+// passes over the keys whose hash bits differ and no other; a bare one (an
+// id past slotIDMask) passes over none.
+func TestSlotOf(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 100_000 {
+		h, g := rng.Uint64(), rng.Uint64()
+		id := 1 + rng.Uint32N(slotIDMask)
+		s := slotOf(id, h)
+		if s == 0 || slotID(s) != id {
+			t.Fatalf("slotOf(%d, %#x) = %#x: id %d", id, h, s, slotID(s))
+		}
+		if !slotMay(s, slotTag(h)) {
+			t.Fatalf("slot %#x passes over its own key (hash %#x)", s, h)
+		}
+		if slotMay(s, slotTag(g)) != (h>>59 == g>>59) {
+			t.Fatalf("slot %#x of hash %#x, key of hash %#x: may %v", s, h, g, slotMay(s, slotTag(g)))
+		}
+		big := slotIDMask + 1 + rng.Uint32N(slotTagged-slotIDMask-1)
+		if s := slotOf(big, h); s != big || slotID(s) != big || !slotMay(s, slotTag(g)) {
+			t.Fatalf("slotOf(%d) = %#x: id %d, may %v", big, s, slotID(s), slotMay(s, slotTag(g)))
+		}
 	}
 }
 

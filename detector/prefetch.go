@@ -19,11 +19,14 @@ func (d *Detector) Prefetching() bool { return len(d.keys.slots) >= prefetchSlot
 
 // Prefetch asks the CPU to start loading what a charge of the fixed key k,
 // due a few entries from now, will read (the package doc, "Fixed keys"):
-// ahead 2 or more, the key's index slot; ahead 1, the record the slot names
-// (the slot loaded by the earlier call); ahead 0, the key's first state,
-// once its record is found where its slot points. Each is one random read
-// at a million keys; a caller that calls Prefetch for the entries 2, 1 and
-// 0 ahead of the one it charges has them loaded by the charge.
+// ahead 2 or more, the key's index slot; ahead 1, the record of the first
+// slot from there whose hash bits are k's (slotMay: the slot loaded by the
+// earlier call, or the next ones); ahead 0, the key's first state, once its
+// record is found there. Each is one random read at a million keys; a
+// caller that calls Prefetch with ahead 2, then 1, then 0 for the key of an
+// entry it will charge, each some time before the next (replay's merger and
+// the daemon: pipeline.Pipeline.PrefetchNext), has them loaded by the
+// charge.
 //
 // A hint only: it changes nothing and reads only what a lookup reads; a key
 // not in the table, a text key (k zero) or a table of fewer than
@@ -33,27 +36,42 @@ func (d *Detector) Prefetch(k rules.FixedKey, ahead int) {
 	if len(t.slots) < prefetchSlots || k.IsZero() {
 		return
 	}
-	slot := &t.slots[uint32(t.hashFixed(k))&uint32(len(t.slots)-1)]
+	h := t.hashFixed(k)
+	mask := uint32(len(t.slots) - 1)
+	i := uint32(h) & mask
 	if ahead >= 2 {
-		prefetch.Line(unsafe.Pointer(slot))
+		prefetch.Line(unsafe.Pointer(&t.slots[i]))
 		return
 	}
-	id := *slot
-	if id == 0 {
-		return
+	st := slotTag(h)
+	s := t.slots[i]
+	for n := 0; s != 0 && !slotMay(s, st); n++ {
+		if n == prefetchProbes {
+			return
+		}
+		i = (i + 1) & mask
+		s = t.slots[i]
 	}
-	r := t.rec(id)
+	if s == 0 {
+		return // not in the table
+	}
+	r := t.rec(slotID(s))
 	if ahead == 1 {
 		prefetch.Line(unsafe.Pointer(r))
 		return
 	}
 	if r.hi != k.Hi || r.lo != k.Lo || r.tag != fixedTag(k) || r.head < 0 {
-		return // another key in its slot: the charge probes on
+		return // another key with k's hash bits: the charge probes on
 	}
-	s := d.at(r.head)
-	prefetch.Line(unsafe.Pointer(s))
-	prefetch.Line(unsafe.Add(unsafe.Pointer(s), unsafe.Sizeof(*s)-1))
+	s0 := d.at(r.head)
+	prefetch.Line(unsafe.Pointer(s0))
+	prefetch.Line(unsafe.Add(unsafe.Pointer(s0), unsafe.Sizeof(*s0)-1))
 }
+
+// prefetchProbes is how many slots of other keys Prefetch passes over
+// before it gives up: at most three quarters full, a run of other keys'
+// slots that long is rare.
+const prefetchProbes = 8
 
 // reportAhead is how many states before it report asks for a state's
 // loads (prefetchReport): report takes some 100 ns a state, about a load

@@ -133,12 +133,13 @@ func NewWithDetector(cfg *rules.Config, det *detector.Detector) *Pipeline {
 // key table is large enough for its lookups to miss the caches).
 func (p *Pipeline) Prefetching() bool { return (p.ipKeys || p.prefixKeys) && p.det.Prefetching() }
 
-// Prefetch is a hint that e will be processed ahead entries from now:
+// Prefetch is a hint that e will be processed a few entries from now:
 // the detector starts loading the key records and states of e's address
 // and prefix keys (detector.Detector.Prefetch), which at a million keys are
-// cache misses. It changes nothing, classifies nothing (a rule e will not
-// match costs a useless load) and may be given any entry; replay's merger
-// gives it the entries 2, 1 and 0 ahead of the one it processes.
+// cache misses, the loads of stage ahead (2: the key's index slot, 1: its
+// record, 0: its first state). It changes nothing, classifies nothing (a
+// rule e will not match costs a useless load) and may be given any entry.
+// Callers give it the entries ahead through PrefetchNext.
 func (p *Pipeline) Prefetch(e *parser.Entry, ahead int) {
 	if !e.IP.IsValid() {
 		return
@@ -148,6 +149,27 @@ func (p *Pipeline) Prefetch(e *parser.Entry, ahead int) {
 	}
 	if p.prefixKeys {
 		p.det.Prefetch(p.cfg.PrefixFixed(e.IP), ahead)
+	}
+}
+
+// prefetchAt is how many entries ahead of the one processed PrefetchNext
+// gives Prefetch each stage of an entry's loads: its first state 1 ahead,
+// its record 4, its index slot 8. Each stage reads what the one before
+// loaded, and at a million keys each load misses the caches and the TLB
+// for longer than one entry's processing: with the stages 1, 2 and 3
+// ahead, the read of the slot loaded one entry before was a third of
+// Prefetch's samples in replay (issue 23, docs/performance.md, "Row 1:
+// hash bits in the key index").
+var prefetchAt = [3]int{1, 4, 8}
+
+// PrefetchNext gives Prefetch the entries of es ahead of es[i], each at
+// its stage (prefetchAt), while es[i] is processed: a caller that
+// processes es in order calls it for each entry, when Prefetching.
+func (p *Pipeline) PrefetchNext(es []parser.Entry, i int) {
+	for stage, d := range prefetchAt {
+		if j := i + d; j < len(es) {
+			p.Prefetch(&es[j], stage)
+		}
 	}
 }
 

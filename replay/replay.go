@@ -58,7 +58,7 @@
 // charge and decisions (nothing reads the ring in between: a ban is
 // explained in a later entry's observe, or at the end); once the
 // detector's key table is large (detector.Detector.Prefetching, about 48k
-// keys) it gives pipeline.Pipeline.Prefetch the next three entries of the
+// keys) it gives pipeline.Pipeline.PrefetchNext the next entries of the
 // block (the guard's reordering ignored: a hint changes nothing), so that
 // their keys' index slots, records and states load during the charges
 // before theirs. TestHintsChangeNothing replays 60,000 clients with and
@@ -766,13 +766,9 @@ func (m *merger) entry(src *rules.Source, e *parser.Entry, b *block, i int) {
 		rep.record(e)
 	} else if b != nil && main.Prefetching() {
 		// Hints for the next entries of e's block
-		// (pipeline.Pipeline.Prefetch): their key slots, records and
+		// (pipeline.Pipeline.PrefetchNext): their key slots, records and
 		// states load while e is charged.
-		for a := range 3 {
-			if j := i + 1 + a; j < len(b.entries) {
-				main.Prefetch(&b.entries[j], a)
-			}
-		}
+		main.PrefetchNext(b.entries, i)
 	}
 	// e's claim and flags, found by its worker; not for an entry the
 	// guard held (b nil).

@@ -93,3 +93,28 @@ func TestAtAsGet(t *testing.T) {
 		t.Fatalf("%d pages: want full-size ones too", len(p.pages))
 	}
 }
+
+// TestReleasedRunComesBack: the run released last of a length is the next
+// Alloc of that length, for short runs (the array of free lists) and long
+// ones (the map), and not of another length.
+func TestReleasedRunComesBack(t *testing.T) {
+	var p Pool[uint32]
+	for _, n := range []uint16{1, 2, smallRuns - 1, smallRuns, smallRuns + 1, 300, Page - 1} {
+		a, b := p.Alloc(n), p.Alloc(n)
+		p.Release(a, n)
+		p.Release(b, n)
+		m := n + 1
+		if n == Page-1 {
+			m = n - 1
+		}
+		if other := p.Alloc(m); other == a || other == b {
+			t.Fatalf("n %d: a run of %d came back for %d", n, n, m)
+		}
+		if got := p.Alloc(n); got != b {
+			t.Fatalf("n %d: Alloc after releasing %d then %d gave %d", n, a, b, got)
+		}
+		if got := p.Alloc(n); got != a {
+			t.Fatalf("n %d: second Alloc gave %d, want %d", n, got, a)
+		}
+	}
+}
