@@ -748,9 +748,13 @@ const chunkBits = 10
 func (d *Detector) alloc() int32 {
 	i := d.used
 	if int(i>>chunkBits) == len(d.chunks) {
-		d.chunks = append(d.chunks, new([1 << chunkBits]state))
+		c := new([1 << chunkBits]state)
+		pool.Touch(c[:]) // written before a state straddling its pages is read
+		d.chunks = append(d.chunks, c)
 		if d.peakW > 0 {
-			d.peakRows = append(d.peakRows, make([]float64, d.peakW<<chunkBits))
+			r := make([]float64, d.peakW<<chunkBits)
+			pool.Touch(r)
+			d.peakRows = append(d.peakRows, r)
 		}
 		if d.opt.Fleet {
 			d.gens = append(d.gens, make([]uint32, 1<<chunkBits))

@@ -303,12 +303,8 @@ func (t *keyTable) resize(n int) {
 	old := t.slots
 	t.slots = make([]uint32, n)
 	// A large index is new memory: written before place reads it, each of
-	// its pages faults once, as a write; read first, it would fault twice
-	// (the kernel's zero page, then a copy on the write and a flush of
-	// every core's TLB).
-	for i := 0; i < n; i += 1024 {
-		t.slots[i] = 0
-	}
+	// its pages faults once, as a write (pool.Touch).
+	pool.Touch(t.slots)
 	for k, s := range old {
 		// hashOf reads the key's record, a random read in a large
 		// table: asked for resizeAhead slots before it is needed.
