@@ -321,12 +321,16 @@ func (b *block) parse(cfg *rules.Config, kc *rules.KeyCache) {
 		e := &b.entries[k]
 		var err error
 		b.fields, err = b.parser.ParseStringTo(line, n, b.fields, e)
-		if per := b.parser.FieldsPerLine(); len(e.Fields) > 0 && cap(b.fields)-len(b.fields) < per {
+		if per := b.parser.FieldsPerLine(); len(e.Fields) > 0 && i+1 < len(b.lines) && cap(b.fields)-len(b.fields) < per {
 			// The block's first line with fields, or the room is used
-			// up: room for the rest of the block at this line's count,
-			// and one line more at the most (a format whose lines carry
-			// none, or rarely, allocates nothing more).
-			b.fields = make([]parser.Field, 0, (len(b.lines)-i-1)*len(e.Fields)+per)
+			// up: room for a whole block at this line's count, and one
+			// line more at the most, which the block keeps when it is
+			// parsed into again (a format whose lines carry none, or
+			// rarely, allocates nothing more). Room for the rest of
+			// this block alone, or a new slice after its last line, was
+			// a new slice every second parse of a block: 32 KB a block
+			// of the genlog's, most of replay's page faults.
+			b.fields = make([]parser.Field, 0, len(b.lines)*len(e.Fields)+per)
 		}
 		if err == nil && t < len(b.trunc) && b.trunc[t] == i {
 			err = source.TooLong(n)
