@@ -46,7 +46,7 @@ func sameAsReference(t *testing.T, p *Parser, line string) {
 	dirty := Entry{IP: netip.MustParseAddr("192.0.2.99"), Time: time.Unix(1, 0), Method: "X", Path: "/x", Query: "q", Protocol: "P",
 		Status: 999, Bytes: 9, Referer: "r", UserAgent: "u", User: "us", Host: "h", Duration: 9, CPU: 9, Has: 0xfff, Fields: []Field{{"a", "b"}}}
 	got, want := dirty, dirty
-	gotFull, gotErr := p.parseTo(line, 7, nil, &got)
+	gotFull, gotErr := p.parseTo(line, 7, nil, &got, nil)
 	wantFull, wantErr := refParseTo(p, line, 7, nil, &want)
 	if gotFull != wantFull || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || !reflect.DeepEqual(gotErr, wantErr) {
 		t.Fatalf("%s: %q:\nfull %v, error %v\nwant full %v, error %v", p.name, line, gotFull, gotErr, wantFull, wantErr)

@@ -294,6 +294,9 @@ type block struct {
 	// merger loads an entry's bucket head several entries ahead
 	// (ringAhead) and hashes no address.
 	buckets []uint32
+	// memo is the last CLF time its worker read (parser.TimeMemo): a
+	// block's lines mostly share their second.
+	memo    parser.TimeMemo
 	rejects []rejectAt
 	chunk   uint64        // the reader's chunk its last line is in (source.LineReader.Chunk)
 	token   bool          // holds one of the pool's tokens
@@ -320,7 +323,7 @@ func (b *block) parse(cfg *rules.Config, kc *rules.KeyCache) {
 		b.entries = b.entries[:k+1]
 		e := &b.entries[k]
 		var err error
-		b.fields, err = b.parser.ParseStringTo(line, n, b.fields, e)
+		b.fields, err = b.parser.ParseStringMemo(line, n, b.fields, e, &b.memo)
 		if per := b.parser.FieldsPerLine(); len(e.Fields) > 0 && i+1 < len(b.lines) && cap(b.fields)-len(b.fields) < per {
 			// The block's first line with fields, or the room is used
 			// up: room for a whole block at this line's count, and one
