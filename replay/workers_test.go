@@ -19,7 +19,7 @@ import (
 // loading static files in bursts, a flood of 404s, an outlier line and a
 // real jump in time (entries the guard holds, whose claims and flags the
 // merger finds itself), once with the user-agent claims and the recent
-// ring's flags found by the parse workers (block.claims, block.flags) and
+// ring's hints found by the parse workers (block.claims, block.ring) and
 // once found by the merger (Options.plain): the same report, every
 // decision, key, explanation and risky ban included.
 func TestWorkersFindAsMerger(t *testing.T) {
