@@ -20,7 +20,11 @@
 // in one pass (clfFixed), and remembered: a log's lines come in runs of
 // the same second, and a parser keeps the last time read for each value
 // of the last digit of the seconds, masked to 3 bits (clfCache, a sequence lock of atomics a slot,
-// the whole text compared). Dotted quads and hex IPv6 ("2001:db8::1") are
+// the whole text compared). A caller that parses one line at a time on
+// its goroutine (a replay's block) may pass a TimeMemo of its own
+// (ParseStringMemo): the CLF prefix's time is then first compared with
+// the last one that caller read, as three words and two bytes, before
+// the shared cache. Dotted quads and hex IPv6 ("2001:db8::1") are
 // read without netip (parseDottedQuad, parseHexIPv6), anything else by
 // netip.ParseAddr. A format that begins with the CLF prefix (`%h %l %u
 // %t "%r" %>s %b` or nginx's `$remote_addr - $remote_user [$time_local]

@@ -98,6 +98,7 @@ type lineState struct {
 	failField string // a hand format's unreadable line: the field that failed,
 	fail      string // and why
 	noEscape  bool   // the whole line has no '\\': no value needs unescape
+	memo      *TimeMemo
 }
 
 // unescape is the package's unescape, skipped for a line that has no
@@ -726,14 +727,21 @@ func setRequest(raw string, e *Entry, st *lineState) {
 	// The method: 1 to 32 letters, '-' or '_', up to the first blank
 	// (isMethod, read as the blank is looked for).
 	sp := -1
-	for i := 0; i < len(v) && i <= 32; i++ {
-		c := v[i]
-		if c == ' ' {
-			sp = i
-			break
-		}
-		if !(c|0x20-'a' <= 'z'-'a' || c == '-' || c == '_') {
-			break
+	switch {
+	case len(v) >= 4 && v[:4] == "GET ": // the usual: the loop's answer, as one compare
+		sp = 3
+	case len(v) >= 5 && v[:5] == "POST ":
+		sp = 4
+	default:
+		for i := 0; i < len(v) && i <= 32; i++ {
+			c := v[i]
+			if c == ' ' {
+				sp = i
+				break
+			}
+			if !(c|0x20-'a' <= 'z'-'a' || c == '-' || c == '_') {
+				break
+			}
 		}
 	}
 	if sp <= 0 {
@@ -1057,8 +1065,15 @@ func (p *Parser) readCLF(s string, e *Entry, st *lineState) (i, pos int) {
 	if len(s)-pos <= 29 || s[pos+20] != ' ' || s[pos+26:pos+29] != "] \"" {
 		return i, pos
 	}
-	if t, ok := p.tr.clf(s[pos : pos+26]); ok {
+	if m := st.memo; m != nil && m.p == p && m.k3 == uint64(s[pos+24])|uint64(s[pos+25])<<8|1<<16 &&
+		m.k2 == word.LE(s, pos+16) && m.k1 == word.LE(s, pos+8) && m.k0 == word.LE(s, pos) {
+		// The text the memo read last (ParseStringMemo).
+		e.Time, st.hasTime = m.t, true
+	} else if t, ok := p.tr.clf(s[pos : pos+26]); ok {
 		e.Time, st.hasTime = t, true
+		if m != nil {
+			*m = TimeMemo{p, word.LE(s, pos), word.LE(s, pos+8), word.LE(s, pos+16), uint64(s[pos+24]) | uint64(s[pos+25])<<8 | 1<<16, t}
+		}
 	} else {
 		st.bad = true
 		st.timeRaw, st.hasTimeR = s[pos:pos+26], true

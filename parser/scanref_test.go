@@ -37,7 +37,8 @@ func scanRefCount() int {
 // through the reference scanner (ref_scan_test.go), each into an Entry full
 // of another line's values, and fails on any difference: the Entry field
 // for field (floats bit for bit, the time's instant and zone),
-// whether the line was read completely, the error and its text.
+// whether the line was read completely, the error and its text; with a
+// format of the CLF prefix, also twice through one TimeMemo.
 func sameAsReference(t *testing.T, p *Parser, line string) {
 	t.Helper()
 	if p.items == nil {
@@ -46,7 +47,7 @@ func sameAsReference(t *testing.T, p *Parser, line string) {
 	dirty := Entry{IP: netip.MustParseAddr("192.0.2.99"), Time: time.Unix(1, 0), Method: "X", Path: "/x", Query: "q", Protocol: "P",
 		Status: 999, Bytes: 9, Referer: "r", UserAgent: "u", User: "us", Host: "h", Duration: 9, CPU: 9, Has: 0xfff, Fields: []Field{{"a", "b"}}}
 	got, want := dirty, dirty
-	gotFull, gotErr := p.parseTo(line, 7, nil, &got)
+	gotFull, gotErr := p.parseTo(line, 7, nil, &got, nil)
 	wantFull, wantErr := refParseTo(p, line, 7, nil, &want)
 	if gotFull != wantFull || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || !reflect.DeepEqual(gotErr, wantErr) {
 		t.Fatalf("%s: %q:\nfull %v, error %v\nwant full %v, error %v", p.name, line, gotFull, gotErr, wantFull, wantErr)
@@ -54,6 +55,19 @@ func sameAsReference(t *testing.T, p *Parser, line string) {
 	if !reflect.DeepEqual(got, want) || math.Float64bits(got.Duration) != math.Float64bits(want.Duration) ||
 		math.Float64bits(got.CPU) != math.Float64bits(want.CPU) {
 		t.Fatalf("%s: %q:\ngot  %+v\nwant %+v", p.name, line, got, want)
+	}
+	if p.clfNext > 0 {
+		// Through a TimeMemo (ParseStringMemo) too: the line read once
+		// fills it, read again takes its time from it.
+		var m TimeMemo
+		for range 2 {
+			got = dirty
+			gotFull, gotErr = p.parseTo(line, 7, nil, &got, &m)
+			if gotFull != wantFull || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || !reflect.DeepEqual(got, want) ||
+				math.Float64bits(got.Duration) != math.Float64bits(want.Duration) || math.Float64bits(got.CPU) != math.Float64bits(want.CPU) {
+				t.Fatalf("%s: %q with a memo:\ngot  %+v, %v, %v\nwant %+v, %v, %v", p.name, line, got, gotFull, gotErr, want, wantFull, wantErr)
+			}
+		}
 	}
 }
 

@@ -22,6 +22,9 @@ type pctSelect struct {
 	lo   uint64    // the smallest key
 	t    []pctTarget
 	pass int
+	// hist is the first walk's histogram, by the values' top 16 bits: the
+	// same for every percentile (none has a prefix yet), so counted once.
+	hist []uint32
 }
 
 // pctTarget is the search for one percentile.
@@ -41,9 +44,8 @@ type pctTarget struct {
 const selectKeep = 4096
 
 func newPctSelect(desc bool, pcts ...float64) *pctSelect {
-	s := &pctSelect{pcts: pcts, desc: desc, lo: math.MaxUint64, t: make([]pctTarget, len(pcts))}
+	s := &pctSelect{pcts: pcts, desc: desc, lo: math.MaxUint64, t: make([]pctTarget, len(pcts)), hist: make([]uint32, 1<<16)}
 	for i := range s.t {
-		s.t[i].hist = make([]uint32, 1<<16)
 		s.t[i].min = math.MaxUint64
 	}
 	return s
@@ -71,6 +73,8 @@ func (s *pctSelect) add(v float64) {
 	if s.pass == 0 {
 		s.n++
 		s.hi, s.lo = max(s.hi, k), min(s.lo, k)
+		s.hist[k>>48]++
+		return
 	}
 	for i := range s.t {
 		t := &s.t[i]
@@ -95,7 +99,8 @@ func (s *pctSelect) next() bool {
 			if s.desc {
 				k = s.n - 1 - k
 			}
-			s.t[i].rank = k
+			t := &s.t[i]
+			t.rank, t.min, t.max, t.hist = k, s.lo, s.hi, s.hist
 		}
 	}
 	s.pass++
@@ -113,8 +118,12 @@ func (s *pctSelect) next() bool {
 			slices.Sort(t.kept)
 			t.done, t.key = true, t.kept[t.rank]
 		default:
-			var below int
-			for b, c := range t.hist {
+			// Only the buckets from t.min's to t.max's can hold a count
+			// (every value of the walk with t's prefix is between them).
+			lo, hi := t.bucket(t.min), t.bucket(t.max)
+			below := 0
+			for b := lo; b <= hi; b++ {
+				c := t.hist[b]
 				if below+int(c) > t.rank {
 					t.rank -= below
 					t.prefix = t.prefix<<16 | uint64(b)
@@ -128,16 +137,33 @@ func (s *pctSelect) next() bool {
 				t.done, t.key = true, t.prefix
 			}
 		}
+		if !t.done {
+			more = true
+		}
+	}
+	// The next walk's histograms, once every percentile has read this
+	// walk's (the first walk's is shared): a new one only for a
+	// percentile that counts again, not for one that keeps its range's
+	// values (most, after the first walk).
+	s.hist = nil
+	for i := range s.t {
+		t := &s.t[i]
+		t.hist = nil
 		if t.done {
-			t.hist, t.kept = nil, nil
+			t.kept = nil
 			continue
 		}
-		clear(t.hist)
 		t.min, t.max = math.MaxUint64, 0
-		more = true
+		if !t.keep {
+			t.hist = make([]uint32, 1<<16)
+		}
 	}
 	return more
 }
+
+// bucket is the histogram bucket of key k in t's current walk: its 16
+// bits after t's prefix.
+func (t *pctTarget) bucket(k uint64) uint64 { return (k >> (48 - t.bits)) & 0xffff }
 
 // values returns the percentiles, in the order asked, and the most severe
 // value (the largest, or the smallest when desc); zeros when there were

@@ -167,7 +167,7 @@ func (r *recent) add(e *parser.Entry) { r.addFlags(e, recFlags(e)) }
 
 // recFlags is what a record says of e's answer and path (recOK,
 // recStatic). It reads e's path, so replay's parse workers find it for
-// the entries they parse (block.flags), beside the line they have just
+// the entries they parse (block.ring), beside the line they have just
 // read.
 func recFlags(e *parser.Entry) uint8 {
 	var flags uint8
@@ -183,13 +183,15 @@ func recFlags(e *parser.Entry) uint8 {
 // addFlags is add with e's recFlags found ahead.
 func (r *recent) addFlags(e *parser.Entry, flags uint8) {
 	hi, lo := addrWords(e.IP)
-	r.addAt(e, flags, recentHash(hi, lo))
+	r.addAt(e, hi, lo, flags, recentHash(hi, lo))
 }
 
-// addAt is addFlags with e's bucket (recentHash of its address) found
-// ahead too.
-func (r *recent) addAt(e *parser.Entry, flags uint8, b uint64) {
-	hi, lo := addrWords(e.IP)
+// addAt is addFlags with e's address as words (addrWords: hi, lo) and
+// its bucket (their recentHash) found ahead too. The words come from
+// the worker that parsed e: addrWords' 16-byte load of As16's two 8-byte
+// stores stalls (a store that cannot forward), 60% of addAt's samples
+// on the merger, the replay's serial part, when it read them itself.
+func (r *recent) addAt(e *parser.Entry, hi, lo uint64, flags uint8, b uint64) {
 	b &= recentBucket - 1
 	t := e.Time.UnixNano()
 	first, seen := t, uint32(1)

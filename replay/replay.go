@@ -31,7 +31,7 @@
 //
 // What the merger would read of the configuration and of a line's text
 // alone, the worker that parsed the line finds beside it (block.claims,
-// block.flags, block.buckets), so that the merger reads neither the user
+// block.ring), so that the merger reads neither the user
 // agent nor the path, nor looks the address up in the lists: the entry's
 // rules.Claim (rules.Config.ClaimOf, through the worker's own user-agent
 // cache: the allow list, the deny list, the ranges, the crawler or
@@ -283,21 +283,32 @@ type block struct {
 	// slice a block, not one a line, used again with the block (an entry
 	// the guard holds has a copy of its own).
 	fields []parser.Field
-	// claims and flags are found by the worker for each entry, beside the
+	// claims and ring are found by the worker for each entry, beside the
 	// line it has just read, so that the merger does not read the line's
-	// text again: its user-agent claim (rules.Config.ClaimOf) and its
-	// record's flags in the ring of recent requests (recFlags).
+	// text again: its user-agent claim (rules.Config.ClaimOf) and what
+	// the ring of recent requests takes (ringHint).
 	claims []rules.Claim
-	flags  []uint8
-	// buckets are the entries' buckets in the ring of recent requests
-	// (recentHash of the address), found by the worker too, so that the
-	// merger loads an entry's bucket head several entries ahead
-	// (ringAhead) and hashes no address.
-	buckets []uint32
+	ring   []ringHint
+	// memo is the last CLF time its worker read (parser.TimeMemo): a
+	// block's lines mostly share their second.
+	memo    parser.TimeMemo
 	rejects []rejectAt
 	chunk   uint64        // the reader's chunk its last line is in (source.LineReader.Chunk)
 	token   bool          // holds one of the pool's tokens
 	done    chan struct{} // closed when entries and rejects are ready
+}
+
+// ringHint is what the ring of recent requests takes of an entry
+// (recent.addAt), found by the worker that parsed it: its address as
+// words (addrWords: their 16-byte copy of As16's two 8-byte stores
+// stalls, a store that cannot forward, 60% of addAt's samples when the
+// merger read them itself), its bucket (their recentHash, which the
+// merger asks for ringAhead entries ahead: that brings the hint in too)
+// and its record's flags (recFlags). One stream of 24 bytes an entry.
+type ringHint struct {
+	hi, lo uint64
+	bucket uint32
+	flags  uint8
 }
 
 type rejectAt struct {
@@ -310,8 +321,7 @@ type rejectAt struct {
 func (b *block) parse(cfg *rules.Config, kc *rules.KeyCache) {
 	t := 0
 	b.entries = slices.Grow(b.entries[:0], len(b.lines))
-	b.claims, b.flags = slices.Grow(b.claims[:0], len(b.lines)), slices.Grow(b.flags[:0], len(b.lines))
-	b.buckets = slices.Grow(b.buckets[:0], len(b.lines))
+	b.claims, b.ring = slices.Grow(b.claims[:0], len(b.lines)), slices.Grow(b.ring[:0], len(b.lines))
 	for i, line := range b.lines {
 		n := b.first + i
 		// Parsed in its place in the block (parser.Parser.ParseStringTo),
@@ -320,13 +330,17 @@ func (b *block) parse(cfg *rules.Config, kc *rules.KeyCache) {
 		b.entries = b.entries[:k+1]
 		e := &b.entries[k]
 		var err error
-		b.fields, err = b.parser.ParseStringTo(line, n, b.fields, e)
-		if per := b.parser.FieldsPerLine(); len(e.Fields) > 0 && cap(b.fields)-len(b.fields) < per {
+		b.fields, err = b.parser.ParseStringMemo(line, n, b.fields, e, &b.memo)
+		if per := b.parser.FieldsPerLine(); len(e.Fields) > 0 && i+1 < len(b.lines) && cap(b.fields)-len(b.fields) < per {
 			// The block's first line with fields, or the room is used
-			// up: room for the rest of the block at this line's count,
-			// and one line more at the most (a format whose lines carry
-			// none, or rarely, allocates nothing more).
-			b.fields = make([]parser.Field, 0, (len(b.lines)-i-1)*len(e.Fields)+per)
+			// up: room for a whole block at this line's count, and one
+			// line more at the most, which the block keeps when it is
+			// parsed into again (a format whose lines carry none, or
+			// rarely, allocates nothing more). Room for the rest of
+			// this block alone, or a new slice after its last line, was
+			// a new slice every second parse of a block: 32 KB a block
+			// of the genlog's, most of replay's page faults.
+			b.fields = make([]parser.Field, 0, len(b.lines)*len(e.Fields)+per)
 		}
 		if err == nil && t < len(b.trunc) && b.trunc[t] == i {
 			err = source.TooLong(n)
@@ -337,12 +351,9 @@ func (b *block) parse(cfg *rules.Config, kc *rules.KeyCache) {
 		if err != nil {
 			*e = parser.Entry{} // holds nothing of the line's chunk
 			b.entries = b.entries[:k]
-		}
-		if errors.Is(err, parser.ErrDirective) {
-			continue // a W3C directive: neither an entry nor a rejected line
-		}
-		if err != nil {
-			b.rejects = append(b.rejects, rejectAt{n, err})
+			if !errors.Is(err, parser.ErrDirective) { // a W3C directive: neither an entry nor a rejected line
+				b.rejects = append(b.rejects, rejectAt{n, err})
+			}
 			continue
 		}
 		// The claim in its place (rules.Config.ClaimTo): a Claim built
@@ -350,8 +361,8 @@ func (b *block) parse(cfg *rules.Config, kc *rules.KeyCache) {
 		j := len(b.claims)
 		b.claims = b.claims[:j+1]
 		cfg.ClaimTo(kc, b.src, e, &b.claims[j])
-		b.flags = append(b.flags, recFlags(e))
-		b.buckets = append(b.buckets, uint32(recentHash(addrWords(e.IP))))
+		hi, lo := addrWords(e.IP)
+		b.ring = append(b.ring, ringHint{hi, lo, uint32(recentHash(hi, lo)), recFlags(e)})
 	}
 	close(b.done)
 }
@@ -748,12 +759,12 @@ func (m *merger) entry(src *rules.Source, e *parser.Entry, b *block, i int) {
 		// ringAhead entries ago (or now, for the first entries of its
 		// block): ask for the head of the entry ringAhead further.
 		if i == 0 {
-			for j := range min(ringAhead, len(b.buckets)) {
-				rep.recent.prefetchBucket(b.buckets[j])
+			for j := range min(ringAhead, len(b.ring)) {
+				rep.recent.prefetchBucket(b.ring[j].bucket)
 			}
 		}
-		if j := i + ringAhead; j < len(b.buckets) {
-			rep.recent.prefetchBucket(b.buckets[j])
+		if j := i + ringAhead; j < len(b.ring) {
+			rep.recent.prefetchBucket(b.ring[j].bucket)
 		}
 		rep.recent.prefetchNext()
 	} else {
@@ -783,7 +794,8 @@ func (m *merger) entry(src *rules.Source, e *parser.Entry, b *block, i int) {
 	}
 	switch {
 	case pre:
-		rep.recent.addAt(e, b.flags[i], uint64(b.buckets[i]))
+		h := &b.ring[i]
+		rep.recent.addAt(e, h.hi, h.lo, h.flags, uint64(h.bucket))
 	case !o.plain:
 		rep.record(e)
 	}

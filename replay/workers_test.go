@@ -3,10 +3,14 @@ package replay
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/logjail/logjail/goodbots"
+	"github.com/logjail/logjail/parser"
+	"github.com/logjail/logjail/rules"
 )
 
 // TestWorkersFindAsMerger replays a log with crawlers (Googlebot from
@@ -15,7 +19,7 @@ import (
 // loading static files in bursts, a flood of 404s, an outlier line and a
 // real jump in time (entries the guard holds, whose claims and flags the
 // merger finds itself), once with the user-agent claims and the recent
-// ring's flags found by the parse workers (block.claims, block.flags) and
+// ring's hints found by the parse workers (block.claims, block.ring) and
 // once found by the merger (Options.plain): the same report, every
 // decision, key, explanation and risky ban included.
 func TestWorkersFindAsMerger(t *testing.T) {
@@ -84,5 +88,81 @@ func TestWorkersFindAsMerger(t *testing.T) {
 		}
 		t.Fatalf("the reports differ (%d and %d decisions, %d and %d risky bans)",
 			len(workers.Decisions), len(merger.Decisions), len(workers.Risky), len(merger.Risky))
+	}
+}
+
+// TestBlockFieldsKept parses blocks of genlog lines (whose upstream header
+// is one of Entry.Fields) into the same block again and again, as the
+// reader's pool reuses them: a first block of firstBlockLines lines, then
+// full ones (from the fifth on, some lines without the field, "-", and
+// some rejected). Every entry's Fields must be what ParseString makes of its
+// line, and from the third parse on the block must keep its fields'
+// buffer: a new one every second parse (room for the block's rest only,
+// or a new slice after its last line) was most of a replay's page faults.
+func TestBlockFieldsKept(t *testing.T) {
+	cfg, err := rules.Load("../testdata/genlog.yaml", rules.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := cfg.Sources[0]
+	p, err := parser.New(src.Parser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rnd := rand.New(rand.NewPCG(23, 7))
+	line := func(odd bool) string {
+		cpu := fmt.Sprintf("%.3f", rnd.Float64()/10)
+		n := 20
+		if !odd {
+			n = 2 // every line with its field: the block's buffer full
+		}
+		switch rnd.IntN(20) % n {
+		case 2:
+			cpu = "-"
+		case 3:
+			return "not a log line" // rejected
+		}
+		return fmt.Sprintf(`192.0.2.%d - - [06/Jan/2025:00:00:%02d +0000] "GET /p/%d HTTP/1.1" 200 %d "-" "Mozilla/5.0" rt=0.0%d cpu=%s`,
+			rnd.IntN(250), rnd.IntN(60), rnd.IntN(1000), rnd.IntN(50000), rnd.IntN(10), cpu)
+	}
+	var kc rules.KeyCache
+	b := &block{parser: p, src: src}
+	var kept *parser.Field
+	withFields, rejects := 0, 0
+	for round := range 8 {
+		size := blockLines
+		if round == 0 {
+			size = firstBlockLines
+		}
+		// What newBlock and release leave of a used block.
+		b.lines, b.entries, b.rejects, b.fields = b.lines[:0], b.entries[:0], b.rejects[:0], b.fields[:0]
+		b.done = make(chan struct{})
+		for range size {
+			b.lines = append(b.lines, line(round >= 4))
+		}
+		b.parse(cfg, &kc)
+		k := 0
+		for _, l := range b.lines {
+			want, err := p.ParseString(l, 1)
+			if err != nil {
+				continue
+			}
+			if got := b.entries[k].Fields; !slices.Equal(got, want.Fields) {
+				t.Fatalf("round %d, entry %d: Fields %v, want %v (%s)", round, k, got, want.Fields, l)
+			}
+			withFields += min(1, len(want.Fields))
+			k++
+		}
+		if k != len(b.entries) || k+len(b.rejects) != size {
+			t.Fatalf("round %d: %d entries, %d rejects; want %d entries", round, len(b.entries), len(b.rejects), k)
+		}
+		rejects += len(b.rejects)
+		if round >= 2 && &b.fields[:1][0] != kept {
+			t.Errorf("round %d: the block's fields are a new buffer (cap %d)", round, cap(b.fields))
+		}
+		kept = &b.fields[:1][0]
+	}
+	if withFields == 0 || rejects == 0 {
+		t.Fatalf("%d entries with Fields, %d rejects: the test does not reach the block's buffer", withFields, rejects)
 	}
 }
