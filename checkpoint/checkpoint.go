@@ -346,6 +346,14 @@ func (w *Writer) wait() error {
 	return err
 }
 
+// What collect sizes its buffers by when it has no last checkpoint's
+// size: bytes of a state's Data, and of a key's text (an IPv6 address is
+// up to 39), both above most.
+const (
+	arenaGuess = 256
+	keyGuess   = 40
+)
+
 // collect takes what the next checkpoint writes and starts afresh.
 func (w *Writer) collect(det *detector.Detector, t time.Time) *state.Checkpoint {
 	c := &state.Checkpoint{Time: t, Global: det.SaveGlobal(), Events: w.events}
@@ -355,10 +363,16 @@ func (w *Writer) collect(det *detector.Detector, t time.Time) *state.Checkpoint 
 	if w.lent {
 		rows, arena = nil, nil
 	}
-	if n := det.Pending(); n > cap(rows) {
-		rows = make([]state.KeyRow, 0, n)
+	pending := det.Pending()
+	if pending > cap(rows) {
+		rows = make([]state.KeyRow, 0, pending)
 	}
-	if n := min(w.arena, 8<<20); n > cap(arena) {
+	// The first checkpoint (a replay's only one) has no last to size its
+	// buffers by: they are sized by the states pending, generously (a
+	// capacity never written is never faulted in), not grown by doubling
+	// from nothing, each growth a copy into fresh memory (docs/performance.md,
+	// "A checkpoint's cost a state").
+	if n := min(max(w.arena, pending*arenaGuess), 8<<20); n > cap(arena) {
 		arena = make([]byte, 0, n)
 	}
 	c.Keys = rows
@@ -366,6 +380,12 @@ func (w *Writer) collect(det *detector.Detector, t time.Time) *state.Checkpoint 
 	// The keys are copied into one buffer too, made one string at the end.
 	// The detector encodes each state's Data straight into arena.
 	keys := w.keys[:0]
+	if n := min(pending*keyGuess, 1<<20); n > cap(keys) {
+		keys = make([]byte, 0, n)
+	}
+	if pending > cap(w.keyEnds) {
+		w.keyEnds = make([]int, 0, min(pending, 1<<17))
+	}
 	arena = det.ChangesAppend(arena, func(ks *detector.KeyState) {
 		keys = append(keys, ks.Key...)
 		c.Keys = append(c.Keys, state.KeyRow{
