@@ -393,20 +393,28 @@ func BenchmarkCheckpointLiveCovers(b *testing.B) {
 
 // BenchmarkSortRows is a live checkpoint's sort of its rows: 16,384 states
 // of IPv6 keys of one rule, in the random order a detector reports them
-// (the order it charged them).
+// (the order it charged them: random), or clients in turn (row 2's
+// writer, issue 23: inturn).
 func BenchmarkSortRows(b *testing.B) {
 	const changed = 16_384
-	rows := make([]KeyRow, changed)
-	rng := rand.New(rand.NewPCG(5, 6))
-	for i := range rows {
-		n := rng.IntN(200_000)
-		rows[i] = KeyRow{Rule: "flood", Key: fmt.Sprintf("2001:db8:%x:%x::1", 0x8000+n/65536, n%65536)}
-	}
-	var order []int32
-	var keys []sortKey
-	b.ReportAllocs()
-	for b.Loop() {
-		order, keys = sortRows(rows, order, keys)
+	for _, order := range []string{"random", "inturn"} {
+		b.Run(order, func(b *testing.B) {
+			rows := make([]KeyRow, changed)
+			rng := rand.New(rand.NewPCG(5, 6))
+			for i := range rows {
+				n := rng.IntN(200_000)
+				if order == "inturn" {
+					n = 100_000 + i
+				}
+				rows[i] = KeyRow{Rule: "flood", Key: fmt.Sprintf("2001:db8:%x:%x::1", 0x8000+n/65536, n%65536)}
+			}
+			var order []int32
+			var keys []sortKey
+			b.ReportAllocs()
+			for b.Loop() {
+				order, keys = sortRows(rows, order, keys)
+			}
+		})
 	}
 }
 

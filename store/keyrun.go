@@ -761,17 +761,17 @@ func sortRows(rows []KeyRow, order []int32, keys []sortKey) ([]int32, []sortKey)
 		keys = make([]sortKey, 2*n)
 	}
 	keys, tmp := keys[:n], keys[n:2*n]
-	// The rules' ranks: a checkpoint's rows have a few rules.
+	// One pass over the rows for the rules (a checkpoint's rows have a
+	// few) and the prefix every key shares, one for the records: a row
+	// is more than a cache line, read in the order collected.
 	var names []string
-	for i := range rows {
-		if !slices.Contains(names, rows[i].Rule) {
-			names = append(names, rows[i].Rule)
-		}
-	}
-	slices.Sort(names)
 	first, shared := rows[0].Key, len(rows[0].Key)
 	for i := range rows {
-		if k := rows[i].Key; !strings.HasPrefix(k, first[:shared]) {
+		r := &rows[i]
+		if !slices.Contains(names, r.Rule) {
+			names = append(names, r.Rule)
+		}
+		if k := r.Key; !strings.HasPrefix(k, first[:shared]) {
 			j := 0
 			for j < min(shared, len(k)) && k[j] == first[j] {
 				j++
@@ -779,25 +779,43 @@ func sortRows(rows []KeyRow, order []int32, keys []sortKey) ([]int32, []sortKey)
 			shared = j
 		}
 	}
+	slices.Sort(names)
+	// The records, and how many have each value of each byte of pre,
+	// counted as they are made: the radix passes read the records only
+	// to move them.
+	var count [8][256]int32
 	for i := range rows {
 		r := &rows[i]
 		rank := 0
-		for names[rank] != r.Rule {
-			rank++
+		if len(names) > 1 {
+			for names[rank] != r.Rule {
+				rank++
+			}
 		}
-		var pre [8]byte
-		copy(pre[:], r.Key[shared:])
-		keys[i] = sortKey{pre: binary.BigEndian.Uint64(pre[:]), rank: int32(rank), i: int32(i)}
+		var b [8]byte
+		copy(b[:], r.Key[shared:])
+		pre := binary.BigEndian.Uint64(b[:])
+		keys[i] = sortKey{pre: pre, rank: int32(rank), i: int32(i)}
+		for d := range count {
+			count[d][byte(pre>>(8*d))]++
+		}
 	}
 	// Radix passes: each byte of pre from the last, then the rank; a pass
-	// is stable, so the rows' order stays among equal records.
-	for shift := uint(0); shift < 64; shift += 8 {
-		if radixPass(keys, tmp, shift, false) {
+	// is stable, so the rows' order stays among equal records. A byte
+	// every record has alike is skipped.
+	for d := range count {
+		if int(count[d][byte(keys[0].pre>>(8*d))]) != n {
+			radixPass(keys, tmp, &count[d], uint(8*d), false)
 			keys, tmp = tmp, keys
 		}
 	}
 	for shift := uint(0); len(names) > 1<<shift; shift += 8 {
-		if radixPass(keys, tmp, shift, true) {
+		var c [256]int32
+		for j := range keys {
+			c[byte(uint32(keys[j].rank)>>shift)]++
+		}
+		if int(c[byte(uint32(keys[0].rank)>>shift)]) != n {
+			radixPass(keys, tmp, &c, shift, true)
 			keys, tmp = tmp, keys
 		}
 	}
@@ -829,33 +847,28 @@ func sortRows(rows []KeyRow, order []int32, keys []sortKey) ([]int32, []sortKey)
 }
 
 // radixPass sorts keys into tmp by one byte, stably: the byte of pre, or
-// with rank of the rank, shift bits up. It reports false, with tmp
-// untouched, when every key has the same byte there.
-func radixPass(keys, tmp []sortKey, shift uint, rank bool) bool {
-	digit := func(k *sortKey) byte {
-		if rank {
-			return byte(uint32(k.rank) >> shift)
-		}
-		return byte(k.pre >> shift)
-	}
-	var count [256]int
-	for j := range keys {
-		count[digit(&keys[j])]++
-	}
-	if count[digit(&keys[0])] == len(keys) {
-		return false
-	}
-	sum := 0
+// with rank of the rank, shift bits up; count is how many keys have each
+// value of it.
+func radixPass(keys, tmp []sortKey, count *[256]int32, shift uint, rank bool) {
+	var at [256]int32
+	sum := int32(0)
 	for d, c := range count {
-		count[d] = sum
+		at[d] = sum
 		sum += c
 	}
-	for j := range keys {
-		d := digit(&keys[j])
-		tmp[count[d]] = keys[j]
-		count[d]++
+	if rank {
+		for j := range keys {
+			d := byte(uint32(keys[j].rank) >> shift)
+			tmp[at[d]] = keys[j]
+			at[d]++
+		}
+		return
 	}
-	return true
+	for j := range keys {
+		d := byte(keys[j].pre >> shift)
+		tmp[at[d]] = keys[j]
+		at[d]++
+	}
 }
 
 // sortKey is what sortRows sorts a row by: 16 bytes.
