@@ -373,7 +373,11 @@ func (w *Writer) collect(det *detector.Detector, t time.Time) *state.Checkpoint 
 	// capacity never written is never faulted in), not grown by doubling
 	// from nothing, each growth a copy into fresh memory (docs/performance.md,
 	// "A checkpoint's cost a state").
-	if n := min(max(w.arena, pending*arenaGuess), 8<<20); n > cap(arena) {
+	n := w.arena
+	if n == 0 {
+		n = pending * arenaGuess
+	}
+	if n = min(n, 8<<20); n > cap(arena) {
 		arena = make([]byte, 0, n)
 	}
 	c.Keys = rows
