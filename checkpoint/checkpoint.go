@@ -46,6 +46,7 @@ import (
 	"fmt"
 	"iter"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/logjail/logjail/detector"
@@ -74,8 +75,8 @@ type Writer struct {
 	failedAsync *state.Checkpoint // set by the writing goroutine on error
 	failed      *state.Checkpoint // a checkpoint that failed: the next one writes it too
 	arena       int               // bytes of key state data the last checkpoint collected
-	keys        []byte            // collect's buffer of the keys' text
-	keyEnds     []int             // collect's ends of each key in keys
+	keyBytes    int               // bytes of key text the last checkpoint collected
+	keyRows     int               // and the key states it collected
 	// rows and data are collect's buffers of the key rows and their
 	// states' bytes, lent to the checkpoint they went into until it is in
 	// the database (lent), then used again: a live daemon checkpoints
@@ -346,6 +347,14 @@ func (w *Writer) wait() error {
 	return err
 }
 
+// What collect sizes its buffers by when it has no last checkpoint's
+// size: bytes of a state's Data, and of a key's text (an IPv6 address is
+// up to 39), both above most.
+const (
+	arenaGuess = 256
+	keyGuess   = 40
+)
+
 // collect takes what the next checkpoint writes and starts afresh.
 func (w *Writer) collect(det *detector.Detector, t time.Time) *state.Checkpoint {
 	c := &state.Checkpoint{Time: t, Global: det.SaveGlobal(), Events: w.events}
@@ -355,39 +364,52 @@ func (w *Writer) collect(det *detector.Detector, t time.Time) *state.Checkpoint 
 	if w.lent {
 		rows, arena = nil, nil
 	}
-	if n := det.Pending(); n > cap(rows) {
-		rows = make([]state.KeyRow, 0, n)
+	pending := det.Pending()
+	if pending > cap(rows) {
+		rows = make([]state.KeyRow, 0, pending)
 	}
-	if n := min(w.arena, 8<<20); n > cap(arena) {
+	// The first checkpoint (a replay's only one) has no last to size its
+	// buffers by: they are sized by the states pending, generously (a
+	// capacity never written is never faulted in), not grown by doubling
+	// from nothing, each growth a copy into fresh memory (docs/performance.md,
+	// "A checkpoint's cost a state").
+	n := w.arena
+	if n == 0 {
+		n = pending * arenaGuess
+	}
+	if n = min(n, 8<<20); n > cap(arena) {
 		arena = make([]byte, 0, n)
 	}
 	c.Keys = rows
 	w.cover(det, c)
-	// The keys are copied into one buffer too, made one string at the end.
+	// The keys are copied into one string too, each a piece of it. A
+	// strings.Builder never changes the bytes it holds (it only appends,
+	// into new memory once full), so a piece of what String returns
+	// stays the key's text: no second copy of the keys, nor a second pass
+	// over the rows to point them at it. Sized as the last checkpoint's
+	// keys, an eighth more (a state's key text averaged), or generously
+	// for the first.
+	per := keyGuess
+	if w.keyRows > 0 {
+		per = w.keyBytes/w.keyRows + 1
+	}
+	var text strings.Builder
+	text.Grow(min(pending*per+pending*per/8, 8<<20))
 	// The detector encodes each state's Data straight into arena.
-	keys := w.keys[:0]
 	arena = det.ChangesAppend(arena, func(ks *detector.KeyState) {
-		keys = append(keys, ks.Key...)
+		start := text.Len()
+		text.WriteString(ks.Key)
 		c.Keys = append(c.Keys, state.KeyRow{
-			Rule: ks.Rule, Key: "", Data: ks.Data, LastSeen: ks.LastSeen, // Key: below
+			Rule: ks.Rule, Key: text.String()[start:], Data: ks.Data, LastSeen: ks.LastSeen,
 			Requests: ks.Requests, Blocked: ks.Blocked, CPU: ks.CPU, Phase: string(ks.Phase), Until: ks.Until,
 		})
-		w.keyEnds = append(w.keyEnds, len(keys))
 	})
 	w.arena = len(arena)
 	w.rows, w.data, w.lent = c.Keys, arena, true
 	if cap(w.rows) > 1<<16 || cap(w.data) > 8<<20 { // a catch-up's, kept no longer
 		w.rows, w.data, w.lent = nil, nil, false
 	}
-	text, start := string(keys), 0
-	for i, end := range w.keyEnds {
-		c.Keys[i].Key = text[start:end]
-		start = end
-	}
-	w.keys, w.keyEnds = keys[:0], w.keyEnds[:0]
-	if cap(w.keys) > 1<<20 { // a catch-up's, kept no longer
-		w.keys, w.keyEnds = nil, nil
-	}
+	w.keyBytes, w.keyRows = text.Len(), len(c.Keys)
 	w.sinceMark += len(c.Keys)
 	for k, until := range w.throttles {
 		if !until.After(t) {

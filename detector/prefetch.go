@@ -79,9 +79,9 @@ const prefetchProbes = 8
 const reportAhead = 8
 
 // prefetchReport asks the CPU to start loading what report will read of
-// the state in slot i besides the state itself (which changes' walk of
-// its list loaded): its key's record (its bits, formatted as its text)
-// and its first peak. Changes reports the states moved on a list in the
+// the state in slot i: the state's two cache lines (changes' walk of its
+// list loaded its first, long before for a large checkpoint), its key's
+// record (its bits, formatted as its text) and its first peak. Changes reports the states moved on a list in the
 // order they were charged, no order in the slab, so that at a large
 // table each is a random read. A hint only, as Prefetch; below
 // prefetchSlots, nothing.
@@ -91,7 +91,31 @@ func (d *Detector) prefetchReport(i int32) {
 	}
 	s := d.at(i)
 	prefetch.Line(unsafe.Pointer(d.keys.rec(s.kid)))
+	prefetch.Line(unsafe.Pointer(s))
+	prefetch.Line(unsafe.Add(unsafe.Pointer(s), unsafe.Sizeof(*s)-1))
 	if p := d.peak(i, 0); p != nil {
 		prefetch.Line(unsafe.Pointer(p))
 	}
 }
+
+// prefetchMoved asks for the states changed since the last Changes
+// (d.dirty, the moved ones among them) before changes walks each LRU
+// list from its head to the moved states' end: a walk of a linked list,
+// each state a load that waits for the one before, where these loads
+// overlap. The newest first (the walk starts at the newest charged), at
+// most prefetchMovedMax: more would leave the caches before the walk
+// reaches them. BenchmarkChangesCold (16,384 of 200,000 states, caches
+// flushed): 403-708 ns a state before, 312-457 with this and report's
+// state loads asked for too (prefetchReport). A hint only.
+func (d *Detector) prefetchMoved() {
+	if len(d.keys.slots) < prefetchSlots {
+		return
+	}
+	for k := len(d.dirty) - 1; k >= max(0, len(d.dirty)-prefetchMovedMax); k-- {
+		prefetch.Line(unsafe.Pointer(d.at(d.dirty[k])))
+	}
+}
+
+// prefetchMovedMax bounds prefetchMoved: 32,768 states, about 5 MiB with
+// their second lines, twice the daemon's checkpoint (checkpointRows).
+const prefetchMovedMax = 1 << 15

@@ -238,6 +238,7 @@ func (d *Detector) changes(fn func(ks *KeyState), view bool, into *[]byte) {
 	// least recent first: their stamps follow every stamp handed out
 	// before, so that each list's order comes back (a state's phase says
 	// its list).
+	d.prefetchMoved()
 	for l := range d.lru {
 		moved := d.moved[:0]
 		for i := d.lru[l].head; i >= 0; {

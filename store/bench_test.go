@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -393,20 +394,28 @@ func BenchmarkCheckpointLiveCovers(b *testing.B) {
 
 // BenchmarkSortRows is a live checkpoint's sort of its rows: 16,384 states
 // of IPv6 keys of one rule, in the random order a detector reports them
-// (the order it charged them).
+// (the order it charged them: random), or clients in turn (row 2's
+// writer, issue 23: inturn).
 func BenchmarkSortRows(b *testing.B) {
 	const changed = 16_384
-	rows := make([]KeyRow, changed)
-	rng := rand.New(rand.NewPCG(5, 6))
-	for i := range rows {
-		n := rng.IntN(200_000)
-		rows[i] = KeyRow{Rule: "flood", Key: fmt.Sprintf("2001:db8:%x:%x::1", 0x8000+n/65536, n%65536)}
-	}
-	var order []int32
-	var keys []sortKey
-	b.ReportAllocs()
-	for b.Loop() {
-		order, keys = sortRows(rows, order, keys)
+	for _, order := range []string{"random", "inturn"} {
+		b.Run(order, func(b *testing.B) {
+			rows := make([]KeyRow, changed)
+			rng := rand.New(rand.NewPCG(5, 6))
+			for i := range rows {
+				n := rng.IntN(200_000)
+				if order == "inturn" {
+					n = 100_000 + i
+				}
+				rows[i] = KeyRow{Rule: "flood", Key: fmt.Sprintf("2001:db8:%x:%x::1", 0x8000+n/65536, n%65536)}
+			}
+			var order []int32
+			var keys []sortKey
+			b.ReportAllocs()
+			for b.Loop() {
+				order, keys = sortRows(rows, order, keys)
+			}
+		})
 	}
 }
 
@@ -430,4 +439,48 @@ func checkpointRounds(b *testing.B, all []KeyRow, changed int, t0 time.Time, wri
 		write(t, rows)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(changed), "ns/key")
+}
+
+// BenchmarkAddOrdered is a live checkpoint's encoding of its rows into a
+// run (no SQLite: the parts are dropped), the rows as a collect lays them
+// out (in one slice, their keys pieces of one string, their data in one
+// buffer, in the order reported) for 16,384 IPv6 keys of row 2 (issue
+// 23) with 48 bytes of data each, added in the order of their keys; the
+// caches are flushed (64 MiB written) before each, as the rows come from
+// the collect, on another core.
+func BenchmarkAddOrdered(b *testing.B) {
+	const changed = 16_384
+	t := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(5, 6))
+	rows := make([]KeyRow, changed)
+	var text strings.Builder
+	var data []byte
+	for i := range rows {
+		n := rng.IntN(200_000)
+		start := text.Len()
+		fmt.Fprintf(&text, "2001:db8:%x:%x::1", 0x8000+n/65536, n%65536)
+		d := len(data)
+		for j := range 48 {
+			data = append(data, byte(i+j))
+		}
+		rows[i] = KeyRow{Rule: "flood", Key: text.String()[start:], Data: data[d:len(data):len(data)],
+			LastSeen: t.Add(time.Duration(i) * time.Millisecond), Requests: int64(i % 50)}
+	}
+	order, _ := sortRows(rows, nil, nil)
+	rw := &runWriter{insert: func(_, _, _ int64, _ any, _, _, _ []byte) error { return nil }}
+	flush := make([]byte, 64<<20)
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		for i := 0; i < len(flush); i += 64 {
+			flush[i]++
+		}
+		b.StartTimer()
+		if err := addOrdered(rw, rows, order); err != nil {
+			b.Fatal(err)
+		}
+		if err := rw.flush(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -78,11 +78,12 @@ func (w *conn) insertPart(id, tier, n int64, pruneMS any, data, rule, key []byte
 // writeRun writes rows (each (rule, key) once, the last mention: a nil
 // Data a tombstone) as a new run after runs, then takes a step of the
 // merges (mergeStep).
-// How far ahead of the row it adds writeRun asks for a row, and for its
-// key's text and its data.
+// How far ahead of the row it adds addOrdered asks for a row, and for its
+// key's text and its data; rowSize is a row's bytes.
 const (
 	rowAhead  = 8
 	dataAhead = 4
+	rowSize   = int(unsafe.Sizeof(KeyRow{}))
 )
 
 func (db *DB) writeRun(w *conn, rows []KeyRow) error {
@@ -101,14 +102,35 @@ func (db *DB) writeRun(w *conn, rows []KeyRow) error {
 	}
 	db.order, db.sortKeys = sortRows(rows, db.order, db.sortKeys)
 	rw := &runWriter{run: next, tier: tierCheckpoint, insert: w.insertPart, buf: db.part[:0]}
-	order := db.order
+	if err := addOrdered(rw, rows, db.order); err != nil {
+		return err
+	}
+	err = rw.flush()
+	db.part = rw.buf[:0]
+	if err != nil {
+		return err
+	}
+	if rw.part > 0 {
+		runs = append(runs, runInfo{run: rw.run, tier: rw.tier, parts: rw.part, bytes: rw.bytes})
+	}
+	return db.mergeStep(w, runs, db.stepBudget(rw.bytes))
+}
+
+// addOrdered adds rows to rw in order (sortRows'). The rows are read in
+// the order of their keys, not the order they were collected in: a row,
+// its key's text and its data are each a cache miss. Asked for ahead:
+// the row rowAhead rows before it is added, every cache line of it (a
+// KeyRow is 144 bytes: three lines, where asking for its first alone
+// left two misses a row; BenchmarkAddOrdered 1.22-1.33 -> 0.76-0.84 ms),
+// its text and data dataAhead before.
+
+func addOrdered(rw *runWriter, rows []KeyRow, order []int32) error {
 	for k, i := range order {
-		// The rows are read in the order of their keys, not the order
-		// they were collected in: a row, its key's text and its data
-		// are each a cache miss. Asked for ahead: the row rowAhead rows
-		// before it is added, its text and data dataAhead before.
 		if j := k + rowAhead; j < len(order) {
-			prefetch.Line(unsafe.Pointer(&rows[order[j]]))
+			p := unsafe.Pointer(&rows[order[j]])
+			prefetch.Line(p)
+			prefetch.Line(unsafe.Add(p, 64))
+			prefetch.Line(unsafe.Add(p, rowSize-1))
 		}
 		if j := k + dataAhead; j < len(order) {
 			r := &rows[order[j]]
@@ -121,15 +143,7 @@ func (db *DB) writeRun(w *conn, rows []KeyRow) error {
 			return err
 		}
 	}
-	err = rw.flush()
-	db.part = rw.buf[:0]
-	if err != nil {
-		return err
-	}
-	if rw.part > 0 {
-		runs = append(runs, runInfo{run: rw.run, tier: rw.tier, parts: rw.part, bytes: rw.bytes})
-	}
-	return db.mergeStep(w, runs, db.stepBudget(rw.bytes))
+	return nil
 }
 
 // pruneKeys deletes every key state last seen before p.KeysBefore (or
