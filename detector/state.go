@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 	"unsafe"
+
+	"github.com/logjail/logjail/internal/word"
 )
 
 // Ladder phases of a state.
@@ -97,8 +99,8 @@ type addrSeen struct {
 func (a addrSeen) key() addrKey { return addrKey{a.hi, a.lo} }
 
 func makeAddrSeen(a netip.Addr, ns int64) addrSeen {
-	b := a.Unmap().As16()
-	return addrSeen{hi: binary.BigEndian.Uint64(b[:8]), lo: binary.BigEndian.Uint64(b[8:]), seen: ns}
+	hi, lo := word.Addr(a) // As16's words: Unmap changes none of them
+	return addrSeen{hi: hi, lo: lo, seen: ns}
 }
 
 func (a *addrSeen) addr() netip.Addr {

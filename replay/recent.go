@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"encoding/binary"
 	"math/bits"
 	"net/netip"
 	"time"
@@ -104,10 +103,7 @@ func newRecent() *recent {
 	return &recent{recs: make([]rec, recentLines), flags: make([]uint8, recentLines), heads: make([]head, recentBucket)}
 }
 
-func addrWords(a netip.Addr) (hi, lo uint64) {
-	b := a.Unmap().As16()
-	return binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
-}
+func addrWords(a netip.Addr) (hi, lo uint64) { return word.Addr(a) } // As16's words: Unmap changes none
 
 func recentHash(hi, lo uint64) uint64 {
 	h := (hi ^ bits.RotateLeft64(lo, 29)) * 0x9e3779b97f4a7c15

@@ -6,7 +6,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"unsafe"
+
+	"github.com/logjail/logjail/internal/word"
 )
 
 // FixedKey is an address or prefix key (`key: ip`, `key: prefix`, and a
@@ -46,7 +47,7 @@ func fixedKeyOf(a netip.Addr, bits int) FixedKey {
 	a = a.Unmap()
 	if a.Is4() {
 		bits = min(max(bits, 0), 32)
-		_, lo := addrBits(a)
+		_, lo := word.Addr(a)
 		v := lo & 0xffffffff
 		if bits < 32 {
 			v &= ^uint64(0) << (32 - bits) & 0xffffffff
@@ -56,54 +57,10 @@ func fixedKeyOf(a netip.Addr, bits int) FixedKey {
 	return mappedKey(a, bits)
 }
 
-// addrBits returns a's 128 bits as As16 gives them (an IPv4 address as
-// its IPv4-mapped form), hi the first 64, as numbers. As16 writes the
-// address into an array of bytes that is then read back as two words: the
-// 16-byte copy of the array reads two 8-byte writes that the CPU cannot
-// forward, a stall of some 20 cycles, and replay calls this four times a
-// line at a million keys (the key of each entry, and of the three it
-// prefetches for: 7% of the replay's merger). netip.Addr holds the same
-// two words, hi first (its uint128): addrBits reads them there when
-// addrWordsOK, which init sets only after checking, on addresses of
-// every kind, that the words read there are As16's; otherwise (another
-// layout in another Go release) it takes As16's way. Either way the
-// result is As16's (TestAddrBitsAsAs16).
-func addrBits(a netip.Addr) (hi, lo uint64) {
-	if addrWordsOK {
-		w := (*[2]uint64)(unsafe.Pointer(&a))
-		return w[0], w[1]
-	}
-	return addrBitsAs16(a)
-}
-
-func addrBitsAs16(a netip.Addr) (hi, lo uint64) {
-	b := a.As16()
-	return binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
-}
-
-// addrWordsOK: netip.Addr begins with its 128 bits as two words, hi
-// first (addrBits).
-var addrWordsOK = addrWordsCheck()
-
-func addrWordsCheck() bool {
-	if unsafe.Sizeof(netip.Addr{}) < 16 || unsafe.Alignof(netip.Addr{}) < 8 {
-		return false
-	}
-	for _, s := range []string{"0.0.0.0", "1.2.3.4", "255.254.253.252", "::", "::1", "::ffff:1.2.3.4",
-		"2001:db8:102:304:506:708:90a:b0c", "fe80::1:2%eth0", "ffff:fffe:fffd:fffc:fffb:fffa:fff9:fff8"} {
-		a := netip.MustParseAddr(s)
-		w := (*[2]uint64)(unsafe.Pointer(&a))
-		if hi, lo := addrBitsAs16(a); w[0] != hi || w[1] != lo {
-			return false
-		}
-	}
-	return true
-}
-
 // mappedKey is the IPv6 key of a (an IPv4-mapped address stays IPv6) cut
 // to bits.
 func mappedKey(a netip.Addr, bits int) FixedKey {
-	hi, lo := addrBits(a)
+	hi, lo := word.Addr(a)
 	bits = min(max(bits, 0), 128)
 	hi, lo = Mask128(hi, lo, bits)
 	return FixedKey{Hi: hi, Lo: lo, Bits: uint8(bits), Fam: 6}
@@ -322,7 +279,7 @@ func (c *Config) IPFixed(a netip.Addr) FixedKey {
 	if a.Is4() {
 		// fixedKeyOf(a, 32), the whole address, without its steps
 		// (classify makes one for most entries; TestIPFixedAsFixedKeyOf).
-		_, lo := addrBits(a)
+		_, lo := word.Addr(a)
 		return FixedKey{Lo: lo & 0xffffffff, Bits: 32, Fam: 4}
 	}
 	if a.Is6() {

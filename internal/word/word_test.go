@@ -3,6 +3,7 @@ package word
 import (
 	"encoding/binary"
 	"math/rand/v2"
+	"net/netip"
 	"testing"
 )
 
@@ -21,5 +22,41 @@ func TestLEAsBinary(t *testing.T) {
 				t.Fatalf("LE(%q, %d) = %#x, want %#x", s, i, got, want)
 			}
 		}
+	}
+}
+
+// TestAddrAsAs16: Addr gives As16's words for addresses of every
+// kind (IPv4, IPv6, IPv4-mapped, zoned, the zero Addr), on this Go's
+// layout of netip.Addr (which addrWordsCheck must have accepted: CI's Go
+// is the one releases are built with) and on the As16 way it falls back
+// to.
+func TestAddrAsAs16(t *testing.T) {
+	if !addrWordsOK {
+		t.Errorf("addrWordsCheck refused this Go's netip.Addr: addrBits takes the slow way")
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	var addrs []netip.Addr
+	addrs = append(addrs, netip.Addr{}, netip.IPv6Unspecified(), netip.IPv4Unspecified())
+	for range 100_000 {
+		var b [16]byte
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		a6 := netip.AddrFrom16(b)
+		addrs = append(addrs, a6, netip.AddrFrom4([4]byte(b[:4])), a6.WithZone("eth0"),
+			netip.AddrFrom16([16]byte{10: 0xff, 11: 0xff, 12: b[0], 13: b[1], 14: b[2], 15: b[3]}))
+	}
+	for _, ok := range []bool{addrWordsOK, false} {
+		was := addrWordsOK
+		addrWordsOK = ok
+		for _, a := range addrs {
+			hi, lo := Addr(a)
+			b := a.As16()
+			if hi != binary.BigEndian.Uint64(b[:8]) || lo != binary.BigEndian.Uint64(b[8:]) {
+				addrWordsOK = was
+				t.Fatalf("Addr(%v) with the words read in place %v = %#x %#x; As16 %x", a, ok, hi, lo, b)
+			}
+		}
+		addrWordsOK = was
 	}
 }
