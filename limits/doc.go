@@ -20,6 +20,11 @@
 // The windows live here too (window.go): a Window holds no pointer (its
 // ring is inline up to two elements, else a run of the detector's Rings,
 // an internal/pool.Pool), so a million keys are a few large allocations.
+// A Buckets window whose ring is in the pool keeps its newest bucket
+// beside the ring's reference (Window.v[1], otherwise unused), so that a
+// charge after the window has passed (most of a busy log's keys between
+// their visits) writes its bucket without reading the ring, a random
+// read; addBucket and DecodeWindow keep it.
 // A window has one of three Layouts (Buckets for rate and shares, Times
 // for last N, Tokens for the token bucket), which say what its ring holds
 // and how AppendWindow and DecodeWindow write and read it in a snapshot;

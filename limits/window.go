@@ -21,9 +21,13 @@ import (
 //
 // A ring of one or two elements (most keys: a bucket or two, or a token
 // bucket) is v itself; a longer one is a run of the ring pool (Rings),
-// v[0] its reference. A Window holds no pointer; its zero value is empty.
+// v[0] its reference, and a Buckets window keeps its newest bucket in v[1]
+// (newestBucket), so that a charge finds whether its bucket is the newest,
+// newer or older without reading the ring: a random read, a cache miss for
+// most keys (the pool's runs are far from the key's state). A Window holds
+// no pointer; its zero value is empty.
 type Window struct {
-	v           [2]uint64 // cp ≤ 2: the ring; cp > 2: v[0] is the ring's run in the ring pool
+	v           [2]uint64 // cp ≤ 2: the ring; cp > 2: v[0] is the ring's run in the ring pool, v[1] a Buckets window's newest bucket
 	acc         uint64
 	head, n, cp uint16 // the ring: its oldest element, elements, capacity
 }
@@ -206,7 +210,18 @@ func (w *Window) addBucket(a *Rings, b, v uint64, c *Compiled) uint64 {
 	v = min(v, maxUint32)
 	if w.n == 0 {
 		w.push(a, b<<32|v, int(c.nb))
+		w.setNewest(b)
 		w.acc = v
+		return w.acc
+	}
+	if w.cp > inlineRing && w.v[1]+c.nb <= b {
+		// The newest bucket (v[1]) has left the window, so has every
+		// one: the ring emptied at once, its new bucket written first,
+		// no element of it read (most of the genlog's charges: a client
+		// back after its windows; TestAddBucketAsPops).
+		w.head, w.n, w.acc = 0, 1, v
+		a.Get(uint32(w.v[0]), w.cp)[0] = b<<32 | v
+		w.v[1] = b
 		return w.acc
 	}
 	r := w.ring(a)
@@ -230,6 +245,7 @@ func (w *Window) addBucket(a *Rings, b, v uint64, c *Compiled) uint64 {
 		} else {
 			w.push(a, b<<32|v, int(c.nb))
 		}
+		w.setNewest(b)
 		w.acc += v
 	case b+c.nb <= last:
 		// Older than the window: it would slide out at once.
@@ -248,9 +264,30 @@ func (w *Window) addBucket(a *Rings, b, v uint64, c *Compiled) uint64 {
 		}
 		r = w.push(a, b<<32|v, int(c.nb))
 		w.sinkNewest(r, bucketOf)
+		w.setNewest(last) // push may have moved the ring to the pool
 		w.acc += v
 	}
 	return w.acc
+}
+
+// setNewest keeps b, the newest bucket of a Buckets window, in v[1] when
+// its ring is in the pool (v[1] is the ring's own second element
+// otherwise). Every change of a Buckets window's newest bucket or of its
+// ring's place calls it: addBucket and DecodeWindow
+// (TestNewestBucketKept).
+func (w *Window) setNewest(b uint64) {
+	if w.cp > inlineRing {
+		w.v[1] = b
+	}
+}
+
+// newestBucket is a Buckets window's newest bucket (v[1] for a ring in
+// the pool, else the ring's newest element's), for a test; n > 0.
+func (w *Window) newestBucket(a *Rings) uint64 {
+	if w.cp > inlineRing {
+		return w.v[1]
+	}
+	return bucketOf(*w.at(w.ring(a), w.n-1))
 }
 
 // compileBuckets sets the bucket width and count of a Buckets window:
@@ -419,6 +456,9 @@ func DecodeWindow(r Reader, w *Window, c *Compiled, a *Rings) {
 			w.n = uint16(n)
 			if tag == Buckets {
 				w.acc = acc
+				if n > 0 {
+					w.setNewest(prev)
+				}
 			}
 		}
 	default:

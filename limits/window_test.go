@@ -34,15 +34,18 @@ func TestBucketAsDivision(t *testing.T) {
 // list of buckets, those that left the window dropped one by one) over
 // random charges: times that step on, jump past the window (every bucket
 // out at once: the ring emptied without its pops), come late within it and
-// before it; values up to past 32 bits. After each charge the sum and the
-// buckets, oldest first, are the model's.
+// before it; values up to past 32 bits; now and then a snapshot's round
+// trip (AppendWindow, DecodeWindow) before the next. After each charge the
+// sum, the buckets, oldest first, and the newest bucket (kept apart for a
+// ring in the pool, newestBucket) are the model's.
 func TestAddBucketAsPops(t *testing.T) {
 	type bv struct{ b, v uint64 }
 	rnd := rand.New(rand.NewPCG(41, 2))
 	for _, nb := range []uint64{1, 2, 3, 15, 60} {
-		c := &Compiled{nb: nb}
+		c := &Compiled{nb: nb, layout: Buckets}
 		var w Window
-		var rings Rings
+		rings := new(Rings)
+		trips := 0
 		var model []bv
 		b := uint64(1000)
 		resets := 0
@@ -91,15 +94,31 @@ func TestAddBucketAsPops(t *testing.T) {
 				sum += x.v
 				want = append(want, x.b<<32|x.v)
 			}
-			if got := w.addBucket(&rings, at, v, c); got != sum {
+			if got := w.addBucket(rings, at, v, c); got != sum {
 				t.Fatalf("nb %d, charge %d (bucket %d, %d): sum %d, want %d", nb, n, at, v, got, sum)
 			}
-			if _, elems, _, _ := w.Dump(&rings, Buckets); !slices.Equal(elems, want) {
+			if _, elems, _, _ := w.Dump(rings, Buckets); !slices.Equal(elems, want) {
 				t.Fatalf("nb %d, charge %d: buckets %v, want %v", nb, n, elems, want)
 			}
+			if got := w.newestBucket(rings); got != model[len(model)-1].b {
+				t.Fatalf("nb %d, charge %d: newest bucket %d, want %d (ring of %d)", nb, n, got, model[len(model)-1].b, w.cp)
+			}
+			if rnd.IntN(40) == 0 {
+				// A snapshot's round trip: the window read back goes on.
+				b := AppendWindow(nil, &w, c, rings)
+				var nw Window
+				nr := new(Rings)
+				r := &reader{b: b}
+				DecodeWindow(r, &nw, c, nr)
+				if r.err != "" || len(r.b) != 0 {
+					t.Fatalf("nb %d, charge %d: decode: %q, %d bytes left", nb, n, r.err, len(r.b))
+				}
+				w, rings = nw, nr
+				trips++
+			}
 		}
-		if resets == 0 {
-			t.Fatal("no jump past the window")
+		if resets == 0 || trips == 0 {
+			t.Fatalf("no jump past the window (%d) or no round trip (%d)", resets, trips)
 		}
 	}
 }

@@ -67,7 +67,7 @@ func (g *Guard) Step(e *parser.Entry) (released *parser.Entry, charge bool) {
 			g.h ^= 1 // the next held entry goes to the other slot
 		}
 	}
-	if !g.started || e.Time.Sub(g.newest) >= g.future {
+	if !g.started || subAtLeast(e.Time, g.newest, g.future) {
 		g.slots[g.h], g.holding = *e, true
 		ownStrings(&g.slots[g.h])
 		return released, false
@@ -87,6 +87,22 @@ func (g *Guard) Next(e *parser.Entry, out []parser.Entry) []parser.Entry {
 		out = append(out, *e)
 	}
 	return out
+}
+
+// subAtLeast reports whether t.Sub(u) >= d, for d ≥ 0, in fewer steps
+// than Sub (whose overflow check adds u and the difference back, with
+// Add's and Equal's own steps; 1.7% of a replay's merger): from the
+// times' Unix seconds and nanoseconds when neither holds a monotonic
+// reading and they are less than 2^33 s (272 years) apart, where the
+// difference in ns cannot overflow and Sub does not saturate; else Sub
+// itself (TestSubAtLeastAsSub). (Sub of two monotonic readings is their
+// monotonic difference, which differs from the wall clock's only across a
+// step of the wall clock between two time.Now: log times have none.)
+func subAtLeast(t, u time.Time, d time.Duration) bool {
+	if s := t.Unix() - u.Unix(); s > -1<<33 && s < 1<<33 && t == t.Round(0) && u == u.Round(0) {
+		return s*int64(time.Second)+int64(t.Nanosecond()-u.Nanosecond()) >= int64(d)
+	}
+	return t.Sub(u) >= d
 }
 
 func (g *Guard) pass(e *parser.Entry) {

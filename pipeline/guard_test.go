@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"math/rand/v2"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -130,5 +131,59 @@ func TestHeldEntryOwnsStrings(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, *released, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) }), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
 		t.Errorf("held entry (-want +got):\n%s", diff)
+	}
+}
+
+// TestSubAtLeastAsSub holds subAtLeast to t.Sub(u) >= d on random pairs of
+// times: near each other (a log's lines), far apart (up to past 2^33 s and
+// Sub's saturation), at time's extremes, in several zones, with and
+// without monotonic readings; durations from 0 to the largest.
+func TestSubAtLeastAsSub(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(30, 8))
+	zones := []*time.Location{time.UTC, time.FixedZone("x", 5*3600+1800), time.FixedZone("y", -11*3600)}
+	now := time.Now() // a monotonic reading
+	base := []time.Time{
+		{}, time.Unix(0, 0), time.Unix(1<<33, 0), time.Unix(-1<<33, 0), time.Unix(1<<62, 999999999),
+		time.Unix(-1<<62, 0), time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(2026, 11, 26, 15, 0, 0, 0, time.UTC), now, now.Round(0),
+	}
+	durs := []time.Duration{0, 1, time.Second, time.Second - 1, time.Minute, time.Hour, 24 * time.Hour, 1<<63 - 1, 1 << 62}
+	pick := func() time.Time {
+		b := base[rnd.IntN(len(base))]
+		switch rnd.IntN(6) {
+		case 0:
+			return b
+		case 1:
+			return b.Add(time.Duration(rnd.Int64N(int64(time.Hour))) - time.Hour/2)
+		case 2:
+			return b.Add(time.Duration(rnd.Int64()))
+		case 3:
+			return b.Add(time.Duration(rnd.Int64N(3e9)) - 1e9).In(zones[rnd.IntN(len(zones))])
+		case 4:
+			return time.Unix(rnd.Int64N(1<<35)-1<<34, rnd.Int64N(1e9))
+		}
+		return b.AddDate(rnd.IntN(600)-300, 0, 0)
+	}
+	hits, cases := 0, 0
+	for range 400000 {
+		a, b := pick(), pick()
+		if rnd.IntN(3) == 0 {
+			b = a.Add(-time.Duration(rnd.Int64N(int64(3 * time.Second)))) // a line ahead of the newest by about the future
+		}
+		d := durs[rnd.IntN(len(durs))]
+		if rnd.IntN(2) == 0 {
+			d = time.Duration(rnd.Int64N(int64(3 * time.Second)))
+		}
+		want := a.Sub(b) >= d
+		if got := subAtLeast(a, b, d); got != want {
+			t.Fatalf("subAtLeast(%v, %v, %v) = %v, want %v (Sub %v)", a, b, d, got, want, a.Sub(b))
+		}
+		cases++
+		if want {
+			hits++
+		}
+	}
+	if hits == 0 || hits == cases {
+		t.Fatalf("%d of %d true: the test does not tell", hits, cases)
 	}
 }

@@ -904,7 +904,9 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 				return err
 			}
 			if ok {
-				heap.Fix(&h, 0)
+				if len(h) > 1 { // one input (most replays): no order to fix
+					heap.Fix(&h, 0)
+				}
 			} else {
 				heap.Pop(&h)
 			}
