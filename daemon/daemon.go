@@ -318,16 +318,18 @@ func (p *parsed) parse() {
 			runtime.Gosched() // a slice parsed: the endpoint's goroutines may run (sliceLines)
 		}
 		// Parsed in place, into the next entry (ParseString's Entry,
-		// returned, was a 240-byte copy), with the source's time memo.
-		p.entries = append(p.entries, parser.Entry{})
-		e := &p.entries[len(p.entries)-1]
+		// returned, was a 240-byte copy), with the source's time memo;
+		// the parse writes all of it (room for every line: above).
+		k := len(p.entries)
+		p.entries = p.entries[:k+1]
+		e := &p.entries[k]
 		_, err := p.parser.ParseStringMemo(l.Text, int(l.Line), nil, e, p.memo)
 		if err == nil && l.Truncated {
 			err = source.TooLong(int(l.Line)) // rejected, as replay rejects it
 		}
 		if err != nil {
 			*e = parser.Entry{} // a truncated line's: nothing of it kept
-			p.entries = p.entries[:len(p.entries)-1]
+			p.entries = p.entries[:k]
 			if errors.Is(err, parser.ErrDirective) {
 				continue // a format's own header (W3C's #Fields:): no request, not rejected
 			}
