@@ -125,7 +125,9 @@
 // replay, round 3"). Each source's batches are parsed on a goroutine of
 // the source's own, next to its follower, and go to the decider parsed:
 // two hand-offs a batch instead of a dispatcher's and a worker pool's five
-// (stages.go, follow). Once the detector's key table is large enough to
+// (stages.go, follow). That goroutine keeps a parser.TimeMemo from batch
+// to batch and parses each line in place into its batch's entries
+// (parsed.parse, parser.Parser.ParseStringMemo), as replay's workers do. Once the detector's key table is large enough to
 // take them (pipeline.Pipeline.Prefetching), the batch loop gives
 // pipeline.Pipeline.Prefetch the next three entries before each charge,
 // as replay's merger does: hints that change no decision
