@@ -125,7 +125,9 @@
 // replay, round 3"). Each source's batches are parsed on a goroutine of
 // the source's own, next to its follower, and go to the decider parsed:
 // two hand-offs a batch instead of a dispatcher's and a worker pool's five
-// (stages.go, follow). Once the detector's key table is large enough to
+// (stages.go, follow). That goroutine keeps a parser.TimeMemo from batch
+// to batch and parses each line in place into its batch's entries
+// (parsed.parse, parser.Parser.ParseStringMemo), as replay's workers do. Once the detector's key table is large enough to
 // take them (pipeline.Pipeline.Prefetching), the batch loop gives
 // pipeline.Pipeline.Prefetch the next three entries before each charge,
 // as replay's merger does: hints that change no decision
@@ -237,6 +239,10 @@ type parsed struct {
 	rejected int
 	firstErr error // why the first rejected line was rejected
 	pin      bool  // the guard holds one of its lines past it (spares.put)
+	// memo is the source's parsing goroutine's memo of the last CLF time
+	// read (parser.TimeMemo; nil: none), kept from batch to batch: a
+	// log's neighbouring lines mostly share their second.
+	memo *parser.TimeMemo
 }
 
 // startActions builds the configured actions and starts them from the
@@ -313,11 +319,19 @@ func (p *parsed) parse() {
 		if i > 0 && i%sliceLines == 0 {
 			runtime.Gosched() // a slice parsed: the endpoint's goroutines may run (sliceLines)
 		}
-		e, err := p.parser.ParseString(l.Text, int(l.Line))
+		// Parsed in place, into the next entry (ParseString's Entry,
+		// returned, was a 240-byte copy), with the source's time memo;
+		// the parse writes all of it (room for every line: above).
+		k := len(p.entries)
+		p.entries = p.entries[:k+1]
+		e := &p.entries[k]
+		_, err := p.parser.ParseStringMemo(l.Text, int(l.Line), nil, e, p.memo)
 		if err == nil && l.Truncated {
 			err = source.TooLong(int(l.Line)) // rejected, as replay rejects it
 		}
 		if err != nil {
+			*e = parser.Entry{} // a truncated line's: nothing of it kept
+			p.entries = p.entries[:k]
 			if errors.Is(err, parser.ErrDirective) {
 				continue // a format's own header (W3C's #Fields:): no request, not rejected
 			}
@@ -327,7 +341,6 @@ func (p *parsed) parse() {
 			p.rejected++
 			continue
 		}
-		p.entries = append(p.entries, e)
 		p.lines = append(p.lines, int32(i))
 	}
 }

@@ -127,9 +127,9 @@ func TestSparesPutClears(t *testing.T) {
 }
 
 // BenchmarkParseBatch: a batch of 512 combined lines parsed as the
-// daemon's parsing goroutine parses it, its memory new for each batch (spare=false,
-// as before spares) or put back after it (spare=true); allocs/op and B/op
-// are a batch's.
+// daemon's parsing goroutine parses it (with the goroutine's TimeMemo), its
+// memory new for each batch (spare=false, as before spares) or put back
+// after it (spare=true); allocs/op and B/op are a batch's.
 func BenchmarkParseBatch(b *testing.B) {
 	pr, err := parser.New(parser.Options{Format: "combined"})
 	if err != nil {
@@ -146,13 +146,14 @@ func BenchmarkParseBatch(b *testing.B) {
 	for _, spare := range []bool{false, true} {
 		b.Run(fmt.Sprintf("spare=%v", spare), func(b *testing.B) {
 			s := newSpares(4, false)
+			var memo parser.TimeMemo // the source's goroutine's (decider.follow)
 			b.ReportAllocs()
 			for b.Loop() {
 				p := &parsed{}
 				if spare {
 					p = s.get()
 				}
-				p.src, p.parser, p.batch = src, pr, follow.Batch{Lines: lines}
+				p.src, p.parser, p.batch, p.memo = src, pr, follow.Batch{Lines: lines}, &memo
 				p.parse()
 				if len(p.entries) != len(lines) {
 					b.Fatalf("%d entries: %v", len(p.entries), p.firstErr)

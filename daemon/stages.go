@@ -322,6 +322,7 @@ func (d *decider) follow(ctx context.Context, sources []*rules.Source, ordered c
 		})
 		followers.Go(func() error {
 			var pr *parser.Parser
+			var memo parser.TimeMemo // this goroutine's alone (parsed.memo)
 			for {
 				var b follow.Batch
 				select {
@@ -346,7 +347,7 @@ func (d *decider) follow(ctx context.Context, sources []*rules.Source, ordered c
 					}
 				}
 				p := d.spare.get()
-				p.src, p.parser, p.batch = src, pr, b
+				p.src, p.parser, p.batch, p.memo = src, pr, b, &memo
 				p.parse()
 				select {
 				case ordered <- p:

@@ -21,7 +21,8 @@
 // the same second, and a parser keeps the last time read for each value
 // of the last digit of the seconds, masked to 3 bits (clfCache, a sequence lock of atomics a slot,
 // the whole text compared). A caller that parses one line at a time on
-// its goroutine (a replay's block) may pass a TimeMemo of its own
+// its goroutine (a replay's block, the daemon's parsing goroutine of a
+// source) may pass a TimeMemo of its own
 // (ParseStringMemo): the CLF prefix's time is then first compared with
 // the last one that caller read, as three words and two bytes, before
 // the shared cache. Dotted quads and hex IPv6 ("2001:db8::1") are

@@ -358,7 +358,8 @@ func (p *Parser) ParseStringTo(line string, lineNo int, buf []Field, e *Entry) (
 // lines mostly share their second, and comparing the 26 bytes with the
 // memo's is cheaper than the shared cache's look-up (clfCache: atomics,
 // the slot, the time rebuilt). Its zero value is empty. One goroutine at
-// a time may use it: a replay's block keeps one for the lines it parses.
+// a time may use it: a replay's block keeps one for the lines it parses,
+// the daemon's parsing goroutine one for its source's batches.
 type TimeMemo struct {
 	p          *Parser
 	k0, k1, k2 uint64 // the text's bytes 0-7, 8-15, 16-23
