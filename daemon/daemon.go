@@ -127,10 +127,11 @@
 // two hand-offs a batch instead of a dispatcher's and a worker pool's five
 // (stages.go, follow). That goroutine keeps a parser.TimeMemo from batch
 // to batch and parses each line in place into its batch's entries
-// (parsed.parse, parser.Parser.ParseStringMemo), as replay's workers do. Once the detector's key table is large enough to
-// take them (pipeline.Pipeline.Prefetching), the batch loop gives
-// pipeline.Pipeline.Prefetch the next three entries before each charge,
-// as replay's merger does: hints that change no decision
+// (parsed.parse, parser.Parser.ParseStringMemo), as replay's workers do.
+// Once the detector's key table is large enough to take them
+// (pipeline.Pipeline.Prefetching), the batch loop gives the entries ahead
+// of each charge to pipeline.Pipeline.PrefetchNext, as replay's merger
+// does: hints that change no decision
 // (TestHintsChangeNothing, Options.plain). The newest line's time of each
 // source costs no map look-up for most lines (decider.newest).
 //
