@@ -75,9 +75,6 @@ func (w *conn) insertPart(id, tier, n int64, pruneMS any, data, rule, key []byte
 	return w.execArgs(sInsertPartKey, id, rule, key)
 }
 
-// writeRun writes rows (each (rule, key) once, the last mention: a nil
-// Data a tombstone) as a new run after runs, then takes a step of the
-// merges (mergeStep).
 // How far ahead of the row it adds addOrdered asks for a row, and for its
 // key's text and its data; rowSize is a row's bytes.
 const (
@@ -86,6 +83,9 @@ const (
 	rowSize   = int(unsafe.Sizeof(KeyRow{}))
 )
 
+// writeRun writes rows (each (rule, key) once, the last mention: a nil
+// Data a tombstone) as a new run after runs, then takes a step of the
+// merges (mergeStep).
 func (db *DB) writeRun(w *conn, rows []KeyRow) error {
 	for i := range rows {
 		if k := &rows[i]; k.Rule == "" || k.Key == "" {
@@ -123,7 +123,6 @@ func (db *DB) writeRun(w *conn, rows []KeyRow) error {
 // KeyRow is 144 bytes: three lines, where asking for its first alone
 // left two misses a row; BenchmarkAddOrdered 1.22-1.33 -> 0.76-0.84 ms),
 // its text and data dataAhead before.
-
 func addOrdered(rw *runWriter, rows []KeyRow, order []int32) error {
 	for k, i := range order {
 		if j := k + rowAhead; j < len(order) {
