@@ -228,7 +228,7 @@ func (c *Config) rulesOf(src *Source) []int {
 // the first that holds (Claim.list, 0: none), and with claimRange the
 // range's index.
 func (c *Config) lists(a netip.Addr) (list uint8, rng int32) {
-	if i := firstByte(a); c.listed.bits[i/64%8]&(1<<(i%64)) == 0 {
+	if !c.listed.has(firstByte(a)) {
 		return 0, 0 // no prefix of the three starts with a's first byte (firstBytes.may)
 	}
 	return c.lookLists(a)
@@ -277,10 +277,11 @@ func (f *firstBytes) add(p netip.Prefix) {
 // may reports whether a prefix added may hold a: its first byte is in
 // the set. The zero Addr (in no list: the look-ups find nothing for it)
 // reads as IPv6 byte 0.
-func (f *firstBytes) may(a netip.Addr) bool {
-	i := firstByte(a)
-	return f.bits[i/64%8]&(1<<(i%64)) != 0
-}
+func (f *firstBytes) may(a netip.Addr) bool { return f.has(firstByte(a)) }
+
+// has reports whether bit i (a firstByte) is in the set: may's step,
+// which lists calls itself (may does not inline, has does).
+func (f *firstBytes) has(i uint) bool { return f.bits[i/64%8]&(1<<(i%64)) != 0 }
 
 // firstByte is a's bit in a firstBytes: its first byte, plus 256 for
 // IPv4. One byte of As16's result, not a copy of its 16 (two 8-byte
