@@ -274,7 +274,7 @@ func (w *Window) addBucket(a *Rings, b, v uint64, c *Compiled) uint64 {
 // its ring is in the pool (v[1] is the ring's own second element
 // otherwise). Every change of a Buckets window's newest bucket or of its
 // ring's place calls it: addBucket and DecodeWindow
-// (TestNewestBucketKept).
+// (TestAddBucketAsPops).
 func (w *Window) setNewest(b uint64) {
 	if w.cp > inlineRing {
 		w.v[1] = b
