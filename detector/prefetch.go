@@ -81,10 +81,10 @@ const reportAhead = 8
 // prefetchReport asks the CPU to start loading what report will read of
 // the state in slot i: the state's two cache lines (changes' walk of its
 // list loaded its first, long before for a large checkpoint), its key's
-// record (its bits, formatted as its text) and its first peak. Changes reports the states moved on a list in the
-// order they were charged, no order in the slab, so that at a large
-// table each is a random read. A hint only, as Prefetch; below
-// prefetchSlots, nothing.
+// record (its bits, formatted as its text) and its first peak. Changes
+// reports the states moved on a list in the order they were charged, no
+// order in the slab, so that at a large table each is a random read. A
+// hint only, as Prefetch; below prefetchSlots, nothing.
 func (d *Detector) prefetchReport(i int32) {
 	if len(d.keys.slots) < prefetchSlots {
 		return
