@@ -103,8 +103,6 @@ func newRecent() *recent {
 	return &recent{recs: make([]rec, recentLines), flags: make([]uint8, recentLines), heads: make([]head, recentBucket)}
 }
 
-func addrWords(a netip.Addr) (hi, lo uint64) { return word.Addr(a) } // As16's words: Unmap changes none
-
 func recentHash(hi, lo uint64) uint64 {
 	h := (hi ^ bits.RotateLeft64(lo, 29)) * 0x9e3779b97f4a7c15
 	return h >> (64 - recentBits - 1)
@@ -139,7 +137,7 @@ func (r *recent) renew() {
 // next record. The merger calls it before charging e and adds e after, so
 // the charge hides the miss.
 func (r *recent) prefetch(e *parser.Entry) {
-	r.prefetchBucket(uint32(recentHash(addrWords(e.IP))))
+	r.prefetchBucket(uint32(recentHash(word.Addr(e.IP))))
 	r.prefetchNext()
 }
 
@@ -178,15 +176,17 @@ func recFlags(e *parser.Entry) uint8 {
 
 // addFlags is add with e's recFlags found ahead.
 func (r *recent) addFlags(e *parser.Entry, flags uint8) {
-	hi, lo := addrWords(e.IP)
+	hi, lo := word.Addr(e.IP)
 	r.addAt(e, hi, lo, flags, recentHash(hi, lo))
 }
 
-// addAt is addFlags with e's address as words (addrWords: hi, lo) and
-// its bucket (their recentHash) found ahead too. The words come from
-// the worker that parsed e: addrWords' 16-byte load of As16's two 8-byte
-// stores stalls (a store that cannot forward), 60% of addAt's samples
-// on the merger, the replay's serial part, when it read them itself.
+// addAt is addFlags with e's address as words (word.Addr: hi, lo) and
+// its bucket (their recentHash) found ahead too: the worker that parsed e
+// finds them (block.ring), so that the merger, the replay's serial part,
+// neither reads e's address nor hashes it. (Read there through As16's
+// copy, the words had been 60% of addAt's samples: a 16-byte load of two
+// 8-byte stores, which the CPU cannot forward; word.Addr reads them
+// without it now.)
 func (r *recent) addAt(e *parser.Entry, hi, lo uint64, flags uint8, b uint64) {
 	b &= recentBucket - 1
 	t := e.Time.UnixNano()
@@ -226,7 +226,7 @@ func (r *recent) addAt(e *parser.Entry, hi, lo uint64, flags uint8, b uint64) {
 
 // latest returns the newest record of a, or nil.
 func (r *recent) latest(a netip.Addr) *rec {
-	hi, lo := addrWords(a)
+	hi, lo := word.Addr(a)
 	i, ok := r.at(r.heads[recentHash(hi, lo)].seq)
 	for steps := 0; ok && steps < recentWalk; steps++ {
 		q := &r.recs[i]
@@ -250,7 +250,7 @@ type burstStats struct {
 // burstWindow before t, at most burstRequests, newest first.
 func (r *recent) burst(a netip.Addr, t time.Time) burstStats {
 	var st burstStats
-	hi, lo := addrWords(a)
+	hi, lo := word.Addr(a)
 	end := t.UnixNano()
 	from := end - int64(burstWindow)
 	i, ok := r.at(r.heads[recentHash(hi, lo)].seq)

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/logjail/logjail/internal/word"
 	"github.com/logjail/logjail/parser"
 )
 
@@ -52,7 +53,7 @@ func (r *oldRecent) valid(seq int64) bool { return seq >= 0 && seq < r.n && seq 
 
 // addFlags is add with e's recFlags found ahead.
 func (r *oldRecent) addFlags(e *parser.Entry, flags uint8) {
-	hi, lo := addrWords(e.IP)
+	hi, lo := word.Addr(e.IP)
 	b := recentHash(hi, lo)
 	t := e.Time.UnixNano()
 	first, seen := t, uint32(1)
@@ -83,7 +84,7 @@ func (r *oldRecent) addFlags(e *parser.Entry, flags uint8) {
 
 // latest returns the newest record of a, or nil.
 func (r *oldRecent) latest(a netip.Addr) *oldRec {
-	hi, lo := addrWords(a)
+	hi, lo := word.Addr(a)
 	p := r.heads[recentHash(hi, lo)].seq
 	for steps := 0; p != 0 && steps < recentWalk && r.valid(p-1); steps++ {
 		q := &r.recs[(p-1)&(recentLines-1)]
@@ -99,7 +100,7 @@ func (r *oldRecent) latest(a netip.Addr) *oldRec {
 // burstWindow before t, at most burstRequests, newest first.
 func (r *oldRecent) burst(a netip.Addr, t time.Time) burstStats {
 	var st burstStats
-	hi, lo := addrWords(a)
+	hi, lo := word.Addr(a)
 	end := t.UnixNano()
 	from := end - int64(burstWindow)
 	p := r.heads[recentHash(hi, lo)].seq
@@ -185,7 +186,7 @@ func TestRecentAsOld(t *testing.T) {
 			flags := uint8(rng.IntN(4))
 			r.addFlags(e, flags)
 			o.addFlags(e, flags)
-			hi, lo := addrWords(e.IP)
+			hi, lo := word.Addr(e.IP)
 			h, oh := r.heads[recentHash(hi, lo)], o.heads[recentHash(hi, lo)]
 			if h.first != oh.first || h.seen != oh.seen {
 				t.Fatalf("start %d, entry %d (%v): visit (%d, %d), the old ring's (%d, %d)", n0, k, e.IP, h.first, h.seen, oh.first, oh.seen)

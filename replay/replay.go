@@ -197,6 +197,7 @@ import (
 	"time"
 
 	"github.com/logjail/logjail/detector"
+	"github.com/logjail/logjail/internal/word"
 	"github.com/logjail/logjail/parser"
 	"github.com/logjail/logjail/pipeline"
 	"github.com/logjail/logjail/rules"
@@ -299,12 +300,12 @@ type block struct {
 }
 
 // ringHint is what the ring of recent requests takes of an entry
-// (recent.addAt), found by the worker that parsed it: its address as
-// words (addrWords: their 16-byte copy of As16's two 8-byte stores
-// stalls, a store that cannot forward, 60% of addAt's samples when the
-// merger read them itself), its bucket (their recentHash, which the
-// merger asks for ringAhead entries ahead: that brings the hint in too)
-// and its record's flags (recFlags). One stream of 24 bytes an entry.
+// (recent.addAt), found by the worker that parsed it, so that the merger
+// neither reads the entry's address nor hashes it (recent.addAt says
+// why): its address as words (word.Addr), its bucket (their recentHash,
+// which the merger asks for ringAhead entries ahead: that brings the hint
+// in too) and its record's flags (recFlags). One stream of 24 bytes an
+// entry.
 type ringHint struct {
 	hi, lo uint64
 	bucket uint32
@@ -361,7 +362,7 @@ func (b *block) parse(cfg *rules.Config, kc *rules.KeyCache) {
 		j := len(b.claims)
 		b.claims = b.claims[:j+1]
 		cfg.ClaimTo(kc, b.src, e, &b.claims[j])
-		hi, lo := addrWords(e.IP)
+		hi, lo := word.Addr(e.IP)
 		b.ring = append(b.ring, ringHint{hi, lo, uint32(recentHash(hi, lo)), recFlags(e)})
 	}
 	close(b.done)
