@@ -19,7 +19,7 @@ import (
 	"github.com/logjail/logjail/pipeline"
 	"github.com/logjail/logjail/replay"
 	"github.com/logjail/logjail/rules"
-	"github.com/logjail/logjail/state"
+	"github.com/logjail/logjail/state/statetest"
 	"github.com/logjail/logjail/store"
 )
 
@@ -118,17 +118,12 @@ func replayDBModel(t *testing.T, cfgPath, dbPath, log string) {
 	}
 }
 
-// dbDump is what a database reads back as: every table a reader sees, and
-// what a detector restored from it holds.
+// dbDump is what a database reads back as: every table a reader sees
+// (statetest.Read), and what a detector restored from it holds.
 type dbDump struct {
-	Global    []byte
-	At        time.Time
-	Keys      []state.KeyRow
-	Bans      []state.Ban
-	History   []state.Event
-	Positions []state.Position
-	Restored  any
-	Peaks     []detector.KeyPeak
+	statetest.Contents
+	Restored any
+	Peaks    []detector.KeyPeak
 }
 
 func dumpDB(t *testing.T, cfgPath, dbPath string) dbDump {
@@ -142,27 +137,7 @@ func dumpDB(t *testing.T, cfgPath, dbPath string) dbDump {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	var d dbDump
-	if d.Global, d.At, err = db.Global(); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Keys(func(r *state.KeyRow) error {
-		k := *r
-		k.Data = append([]byte(nil), r.Data...)
-		d.Keys = append(d.Keys, k)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if d.Bans, err = db.ActiveBans(); err != nil {
-		t.Fatal(err)
-	}
-	if d.History, err = db.History(state.HistoryQuery{}); err != nil {
-		t.Fatal(err)
-	}
-	if d.Positions, err = db.Positions(); err != nil {
-		t.Fatal(err)
-	}
+	d := dbDump{Contents: statetest.Read(t, db)}
 	det := pipeline.NewDetector(cfg)
 	_, st, err := checkpoint.Restore(db, cfg, det)
 	if err != nil {

@@ -18,6 +18,9 @@
 // is exactly the one of a checkpoint the child committed, or of the one it
 // was committing, never a mix, for several kills.
 //
+// Read, the suite's reader of everything a state holds, serves other
+// packages' tests too.
+//
 // Boundaries: It owns the suite. It must not know any implementation:
 // it sees them through the Opener and state's interfaces only.
 package statetest
@@ -104,8 +107,9 @@ func checkpoint(t testing.TB, s state.CheckpointSink, c *state.Checkpoint) {
 	}
 }
 
-// contents is everything a state says, read back through the interfaces.
-type contents struct {
+// Contents is everything a state says, read back through the interfaces
+// (Read).
+type Contents struct {
 	Global    []byte
 	Time      time.Time
 	Keys      []state.KeyRow
@@ -116,8 +120,8 @@ type contents struct {
 }
 
 // read reads everything r holds, with the meta values of keys.
-func read(r state.Reader, keys ...string) (contents, error) {
-	var c contents
+func read(r state.Reader, keys ...string) (Contents, error) {
+	var c Contents
 	var err error
 	if c.Global, c.Time, err = r.Global(); err != nil {
 		return c, fmt.Errorf("Global: %w", err)
@@ -153,7 +157,10 @@ func read(r state.Reader, keys ...string) (contents, error) {
 	return c, nil
 }
 
-func mustRead(t testing.TB, r state.Reader, keys ...string) contents {
+// Read reads everything r holds, with the meta values of keys, and fails
+// t on an error: the suite's reader, and other packages' tests' (cmd's
+// replay --db tests compare two databases through it).
+func Read(t testing.TB, r state.Reader, keys ...string) Contents {
 	t.Helper()
 	c, err := read(r, keys...)
 	if err != nil {
@@ -171,11 +178,11 @@ func diff(t testing.TB, what string, want, got any) {
 
 func testEmpty(t *testing.T, open Opener) {
 	s := mustOpen(t, open, t.TempDir(), false)
-	c := mustRead(t, s, "absent")
+	c := Read(t, s, "absent")
 	if c.Global != nil || !c.Time.IsZero() {
 		t.Errorf("Global of a new state = %q, %v; want nil and the zero time", c.Global, c.Time)
 	}
-	diff(t, "a new state", contents{Meta: map[string]string{}}, c)
+	diff(t, "a new state", Contents{Meta: map[string]string{}}, c)
 	if n, err := s.CountActiveBans(); err != nil || n != 0 {
 		t.Errorf("CountActiveBans = %d, %v; want 0", n, err)
 	}
@@ -216,7 +223,7 @@ func testRoundTrip(t *testing.T, open Opener) {
 		Positions: []state.Position{pos, {Path: "/var/log/other.log"}},
 		Meta:      map[string]string{"guard /var/log/nginx/access.log": "2026-11-22T09:00:00Z", "empty": ""},
 	})
-	want := contents{
+	want := Contents{
 		Global: []byte("global 1"), Time: sec(5),
 		Keys:      []state.KeyRow{keyC, keyB, keyA},
 		Bans:      []state.Ban{ban, throttle, forever},
@@ -225,7 +232,7 @@ func testRoundTrip(t *testing.T, open Opener) {
 		Meta:      map[string]string{"guard /var/log/nginx/access.log": "2026-11-22T09:00:00Z", "empty": ""},
 	}
 	metaKeys := []string{"guard /var/log/nginx/access.log", "empty", "absent"}
-	got := mustRead(t, s, metaKeys...)
+	got := Read(t, s, metaKeys...)
 	diff(t, "after the first checkpoint", want, got)
 	if got.Time.Location() != time.UTC {
 		t.Errorf("times come back in %v, want UTC", got.Time.Location())
@@ -280,7 +287,7 @@ func testRoundTrip(t *testing.T, open Opener) {
 	want.Bans = []state.Ban{ban2, forever}
 	want.Positions = []state.Position{pos2, {Path: "/var/log/other.log"}}
 	want.Meta["empty"] = "now set"
-	got = mustRead(t, s, metaKeys...)
+	got = Read(t, s, metaKeys...)
 	if got.Global == nil {
 		t.Errorf("Global after a checkpoint with none = nil, want empty: a checkpoint was written")
 	}
@@ -289,9 +296,9 @@ func testRoundTrip(t *testing.T, open Opener) {
 	// And the same from a fresh open, writer then reader.
 	s.Close()
 	s = mustOpen(t, open, dir, false)
-	diff(t, "reopened", want, mustRead(t, s, metaKeys...))
+	diff(t, "reopened", want, Read(t, s, metaKeys...))
 	r := mustOpen(t, open, dir, true)
-	diff(t, "read-only", want, mustRead(t, r, metaKeys...))
+	diff(t, "read-only", want, Read(t, r, metaKeys...))
 }
 
 func testAtomic(t *testing.T, open Opener) {
@@ -301,7 +308,7 @@ func testAtomic(t *testing.T, open Opener) {
 	checkpoint(t, s, &state.Checkpoint{Time: sec(1), Global: []byte("g1"), Keys: []state.KeyRow{good},
 		SetBans: []state.Ban{goodBan}, Events: []state.Event{{Time: sec(1), Rule: "flood", Key: "203.0.113.1", Kind: state.KindBan}},
 		Positions: []state.Position{{Path: "/a", Offset: 10}}, Meta: map[string]string{"m": "1"}})
-	before := mustRead(t, s, "m")
+	before := Read(t, s, "m")
 	// Each checkpoint changes every kind of row, then has one bad row.
 	full := func() *state.Checkpoint {
 		return &state.Checkpoint{Time: sec(2), Global: []byte("g2"),
@@ -331,11 +338,11 @@ func testAtomic(t *testing.T, open Opener) {
 			t.Errorf("a checkpoint with %s: no error", bad.name)
 			continue
 		}
-		diff(t, "after a checkpoint with "+bad.name, before, mustRead(t, s, "m"))
+		diff(t, "after a checkpoint with "+bad.name, before, Read(t, s, "m"))
 	}
 	// The same rows without the bad one are written whole.
 	checkpoint(t, s, full())
-	got := mustRead(t, s, "m")
+	got := Read(t, s, "m")
 	if string(got.Global) != "g2" || len(got.Keys) != 1 || len(got.Bans) != 1 || len(got.History) != 2 ||
 		len(got.Positions) != 2 || got.Meta["m"] != "2" {
 		t.Errorf("the good checkpoint after the bad ones: %+v", got)
@@ -460,7 +467,7 @@ func testPrune(t *testing.T, open Opener) {
 	if st.Keys != 4 || st.History != 1 {
 		t.Errorf("Prune deleted %d keys and %d events, want 4 and 1", st.Keys, st.History)
 	}
-	got := mustRead(t, s)
+	got := Read(t, s)
 	var left []string
 	for _, r := range got.Keys {
 		left = append(left, r.Key)
@@ -558,11 +565,11 @@ func seqCheckpoint(n int) *state.Checkpoint {
 
 // model is what a state holds after seqCheckpoint(1) … seqCheckpoint(n),
 // as the guarantees say it (state's package documentation).
-func model(n int) contents {
+func model(n int) Contents {
 	keys := map[string]state.KeyRow{}
 	bans := map[string]state.Ban{}
 	pos := map[string]state.Position{}
-	var c contents
+	var c Contents
 	c.Meta = map[string]string{}
 	for i := 1; i <= n; i++ {
 		ck := seqCheckpoint(i)
@@ -600,7 +607,7 @@ func model(n int) contents {
 }
 
 // seqOf is the checkpoint number a state says it holds (0: none).
-func seqOf(c contents) (int, error) {
+func seqOf(c Contents) (int, error) {
 	if c.Global == nil {
 		return 0, nil
 	}
@@ -613,7 +620,7 @@ func seqOf(c contents) (int, error) {
 
 // whole checks that c is the state after some checkpoint of the sequence
 // and returns its number.
-func whole(c contents) (int, error) {
+func whole(c Contents) (int, error) {
 	n, err := seqOf(c)
 	if err != nil {
 		return 0, err
@@ -625,9 +632,9 @@ func whole(c contents) (int, error) {
 }
 
 // canon writes c out with times as instants and empty as absent: equal
-// for equal contents, and two orders of magnitude faster than cmp.Equal
+// for equal Contents, and two orders of magnitude faster than cmp.Equal
 // on a thousand rows.
-func canon(c contents) string {
+func canon(c Contents) string {
 	var b strings.Builder
 	ms := func(t time.Time) int64 {
 		if t.IsZero() {
@@ -719,7 +726,7 @@ func testReaders(t *testing.T, open Opener) {
 			i, _ := strconv.Atoi(b.Reason)
 			n = max(n, i)
 		}
-		if want := model(n).Bans; canon(contents{Bans: want}) != canon(contents{Bans: bans}) {
+		if want := model(n).Bans; canon(Contents{Bans: want}) != canon(Contents{Bans: bans}) {
 			diff(t, fmt.Sprintf("ActiveBans beside the writer (checkpoint %d)", n), want, bans)
 		}
 	}
@@ -730,7 +737,7 @@ func testReaders(t *testing.T, open Opener) {
 	if len(seen) < 3 {
 		t.Fatalf("the views saw %d checkpoints: the test proved too little", len(seen))
 	}
-	got := mustRead(t, readers[0], "seq")
+	got := Read(t, readers[0], "seq")
 	if n, err := whole(got); err != nil || n != res.last {
 		t.Fatalf("after the writer: checkpoint %d, %v; want %d", n, err, res.last)
 	}
@@ -750,7 +757,7 @@ func crashChild(t *testing.T, open Opener, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := seqOf(contents{Global: g})
+	n, err := seqOf(Contents{Global: g})
 	if err != nil {
 		t.Fatal(err)
 	}
