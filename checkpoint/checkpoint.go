@@ -50,6 +50,7 @@ import (
 	"time"
 
 	"github.com/logjail/logjail/detector"
+	"github.com/logjail/logjail/internal/pool"
 	"github.com/logjail/logjail/pipeline"
 	"github.com/logjail/logjail/rules"
 	"github.com/logjail/logjail/state"
@@ -93,6 +94,11 @@ type Writer struct {
 	marked, covered bool
 	sinceMark       int
 	nextAsk         int
+	// prepared is closed once Prepare's goroutine has made prepRows and
+	// prepData, which the next collect takes; nil when none was asked.
+	prepared chan struct{}
+	prepRows []state.KeyRow
+	prepData []byte
 }
 
 // NewWriter returns a Writer that checkpoints into db, on the caller's
@@ -353,7 +359,60 @@ func (w *Writer) wait() error {
 const (
 	arenaGuess = 256
 	keyGuess   = 40
+	// dataTouch is how many bytes of Data a state Prepare writes ahead:
+	// about what the states of a few rules take (the genlog's three rules
+	// average 60 to 70 bytes); arenaGuess, the capacity, would fault in
+	// several times the memory used.
+	dataTouch = 96
 )
+
+// Prepare has the buffers of the next checkpoint made ready for about
+// states key states, on a goroutine of its own, while the caller goes on:
+// made and written once, a byte a page, so that the checkpoint's collect
+// does not fault their memory in on the caller's path. A replay calls it
+// near its end with the states then pending (replay.Preparer): its one
+// checkpoint, after the last line, collected on the merging goroutine,
+// spent half its time in those faults (docs/performance.md, "Row 5: the
+// end of replay --db"). The next collect waits for the goroutine and takes
+// the buffers if they are larger than its own; it sizes them as before
+// otherwise. What it prepares is never read before it is written, as the
+// collect's own would be.
+func (w *Writer) Prepare(states int) {
+	if states <= 0 || w.prepared != nil {
+		return
+	}
+	done := make(chan struct{})
+	w.prepared = done
+	n := states + states/8
+	go func() {
+		defer close(done)
+		w.prepRows = make([]state.KeyRow, 0, n)
+		pool.Touch(w.prepRows[:n])
+		w.prepData = make([]byte, 0, min(n*arenaGuess, maxArena))
+		pool.Touch(w.prepData[:min(n*dataTouch, cap(w.prepData))])
+	}()
+}
+
+// takePrepared waits for Prepare's buffers, if it was called, and returns
+// whichever of them and rows, arena is the larger.
+func (w *Writer) takePrepared(rows []state.KeyRow, arena []byte) ([]state.KeyRow, []byte) {
+	if w.prepared == nil {
+		return rows, arena
+	}
+	<-w.prepared
+	w.prepared = nil
+	if cap(w.prepRows) > cap(rows) {
+		rows = w.prepRows
+	}
+	if cap(w.prepData) > cap(arena) {
+		arena = w.prepData
+	}
+	w.prepRows, w.prepData = nil, nil
+	return rows, arena
+}
+
+// maxArena bounds the buffer of states' Data collect sizes by a guess.
+const maxArena = 8 << 20
 
 // collect takes what the next checkpoint writes and starts afresh.
 func (w *Writer) collect(det *detector.Detector, t time.Time) *state.Checkpoint {
@@ -364,6 +423,7 @@ func (w *Writer) collect(det *detector.Detector, t time.Time) *state.Checkpoint 
 	if w.lent {
 		rows, arena = nil, nil
 	}
+	rows, arena = w.takePrepared(rows, arena)
 	pending := det.Pending()
 	if pending > cap(rows) {
 		rows = make([]state.KeyRow, 0, pending)
@@ -377,7 +437,7 @@ func (w *Writer) collect(det *detector.Detector, t time.Time) *state.Checkpoint 
 	if n == 0 {
 		n = pending * arenaGuess
 	}
-	if n = min(n, 8<<20); n > cap(arena) {
+	if n = min(n, maxArena); n > cap(arena) {
 		arena = make([]byte, 0, n)
 	}
 	c.Keys = rows

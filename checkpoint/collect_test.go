@@ -21,7 +21,9 @@ import (
 // every length (a round of short ones before longer ones: more text than
 // sized for), bans, evictions (tombstones) and checkpoints of 0 to 3,000
 // states, every checkpoint's rows, the earlier ones included (their keys
-// and data must not move or change under the later ones), are the model's.
+// and data must not move or change under the later ones), are the model's;
+// so too when the buffers were made ready ahead (Prepare, every other
+// round), too small or larger than needed.
 func TestCollectAsChanges(t *testing.T) {
 	cfg, err := rules.Parse("c.yaml", []byte(`
 max_keys: 1500
@@ -79,7 +81,18 @@ rules:
 					out = twin.Charge(now, &ch, out[:0])
 				}
 			}
-			got = append(got, w.collect(det, now))
+			prepared := 0
+			if round%2 == 1 {
+				// As a replay near its end (Prepare): room for fewer
+				// states than the collect takes, or for more.
+				prepared = det.Pending() * (1 + rng.IntN(3)) / 2
+				w.Prepare(prepared)
+			}
+			c := w.collect(det, now)
+			if p := prepared + prepared/8; cap(c.Keys) < p {
+				t.Fatalf("seed %d round %d: Prepare(%d) made room for %d rows; the collect's has %d", seed, round, prepared, p, cap(c.Keys))
+			}
+			got = append(got, c)
 			var rows []state.KeyRow
 			twin.Changes(func(ks *detector.KeyState) {
 				rows = append(rows, state.KeyRow{Rule: ks.Rule, Key: ks.Key, Data: slices.Clone(ks.Data), LastSeen: ks.LastSeen,

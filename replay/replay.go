@@ -262,6 +262,21 @@ type Recorder interface {
 	Flush(det *detector.Detector, t time.Time) error
 }
 
+// Preparer is a Recorder that can ready its Flush ahead (checkpoint.Writer
+// is one): once the readers have read prepareAt of the inputs' bytes, the
+// merging goroutine calls Prepare with the key states then pending, which
+// the Recorder readies room for beside the replay's end rather than after
+// its last line. Inputs of unknown size (stdin) are never prepared for.
+type Preparer interface {
+	Prepare(states int)
+}
+
+// prepareAt is the share of the inputs read at which a Preparer is called:
+// late enough that the states pending are about those at the end, early
+// enough to leave it the rest of the replay (the merge lags the reads by
+// the blocks in flight).
+const prepareAt = 0.9
+
 // blockLines is how many lines a reader hands to a parsing worker at once:
 // large enough to make the channel cost vanish, small enough to stay in cache.
 // An input's first block is only firstBlockLines long: until the merge
@@ -886,13 +901,21 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 		}
 		heap.Init(&h)
 		m := &merger{o: &o, rep: rep, p: main, sweeps: sweeps, bounded: !o.From.IsZero() || !o.To.IsZero()}
+		prep, _ := o.Recorder.(Preparer)
 		var seen int64
 		for len(h) > 0 {
 			c := h[0]
 			e := c.head()
 			seen++
-			if o.Progress != nil && seen&0xffff == 0 {
-				o.Progress(seen, done(readers))
+			if seen&0xffff == 0 && (o.Progress != nil || prep != nil) {
+				share := done(readers)
+				if o.Progress != nil {
+					o.Progress(seen, share)
+				}
+				if prep != nil && share >= prepareAt {
+					prep.Prepare(main.Detector().Pending())
+					prep = nil
+				}
 			}
 			// e is c's block's entry c.i unless the guard held it.
 			if c.b != nil && c.i < len(c.b.entries) && e == &c.b.entries[c.i] {
