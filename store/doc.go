@@ -75,11 +75,17 @@
 // power loss can lose the last checkpoints, never corrupt the database; a
 // crash of the process loses nothing committed), or OFF for a writer
 // opened with Options.NoSync, from before the database is made (nothing
-// waits for the disk, not even the copy of the WAL into the database at
-// close: a crash of the process still loses nothing committed, but a power
-// loss or a crash of the system before it wrote the pages back may leave
-// the database unreadable; replay --db's database, which the same replay
-// makes again, is the one opened so); busy_timeout 5 s (nothing
+// waits for the disk), which, making a new database, keeps its rollback
+// journal in memory instead of the WAL until its Close puts the database
+// in WAL mode (one that exists stays in WAL mode): a commit writes each
+// page once, into the database, not into the WAL and again, at close,
+// into the database. A crash of the process then loses nothing committed,
+// but one in the middle of a commit, a power loss or a crash of the
+// system before it wrote the pages back may leave the database
+// unreadable, and until Close its readers and its writer may wait for
+// each other (busy_timeout); replay --db's database, which the same
+// replay makes again, read only before its one checkpoint, is the one
+// opened so; busy_timeout 5 s (nothing
 // should ever wait: it covers an operator writing with sqlite3);
 // foreign_keys on; auto_vacuum=INCREMENTAL, set before the first table, so
 // that Prune can give free pages back; page_size 16 KiB, also set before

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -106,7 +107,7 @@ func TestNewSchemaAsMigrated(t *testing.T) {
 	mustOpen(t, one, Options{}).Close()
 	steps := filepath.Join(dir, "steps.db")
 	for k := 1; k <= len(migrations); k++ {
-		w := sql.OpenDB(&connector{dsn: dsn(steps, false), drv: &sqlite3.SQLiteDriver{ConnectHook: writerHook(false)}})
+		w := sql.OpenDB(&connector{dsn: dsn(steps, false), drv: &sqlite3.SQLiteDriver{ConnectHook: writerHook(false, false)}})
 		w.SetMaxOpenConns(1)
 		err := migrate(w, migrations[:k])
 		w.Close()
@@ -145,8 +146,11 @@ func TestNewSchemaAsMigrated(t *testing.T) {
 }
 
 // TestNoSync: a writer opened with NoSync never waits for the disk
-// (synchronous = OFF, from the start); one without waits as doc.go says
-// (NORMAL); both are in WAL mode and read back what they wrote.
+// (synchronous = OFF, from the start) and keeps its rollback journal in
+// memory when it makes the database; one without waits as doc.go says
+// (NORMAL), in WAL mode. Both leave a database in WAL mode, -wal and -shm
+// kept, and read back what they wrote; a NoSync writer of a database that
+// exists keeps it in WAL mode.
 func TestNoSync(t *testing.T) {
 	t0 := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
 	for _, noSync := range []bool{false, true} {
@@ -160,8 +164,9 @@ func TestNoSync(t *testing.T) {
 		if err := db.w.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil {
 			t.Fatal(err)
 		}
-		if want := map[bool]int{false: 1, true: 0}[noSync]; sync != want || mode != "wal" {
-			t.Errorf("NoSync %v: synchronous %d, journal_mode %s; want %d and wal", noSync, sync, mode, want)
+		wantMode := map[bool]string{false: "wal", true: "memory"}[noSync]
+		if want := map[bool]int{false: 1, true: 0}[noSync]; sync != want || mode != wantMode {
+			t.Errorf("NoSync %v: synchronous %d, journal_mode %s; want %d and %s", noSync, sync, mode, want, wantMode)
 		}
 		rows := benchKeys(100, t0)
 		if err := db.Checkpoint(&Checkpoint{Time: t0, Global: []byte("g"), Keys: rows}); err != nil {
@@ -170,7 +175,15 @@ func TestNoSync(t *testing.T) {
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}
+		for _, f := range []string{path + "-wal", path + "-shm"} {
+			if _, err := os.Stat(f); err != nil {
+				t.Errorf("NoSync %v: after Close: %v", noSync, err)
+			}
+		}
 		r := mustOpen(t, path, Options{ReadOnly: true})
+		if err := r.r.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+			t.Errorf("NoSync %v: the database closed is in journal mode %q (%v), want wal", noSync, mode, err)
+		}
 		want := map[string][]byte{}
 		for _, k := range rows {
 			want[k.Key] = k.Data
@@ -184,6 +197,18 @@ func TestNoSync(t *testing.T) {
 			return nil
 		}); err != nil || n != len(rows) {
 			t.Errorf("NoSync %v: %d keys read back (%v), want %d", noSync, n, err, len(rows))
+		}
+		// A database that exists stays in WAL mode under a NoSync writer
+		// (leaving it would wait for the reader still open, r).
+		again, err := Open(path, Options{NoSync: true})
+		if err != nil {
+			t.Fatalf("NoSync %v: a NoSync writer of the existing database, a reader open: %v", noSync, err)
+		}
+		if err := again.w.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+			t.Errorf("NoSync %v: a NoSync writer of an existing database: journal mode %q (%v), want wal", noSync, mode, err)
+		}
+		if err := again.Close(); err != nil {
+			t.Error(err)
 		}
 	}
 }

@@ -95,11 +95,13 @@ type Options struct {
 	// member); elsewhere it is ignored.
 	Group string
 	// NoSync makes a writer that never waits for the disk (PRAGMA
-	// synchronous = OFF, from before the database is made): a crash of
-	// the process still loses nothing committed, but a power loss or a
-	// crash of the system before it wrote the pages back may leave the
-	// database unreadable. Only for a database that can be made again
-	// from what made it: replay --db's (package doc, "Settings").
+	// synchronous = OFF, from before the database is made) and, making
+	// a new database, keeps its rollback journal in memory until Close,
+	// which leaves it in WAL mode: a crash of the process still loses nothing
+	// committed, but one in a commit, a power loss or a crash of the
+	// system before it wrote the pages back may leave the database
+	// unreadable. Only for a database that can be made again from what
+	// made it: replay --db's (package doc, "Settings").
 	NoSync bool
 }
 
@@ -110,6 +112,9 @@ type DB struct {
 	path string // as given, for errors
 	abs  string
 	ro   bool
+	// memJournal: a NoSync writer of a new database, whose rollback
+	// journal is in memory until Close (noSyncPragmas)
+	memJournal bool
 
 	r *sql.DB // read connections (mode=ro, query_only)
 	w *sql.DB // the writer's one connection; nil for a reader
@@ -219,9 +224,13 @@ func (db *DB) openWriter(abs, group string, noSync bool, migs []string) error {
 		}
 		return db.errf("open", "%w", err)
 	}
-	if fi, err := os.Stat(abs); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
+	fi, err := os.Stat(abs)
+	if err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
 		return db.errf("open", "%w", ErrEmpty)
 	}
+	// Only a new database is made with the journal in memory: one that
+	// exists is in WAL mode, and leaving it would wait for its readers.
+	db.memJournal = noSync && errors.Is(err, fs.ErrNotExist)
 	// Created here rather than by SQLite, to have the mode and group
 	// from the start; SQLite gives -wal and -shm the mode (and, as root,
 	// the owner and group) of the database file.
@@ -246,7 +255,7 @@ func (db *DB) openWriter(abs, group string, noSync bool, migs []string) error {
 		return db.errf("open", "%w", err)
 	}
 
-	db.w = sql.OpenDB(&connector{dsn: dsn(abs, false), drv: &sqlite3.SQLiteDriver{ConnectHook: writerHook(noSync)}})
+	db.w = sql.OpenDB(&connector{dsn: dsn(abs, false), drv: &sqlite3.SQLiteDriver{ConnectHook: writerHook(noSync, db.memJournal)}})
 	db.w.SetMaxOpenConns(1)
 	db.w.SetMaxIdleConns(1)
 	db.w.SetConnMaxLifetime(0)
@@ -290,6 +299,11 @@ func (db *DB) Close() error {
 		errs = append(errs, db.r.Close())
 	}
 	if db.w != nil {
+		if db.memJournal {
+			// Left in WAL mode, as every other logjail database: a
+			// daemon or a reader opens it as it would one of its own.
+			errs = append(errs, db.inWAL())
+		}
 		errs = append(errs, db.closeStmts())
 		errs = append(errs, db.w.Close())
 	}
@@ -361,7 +375,7 @@ func dsn(abs string, ro bool) string {
 var writerPragmas = []string{
 	"PRAGMA page_size = " + strconv.Itoa(pageSize),
 	"PRAGMA auto_vacuum = INCREMENTAL",
-	"PRAGMA journal_mode = WAL",
+	journalWAL,
 	syncNormal,
 	"PRAGMA foreign_keys = ON",
 	"PRAGMA journal_size_limit = " + strconv.Itoa(walLimit),
@@ -373,14 +387,65 @@ const syncNormal = "PRAGMA synchronous = NORMAL"
 
 // noSyncPragmas are writerPragmas for Options.NoSync: synchronous = OFF
 // instead of NORMAL, and first, so that the transactions that make a new
-// database (before it is in WAL mode) do not wait for the disk either.
-var noSyncPragmas = append([]string{"PRAGMA synchronous = OFF"},
-	slices.DeleteFunc(slices.Clone(writerPragmas), func(p string) bool { return p == syncNormal })...)
+// database do not wait for the disk either. newNoSyncPragmas, for a new
+// database, also keep the rollback journal in memory instead of the WAL
+// until Close (inWAL), so that a commit writes each page once, into the
+// database, rather than into the WAL and then, at Close, from the WAL
+// into the database (replay --db's one checkpoint: docs/performance.md,
+// "Row 5: the end of replay --db").
+var (
+	noSyncPragmas = append([]string{"PRAGMA synchronous = OFF"},
+		slices.DeleteFunc(slices.Clone(writerPragmas), func(p string) bool { return p == syncNormal })...)
+	newNoSyncPragmas = append([]string{"PRAGMA synchronous = OFF", journalMemory},
+		slices.DeleteFunc(slices.Clone(writerPragmas), func(p string) bool { return p == syncNormal || p == journalWAL })...)
+)
+
+const (
+	journalWAL    = "PRAGMA journal_mode = WAL"
+	journalMemory = "PRAGMA journal_mode = MEMORY"
+)
+
+// inWAL puts a NoSync writer's database in WAL mode (at its Close), the
+// WAL kept at close as setUpWriter has it.
+func (db *DB) inWAL() error {
+	sc, err := db.w.Conn(context.Background())
+	if err != nil {
+		return err
+	}
+	defer sc.Close()
+	return sc.Raw(func(dc any) error {
+		c, ok := dc.(*sqlite3.SQLiteConn)
+		if !ok {
+			return fmt.Errorf("driver connection %T", dc)
+		}
+		rows, err := c.Query(journalWAL, nil)
+		if err != nil {
+			return fmt.Errorf("%s: %w", journalWAL, err)
+		}
+		v := make([]driver.Value, 1)
+		err = rows.Next(v)
+		rows.Close()
+		if mode, _ := v[0].(string); err != nil || mode != "wal" {
+			return fmt.Errorf("%s: the journal mode is %v (%v)", journalWAL, v[0], err)
+		}
+		// A read opens the WAL (the switch only marks the file), so that
+		// the close keeps it (persist) rather than never making it.
+		if rows, err = c.Query("SELECT count(*) FROM sqlite_schema", nil); err != nil {
+			return err
+		}
+		err = rows.Next(v)
+		rows.Close()
+		return err
+	})
+}
 
 // writerHook returns the hook that sets up the writer's connection.
-func writerHook(noSync bool) func(*sqlite3.SQLiteConn) error {
+func writerHook(noSync, memJournal bool) func(*sqlite3.SQLiteConn) error {
 	pragmas := writerPragmas
-	if noSync {
+	switch {
+	case memJournal:
+		pragmas = newNoSyncPragmas
+	case noSync:
 		pragmas = noSyncPragmas
 	}
 	return func(c *sqlite3.SQLiteConn) error { return setUpWriter(c, pragmas) }

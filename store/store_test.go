@@ -707,9 +707,16 @@ func TestEmptyDatabaseRefused(t *testing.T) {
 // TestDiskFull: a write that finds no room (SQLite's SQLITE_FULL, here
 // from a page limit on the writer's connection, as a full disk gives it)
 // fails with ErrFull, which says what is wrong and what to do; the
-// database keeps what it had, and writes again once there is room.
+// database keeps what it had, and writes again once there is room. So
+// too with NoSync, whose rollback journal is in memory.
 func TestDiskFull(t *testing.T) {
-	db := mustOpen(t, filepath.Join(t.TempDir(), "logjail.db"), Options{})
+	for _, noSync := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoSync=%v", noSync), func(t *testing.T) { testDiskFull(t, noSync) })
+	}
+}
+
+func testDiskFull(t *testing.T, noSync bool) {
+	db := mustOpen(t, filepath.Join(t.TempDir(), "logjail.db"), Options{NoSync: noSync})
 	if err := db.Checkpoint(&Checkpoint{Time: at("2026-11-22T10:00:00Z"), Global: []byte("before")}); err != nil {
 		t.Fatal(err)
 	}

@@ -270,18 +270,22 @@ func writeHTML(path string, rep *replay.Report) error {
 //     inputs, runReplay waits for it first: a read of stdin is not
 //     cancelled.)
 //   - The replay's Flush collects the final state on the replay's
-//     goroutine (it reads the detector), and w, an asynchronous Writer,
-//     writes it on another, where Checkpoint then closes the database
-//     (SQLite copies the WAL into it), while the replay makes its report.
+//     goroutine (it reads the detector), into buffers the Writer made
+//     ready beside the replay's last tenth (replay.Preparer), and w, an
+//     asynchronous Writer, writes it on another, where Checkpoint then
+//     closes the database, while the replay makes its report.
 //   - Close waits for both.
 //
 // The database is opened with store.Options.NoSync: nothing waits for the
-// disk (its making, its commit, the WAL's copy into it at close: 3 to 12 ms
-// of fsyncs on the replay's end, store's doc, "Settings"). A crash of
-// logjail loses nothing written; a power loss or a crash of the system in
-// the half-minute before the system writes the pages back may leave the
-// database unreadable, where synchronous=NORMAL would have kept the
-// database the replay made: the same replay of the same logs makes it
+// disk (its making, its commit, its close: 3 to 12 ms of fsyncs on the
+// replay's end, store's doc, "Settings"), and the one checkpoint is
+// written once, into the database, not into a WAL first and copied at
+// close (the rollback journal in memory until the close puts the database
+// in WAL mode). A crash of logjail loses nothing written, but one while
+// it writes that checkpoint, a power loss or a crash of the system in the
+// half-minute before the system writes the pages back may leave the
+// database unreadable, where synchronous=NORMAL and a WAL would have kept
+// the database the replay made: the same replay of the same logs makes it
 // again, and a database a replay fills at its end is worth nothing before.
 type replayDB struct {
 	path   string
