@@ -383,13 +383,15 @@ func (w *Writer) Prepare(states int) {
 	}
 	done := make(chan struct{})
 	w.prepared = done
-	n := states + states/8
 	go func() {
 		defer close(done)
+		// Room for an eighth more than asked, written for what was asked:
+		// room never written is never faulted in (nor held).
+		n := states + states/8
 		w.prepRows = make([]state.KeyRow, 0, n)
-		pool.Touch(w.prepRows[:n])
+		pool.Touch(w.prepRows[:states])
 		w.prepData = make([]byte, 0, min(n*arenaGuess, maxArena))
-		pool.Touch(w.prepData[:min(n*dataTouch, cap(w.prepData))])
+		pool.Touch(w.prepData[:min(states*dataTouch, cap(w.prepData))])
 	}()
 }
 

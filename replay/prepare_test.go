@@ -34,8 +34,8 @@ func (r *prepRecorder) Flush(det *detector.Detector, _ time.Time) error {
 // TestPrepareNearEnd: a replay of a file calls its Recorder's Prepare once,
 // before its Flush, once it has read most of the file, with about the
 // states its Flush then finds pending (here every one of its 3,000 keys
-// comes back all along: the same number); a replay of stdin, whose size
-// is unknown, never does.
+// comes back all along); a replay of stdin, whose size is unknown, never
+// does.
 func TestPrepareNearEnd(t *testing.T) {
 	cfg := parseConfig(t, rateConfig)
 	const lines, keys = 200_000, 3_000
@@ -50,8 +50,10 @@ func TestPrepareNearEnd(t *testing.T) {
 	if r.prepares != 1 || !r.preparedFirst || r.flushes != 1 {
 		t.Fatalf("Prepare called %d times (before the Flush: %v), Flush %d; want once each, Prepare first", r.prepares, r.preparedFirst, r.flushes)
 	}
-	if r.prepared != r.atFlush || r.atFlush != keys {
-		t.Errorf("Prepare(%d), then %d states pending at the Flush; want %d both", r.prepared, r.atFlush, keys)
+	// Every key is pending from the first seconds on: Prepare's guess, the
+	// states over the share read (0.9 to 1), is their number to a ninth.
+	if r.atFlush != keys || r.prepared < keys || r.prepared > keys*10/9 {
+		t.Errorf("Prepare(%d), then %d states pending at the Flush; want %d, and the guess within [%d, %d]", r.prepared, r.atFlush, keys, keys, keys*10/9)
 	}
 
 	r = &prepRecorder{}

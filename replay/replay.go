@@ -264,9 +264,10 @@ type Recorder interface {
 
 // Preparer is a Recorder that can ready its Flush ahead (checkpoint.Writer
 // is one): once the readers have read prepareAt of the inputs' bytes, the
-// merging goroutine calls Prepare with the key states then pending, which
-// the Recorder readies room for beside the replay's end rather than after
-// its last line. Inputs of unknown size (stdin) are never prepared for.
+// merging goroutine calls Prepare with the key states then pending over
+// the share read, which the Recorder readies room for beside the replay's
+// end rather than after its last line. Inputs of unknown size (stdin) are
+// never prepared for.
 type Preparer interface {
 	Prepare(states int)
 }
@@ -913,7 +914,11 @@ func Run(ctx context.Context, cfg *rules.Config, inputs []Input, o Options) (*Re
 					o.Progress(seen, share)
 				}
 				if prep != nil && share >= prepareAt {
-					prep.Prepare(main.Detector().Pending())
+					// Scaled to the whole input, as if the states
+					// pending grew with the bytes read (new keys to
+					// the end): a guess short of the end's states
+					// would be of no use to it.
+					prep.Prepare(int(float64(main.Detector().Pending()) / share))
 					prep = nil
 				}
 			}
