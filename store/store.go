@@ -97,11 +97,11 @@ type Options struct {
 	// NoSync makes a writer that never waits for the disk (PRAGMA
 	// synchronous = OFF, from before the database is made) and, making
 	// a new database, keeps its rollback journal in memory until Close,
-	// which leaves it in WAL mode: a crash of the process still loses nothing
-	// committed, but one in a commit, a power loss or a crash of the
-	// system before it wrote the pages back may leave the database
-	// unreadable. Only for a database that can be made again from what
-	// made it: replay --db's (package doc, "Settings").
+	// which leaves it in WAL mode: a crash of the process still loses
+	// nothing committed, but one in a commit, a power loss or a crash
+	// of the system before it wrote the pages back may leave the
+	// database unreadable. Only for a database that can be made again
+	// from what made it: replay --db's (package doc, "Settings").
 	NoSync bool
 }
 
@@ -113,7 +113,7 @@ type DB struct {
 	abs  string
 	ro   bool
 	// memJournal: a NoSync writer of a new database, whose rollback
-	// journal is in memory until Close (noSyncPragmas)
+	// journal is in memory until Close (newNoSyncPragmas)
 	memJournal bool
 
 	r *sql.DB // read connections (mode=ro, query_only)
