@@ -408,17 +408,8 @@ const (
 // inWAL puts a NoSync writer's database in WAL mode (at its Close), the
 // WAL kept at close as setUpWriter has it.
 func (db *DB) inWAL() error {
-	sc, err := db.w.Conn(context.Background())
-	if err != nil {
-		return err
-	}
-	defer sc.Close()
-	return sc.Raw(func(dc any) error {
-		c, ok := dc.(*sqlite3.SQLiteConn)
-		if !ok {
-			return fmt.Errorf("driver connection %T", dc)
-		}
-		rows, err := c.Query(journalWAL, nil)
+	return db.withConn(func(w *conn) error {
+		rows, err := w.c.Query(journalWAL, nil)
 		if err != nil {
 			return fmt.Errorf("%s: %w", journalWAL, err)
 		}
@@ -430,7 +421,7 @@ func (db *DB) inWAL() error {
 		}
 		// A read opens the WAL (the switch only marks the file), so that
 		// the close keeps it (persist) rather than never making it.
-		if rows, err = c.Query("SELECT count(*) FROM sqlite_schema", nil); err != nil {
+		if rows, err = w.c.Query("SELECT count(*) FROM sqlite_schema", nil); err != nil {
 			return err
 		}
 		err = rows.Next(v)
