@@ -32,7 +32,7 @@ func TestLEAsBinary(t *testing.T) {
 // to.
 func TestAddrAsAs16(t *testing.T) {
 	if !addrWordsOK {
-		t.Errorf("addrWordsCheck refused this Go's netip.Addr: addrBits takes the slow way")
+		t.Errorf("addrWordsCheck refused this Go's netip.Addr: Addr takes the slow way")
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	var addrs []netip.Addr
