@@ -468,7 +468,7 @@ func (w *Writer) collect(det *detector.Detector, t time.Time) *state.Checkpoint 
 	})
 	w.arena = len(arena)
 	w.rows, w.data, w.lent = c.Keys, arena, true
-	if cap(w.rows) > 1<<16 || cap(w.data) > 8<<20 { // a catch-up's, kept no longer
+	if cap(w.rows) > 1<<16 || cap(w.data) > maxArena { // a catch-up's, kept no longer
 		w.rows, w.data, w.lent = nil, nil, false
 	}
 	w.keyBytes, w.keyRows = text.Len(), len(c.Keys)
