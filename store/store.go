@@ -409,23 +409,16 @@ const (
 // WAL kept at close as setUpWriter has it.
 func (db *DB) inWAL() error {
 	return db.withConn(func(w *conn) error {
-		rows, err := w.c.Query(journalWAL, nil)
+		v, err := firstValue(w.c, journalWAL)
 		if err != nil {
-			return fmt.Errorf("%s: %w", journalWAL, err)
+			return err
 		}
-		v := make([]driver.Value, 1)
-		err = rows.Next(v)
-		rows.Close()
-		if mode, _ := v[0].(string); err != nil || mode != "wal" {
-			return fmt.Errorf("%s: the journal mode is %v (%v)", journalWAL, v[0], err)
+		if mode, _ := v.(string); mode != "wal" {
+			return fmt.Errorf("%s: the journal mode is %v", journalWAL, v)
 		}
 		// A read opens the WAL (the switch only marks the file), so that
 		// the close keeps it (persist) rather than never making it.
-		if rows, err = w.c.Query("SELECT count(*) FROM sqlite_schema", nil); err != nil {
-			return err
-		}
-		err = rows.Next(v)
-		rows.Close()
+		_, err = firstValue(w.c, "SELECT count(*) FROM sqlite_schema")
 		return err
 	})
 }
@@ -449,22 +442,34 @@ func setUpWriter(c *sqlite3.SQLiteConn, pragmas []string) error {
 		}
 	}
 	// The database's own page size: one made before pageSize keeps its.
-	rows, err := c.Query("PRAGMA page_size", nil)
+	v, err := firstValue(c, "PRAGMA page_size")
 	if err != nil {
-		return fmt.Errorf("PRAGMA page_size: %w", err)
+		return err
 	}
-	v := make([]driver.Value, 1)
-	err = rows.Next(v)
-	rows.Close()
-	ps, ok := v[0].(int64)
-	if err != nil || !ok || ps <= 0 {
-		return fmt.Errorf("PRAGMA page_size: %v (%w)", v[0], err)
+	ps, ok := v.(int64)
+	if !ok || ps <= 0 {
+		return fmt.Errorf("PRAGMA page_size: %v", v)
 	}
 	q := "PRAGMA wal_autocheckpoint = " + strconv.FormatInt(walCheckpointBytes/ps, 10)
 	if _, err := c.Exec(q, nil); err != nil {
 		return fmt.Errorf("%s: %w", q, err)
 	}
 	return c.SetFileControlInt("main", sqliteFcntlPersistWAL, 1)
+}
+
+// firstValue runs q on c and returns the first column of its first row
+// (setUpWriter's page size, inWAL's journal mode).
+func firstValue(c *sqlite3.SQLiteConn, q string) (driver.Value, error) {
+	rows, err := c.Query(q, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", q, err)
+	}
+	defer rows.Close()
+	v := make([]driver.Value, max(1, len(rows.Columns())))
+	if err := rows.Next(v); err != nil {
+		return nil, fmt.Errorf("%s: %w", q, err)
+	}
+	return v[0], nil
 }
 
 func readerHook(c *sqlite3.SQLiteConn) error {
