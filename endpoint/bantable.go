@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/logjail/logjail/actions"
+	"github.com/logjail/logjail/internal/word"
 	"github.com/logjail/logjail/rules"
 )
 
@@ -251,8 +252,8 @@ func mergeLengths(a, b []uint8) []uint8 {
 	return slices.Compact(out)
 }
 
-// addrKey is a's 128 bits, for masked.
+// addrKey is a's 128 bits (As16's, word.Addr), for masked.
 func addrKey(a netip.Addr) (hi, lo uint64, v4 bool) {
-	b := a.As16()
-	return binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:]), a.Is4()
+	hi, lo = word.Addr(a)
+	return hi, lo, a.Is4()
 }

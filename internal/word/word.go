@@ -23,16 +23,16 @@ func LE(s string, i int) uint64 {
 
 // Addr returns a's 128 bits as As16 gives them (an IPv4 address as its
 // IPv4-mapped form; a zone left out), hi the first 64, as numbers: an
-// address as the detector's and replay's tables keep it. As16 writes the
-// address into an array of bytes that is then read back as two words: the
-// 16-byte copy of the array reads two 8-byte writes, which the CPU cannot
-// forward to it, a stall of some 20 cycles, and replay made four keys a
-// line at a million keys (7% of its merger). netip.Addr holds the same two
-// words, hi first (its uint128): Addr reads them there when addrWordsOK,
-// which init sets only after checking, on addresses of every kind, that
-// the words read there are As16's; otherwise (another layout in another Go
-// release) it takes As16's way. Either way the result is As16's
-// (TestAddrAsAs16).
+// address as the detector's, replay's and the endpoint's tables keep it.
+// As16 writes the address into an array of bytes that is then read back
+// as two words: the 16-byte copy of the array reads two 8-byte writes,
+// which the CPU cannot forward to it, a stall of some 20 cycles, and
+// replay made four keys a line at a million keys (7% of its merger).
+// netip.Addr holds the same two words, hi first (its uint128): Addr reads
+// them there when addrWordsOK, which init sets only after checking, on
+// addresses of every kind, that the words read there are As16's;
+// otherwise (another layout in another Go release) it takes As16's way.
+// Either way the result is As16's (TestAddrAsAs16).
 func Addr(a netip.Addr) (hi, lo uint64) {
 	if addrWordsOK {
 		w := (*[2]uint64)(unsafe.Pointer(&a))
